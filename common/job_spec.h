@@ -1,0 +1,30 @@
+// Checks a JobSpec and fills its defaults. The daemon calls this at Submit (so
+// bad input is refused before it is queued) and the worker again at Run (so it
+// never trusts its caller).
+#ifndef BENCHD_COMMON_JOB_SPEC_H_
+#define BENCHD_COMMON_JOB_SPEC_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.pb.h"
+
+namespace benchd {
+
+// Limits on one benchmark request; beyond them a request is a typo, not a plan.
+inline constexpr int64_t kMaxSteps = 100000;
+inline constexpr int64_t kMaxBatch = 1 << 16;
+inline constexpr int64_t kMaxContext = 1 << 20;
+
+// "benchmark", "profile", ..., or "" when no kind is set.
+std::string JobKindName(const v1::JobSpec& spec);
+
+// Returns the spec with every default written out (mode, precision, batch 4,
+// context 128, warm-up 5, measured steps 10, the model resolved), or
+// INVALID_ARGUMENT naming the field, or UNIMPLEMENTED for a kind not built yet.
+// The device is not checked here: only the daemon knows its devices.
+absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
+
+}  // namespace benchd
+
+#endif  // BENCHD_COMMON_JOB_SPEC_H_

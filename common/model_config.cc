@@ -1,0 +1,154 @@
+#include "common/model_config.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace benchd {
+namespace {
+
+std::string PresetNames() {
+  std::vector<std::string> names;
+  for (const auto& p : Presets()) names.push_back(p.name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+const std::vector<Preset>& Presets() {
+  static const auto* presets = new std::vector<Preset>{
+      {"tiny", 1000, 64, 256, 2, 4},
+      {"mini", 10000, 256, 1024, 4, 4},
+      {"small", 10000, 768, 3072, 12, 12},
+      {"medium", 10000, 1024, 4096, 24, 16},
+      {"large", 10000, 1280, 5120, 36, 20},
+      {"xl", 10000, 1600, 6400, 48, 25},
+      {"2.7B", 10000, 2560, 10240, 32, 32},
+  };
+  return *presets;
+}
+
+absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
+                                                   const std::string& prefix) {
+  v1::ModelConfig out = in;
+  if (!in.preset().empty()) {
+    const Preset* found = nullptr;
+    for (const auto& p : Presets()) {
+      if (Lower(p.name) == Lower(in.preset())) found = &p;
+    }
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "preset: unknown preset '", in.preset(),
+                                                     "'; expected one of ", PresetNames(),
+                                                     ", or none with explicit sizes"));
+    }
+    out.set_preset(found->name);
+    if (in.vocab_size() == 0) out.set_vocab_size(found->vocab_size);
+    if (in.d_model() == 0) out.set_d_model(found->d_model);
+    if (in.d_ff() == 0) out.set_d_ff(found->d_ff);
+    if (in.num_layers() == 0) out.set_num_layers(found->num_layers);
+    if (in.num_heads() == 0) out.set_num_heads(found->num_heads);
+  }
+  if (out.rope_theta() == 0) out.set_rope_theta(10000.0);
+
+  struct Field {
+    const char* name;
+    int64_t value;
+  };
+  for (const Field& f : {Field{"vocab_size", out.vocab_size()}, Field{"d_model", out.d_model()},
+                         Field{"d_ff", out.d_ff()}, Field{"num_layers", out.num_layers()},
+                         Field{"num_heads", out.num_heads()}}) {
+    if (f.value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, f.name, ": expected a positive integer, got ", f.value,
+                       in.preset().empty() ? " (no preset given: set every size or name a preset)"
+                                           : ""));
+    }
+  }
+  if (out.d_model() % out.num_heads() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "num_heads: d_model (", out.d_model(), ") must be divisible by num_heads (",
+        out.num_heads(), ")"));
+  }
+  if ((out.d_model() / out.num_heads()) % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "num_heads: RoPE needs an even head dimension, got d_model/num_heads = ",
+        out.d_model() / out.num_heads()));
+  }
+  if (!(out.rope_theta() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "rope_theta: expected > 0, got ", out.rope_theta()));
+  }
+  // Keeps int64 arithmetic and allocation requests far from overflow.
+  constexpr int64_t kMaxDim = 1 << 20;
+  for (const Field& f : {Field{"vocab_size", out.vocab_size()}, Field{"d_model", out.d_model()},
+                         Field{"d_ff", out.d_ff()}, Field{"num_layers", out.num_layers()}}) {
+    if (f.value > kMaxDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, f.name, ": ", f.value, " is larger than the limit ", kMaxDim));
+    }
+  }
+  return out;
+}
+
+int64_t ParameterCount(const v1::ModelConfig& m) {
+  const int64_t V = m.vocab_size(), d = m.d_model(), dff = m.d_ff(), L = m.num_layers();
+  return 2 * V * d + L * (4 * d * d + 3 * d * dff + 2 * d) + d;
+}
+
+double ForwardFlops(const v1::ModelConfig& m, int64_t batch, int64_t context) {
+  const double V = m.vocab_size(), d = m.d_model(), dff = m.d_ff(), L = m.num_layers();
+  const double T = context;
+  const double matmul_per_token = 2.0 * (L * (4 * d * d + 3 * d * dff) + V * d);
+  const double attention_per_token = 4.0 * L * T * d;
+  return static_cast<double>(batch) * T * (matmul_per_token + attention_per_token);
+}
+
+double StepFlops(const v1::ModelConfig& m, v1::BenchmarkMode mode, int64_t batch, int64_t context) {
+  const double f = ForwardFlops(m, batch, context);
+  return mode == v1::MODE_FORWARD || mode == v1::MODE_UNSPECIFIED ? f : 3.0 * f;
+}
+
+absl::StatusOr<v1::Precision> ParsePrecision(const std::string& s) {
+  const std::string l = Lower(s);
+  if (l == "fp32" || l == "float32" || l == "f32") return v1::PRECISION_FP32;
+  if (l == "bf16" || l == "bfloat16") return v1::PRECISION_BF16;
+  if (l == "fp16" || l == "float16" || l == "half") return v1::PRECISION_FP16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("precision: unknown precision '", s, "'; expected fp32, bf16 or fp16"));
+}
+
+absl::StatusOr<v1::BenchmarkMode> ParseMode(const std::string& s) {
+  const std::string l = Lower(s);
+  if (l == "forward" || l == "fwd") return v1::MODE_FORWARD;
+  if (l == "forward_backward" || l == "fwd_bwd" || l == "forward-backward")
+    return v1::MODE_FORWARD_BACKWARD;
+  if (l == "train_step" || l == "train" || l == "train-step") return v1::MODE_TRAIN_STEP;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "mode: unknown mode '", s, "'; expected forward, forward_backward or train_step"));
+}
+
+std::string PrecisionName(v1::Precision p) {
+  switch (p) {
+    case v1::PRECISION_BF16: return "bf16";
+    case v1::PRECISION_FP16: return "fp16";
+    default: return "fp32";
+  }
+}
+
+std::string ModeName(v1::BenchmarkMode m) {
+  switch (m) {
+    case v1::MODE_FORWARD_BACKWARD: return "forward_backward";
+    case v1::MODE_TRAIN_STEP: return "train_step";
+    default: return "forward";
+  }
+}
+
+}  // namespace benchd

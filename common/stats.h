@@ -1,0 +1,21 @@
+// Summary statistics over a series of durations.
+#ifndef BENCHD_COMMON_STATS_H_
+#define BENCHD_COMMON_STATS_H_
+
+#include <vector>
+
+#include "benchd/v1/bench.pb.h"
+
+namespace benchd {
+
+// count, mean, sample std (n-1; 0 for one value), median, min, max, p95
+// (linear interpolation between closest ranks, as numpy's default) and cv
+// (std/mean; 0 when the mean is 0). All zero for an empty series.
+v1::Stats ComputeStats(std::vector<double> values);
+
+// The q-quantile (0..1) of sorted values, numpy's "linear" method.
+double Quantile(const std::vector<double>& sorted, double q);
+
+}  // namespace benchd
+
+#endif  // BENCHD_COMMON_STATS_H_
