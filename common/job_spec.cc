@@ -31,10 +31,10 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   }
   if (out.mode() == v1::MODE_UNSPECIFIED) out.set_mode(v1::MODE_FORWARD);
   if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
-  if (out.batch_size() == 0) out.set_batch_size(4);
-  if (out.context_length() == 0) out.set_context_length(128);
+  if (!out.has_batch_size()) out.set_batch_size(4);
+  if (!out.has_context_length()) out.set_context_length(128);
   if (!out.has_warmup_steps()) out.set_warmup_steps(5);
-  if (out.measure_steps() == 0) out.set_measure_steps(10);
+  if (!out.has_measure_steps()) out.set_measure_steps(10);
 
   absl::Status s;
   if (!(s = CheckRange("batch_size", out.batch_size(), 1, kMaxBatch)).ok()) return s;

@@ -1,0 +1,225 @@
+#include "client/commands.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "absl/strings/ascii.h"
+#include "client/csv.h"
+#include "client/exit_codes.h"
+#include "client/format.h"
+#include "client/job_view.h"
+#include "client/json.h"
+#include "client/list_views.h"
+#include "client/progress.h"
+#include "client/rpc.h"
+
+namespace benchd::client {
+namespace {
+
+BenchClient MakeClient(const GlobalOptions& g) {
+  return BenchClient(g.address,
+                     std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000)));
+}
+
+void Print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+int TerminalWidth() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+// Streams the job's events (NDJSON, live bar or plain lines), prints how it
+// ended and returns the exit code for its final state. `final_job` gets the
+// terminal event's Job.
+int WatchJob(BenchClient& client, const std::string& job_id, bool json, v1::Job* final_job) {
+  const bool tty = !json && isatty(STDOUT_FILENO) == 1;
+  Progress progress(job_id);
+  bool bar_drawn = false;
+  auto on_event = [&](const v1::JobEvent& e) {
+    progress.Observe(e);
+    if (json) {
+      Print(ToJsonLine(e));
+    } else if (tty) {
+      // "\r\x1b[K": back to column 0 and clear, so the bar redraws in place.
+      std::string out;
+      if (e.has_log()) out += "\r\x1b[K" + e.log() + "\n";
+      if (!IsTerminal(e)) {
+        out += "\r\x1b[K" + FitToWidth(progress.BarLine(), TerminalWidth());
+        bar_drawn = true;
+      }
+      Print(out);
+    } else if (std::string line = progress.PlainLine(e); !line.empty()) {
+      Print(line + "\n");
+    }
+  };
+  absl::StatusOr<v1::JobEvent> terminal = client.Watch(job_id, on_event);
+  if (bar_drawn) Print("\n");  // keep the last bar on screen
+  if (!terminal.ok()) return ReportError(terminal.status());
+
+  *final_job = TerminalJob(*terminal);
+  const int code = ExitCodeForJobState(final_job->state());
+  const std::string line = FinalStateLine(*final_job);
+  if (code == kExitOk) {
+    if (!json) Print(line + "\n");
+  } else {
+    std::fflush(stdout);
+    std::fprintf(stderr, "benchctl: %s\n", line.c_str());
+  }
+  return code;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobState> ParseJobState(const std::string& name) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  v1::JobState state;
+  if (upper != "JOB_STATE_UNSPECIFIED" && v1::JobState_Parse(upper, &state)) return state;
+  return absl::InvalidArgumentError(
+      fmt::format("--state: unknown state '{}'; expected queued, running, succeeded, failed, "
+                  "cancelled or interrupted",
+                  name));
+}
+
+std::string ErrorMessage(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kUnavailable: return std::string(status.message());
+    default:
+      return fmt::format("{}: {}", absl::StatusCodeToString(status.code()),
+                         std::string(status.message()));
+  }
+}
+
+int ReportError(const absl::Status& status) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "benchctl: %s\n", ErrorMessage(status).c_str());
+  return ExitCodeForStatus(status);
+}
+
+int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, bool watch,
+                       bool json) {
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(options);
+  if (!spec.ok()) return ReportError(spec.status());
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::Job> job = client.Submit(*spec);
+  if (!job.ok()) return ReportError(job.status());
+  if (!watch) {
+    // The bare id, so scripts can write JOB=$(benchctl submit benchmark ...).
+    Print(json ? ToJson(*job) : job->id() + "\n");
+    return kExitOk;
+  }
+  // With --json the output is exactly watch's NDJSON: the first event (queued)
+  // carries the job and its id, the terminal one the result.
+  if (!json) Print(fmt::format("submitted job {}\n", job->id()));
+  v1::Job final_job;
+  const int code = WatchJob(client, job->id(), json, &final_job);
+  if (json || (code != kExitOk && code != kExitJobFailed)) return code;
+  // GetJob for the stored record; the terminal event's copy is the fallback,
+  // so a hiccup after the job ran doesn't lose its report.
+  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
+  Print("\n" + JobView(stored.ok() ? *stored : final_job));
+  return code;
+}
+
+int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json) {
+  BenchClient client = MakeClient(g);
+  v1::Job final_job;
+  return WatchJob(client, job_id, json, &final_job);
+}
+
+int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv) {
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id);
+  if (!job.ok()) return ReportError(job.status());
+  if (json) {
+    Print(ToJson(*job));
+  } else if (csv) {
+    Print(StepsCsv(*job));
+  } else {
+    Print(JobView(*job));
+  }
+  // Like watch, the exit code tells a script how the job ended; queued and
+  // running jobs are not failures (yet).
+  switch (job->state()) {
+    case v1::FAILED:
+    case v1::CANCELLED:
+    case v1::INTERRUPTED: return kExitJobFailed;
+    default: return kExitOk;
+  }
+}
+
+int RunList(const GlobalOptions& g, int limit, const std::string& state, bool json) {
+  v1::ListJobsRequest request;
+  request.set_limit(limit);
+  if (!state.empty()) {
+    absl::StatusOr<v1::JobState> parsed = ParseJobState(state);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    request.set_state(*parsed);
+  }
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::ListJobsResponse> response = client.ListJobs(request);
+  if (!response.ok()) return ReportError(response.status());
+  Print(json ? ToJson(*response) : JobListView(*response));
+  return kExitOk;
+}
+
+int RunCancel(const GlobalOptions& g, const std::string& job_id, bool json) {
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::Job> job = client.CancelJob(job_id);
+  if (!job.ok()) return ReportError(job.status());
+  if (json) {
+    Print(ToJson(*job));
+  } else if (job->state() == v1::RUNNING) {
+    Print(fmt::format("job {}: cancel requested; it stops at its next step\n", job->id()));
+  } else {
+    Print(fmt::format("job {}: {}\n", job->id(), StateName(job->state())));
+  }
+  return kExitOk;
+}
+
+int RunModels(const GlobalOptions& g, const std::string& device, bool json) {
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::ListModelsResponse> response = client.ListModels(device);
+  if (!response.ok()) return ReportError(response.status());
+  Print(json ? ToJson(*response) : ModelsView(*response));
+  return kExitOk;
+}
+
+int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
+             bool json) {
+  v1::EvictModelRequest request;
+  // Both fields empty is "every device" in the proto, hence --all sets nothing.
+  if (!all) {
+    request.set_key(key);
+    request.set_device(device);
+  }
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::EvictModelResponse> response = client.EvictModel(request);
+  if (!response.ok()) return ReportError(response.status());
+  if (json) {
+    Print(ToJson(*response));
+  } else {
+    Print(fmt::format("evicted {} model{}\n", response->evicted(),
+                      response->evicted() == 1 ? "" : "s"));
+  }
+  return kExitOk;
+}
+
+int RunNode(const GlobalOptions& g, bool json) {
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::NodeInfo> node = client.GetNodeInfo();
+  if (!node.ok()) return ReportError(node.status());
+  Print(json ? ToJson(*node) : NodeView(*node));
+  return kExitOk;
+}
+
+}  // namespace benchd::client

@@ -1,0 +1,45 @@
+// What each benchctl subcommand does once its flags are parsed. Each returns
+// the process exit code (client/exit_codes.h) and prints errors to stderr as
+// "benchctl: <message>".
+#ifndef BENCHD_CLIENT_COMMANDS_H_
+#define BENCHD_CLIENT_COMMANDS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.pb.h"
+#include "client/spec_builder.h"
+
+namespace benchd::client {
+
+struct GlobalOptions {
+  std::string address;
+  double timeout_seconds = 10;
+};
+
+// "queued", "running", ... (any case) for list --state.
+absl::StatusOr<v1::JobState> ParseJobState(const std::string& name);
+// The message an error gets on stderr (without the "benchctl: " prefix):
+// INVALID_ARGUMENT and UNAVAILABLE messages speak for themselves, others get
+// their code name in front.
+std::string ErrorMessage(const absl::Status& status);
+// Prints ErrorMessage and returns the status's exit code.
+int ReportError(const absl::Status& status);
+
+int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, bool watch,
+                       bool json);
+int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
+// Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
+int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv);
+int RunList(const GlobalOptions& g, int limit, const std::string& state, bool json);
+int RunCancel(const GlobalOptions& g, const std::string& job_id, bool json);
+int RunModels(const GlobalOptions& g, const std::string& device, bool json);
+// Exactly one of key, device, all (checked by the caller).
+int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
+             bool json);
+int RunNode(const GlobalOptions& g, bool json);
+
+}  // namespace benchd::client
+
+#endif  // BENCHD_CLIENT_COMMANDS_H_

@@ -1,0 +1,205 @@
+#include "client/job_view.h"
+
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "absl/strings/str_join.h"
+#include "client/format.h"
+#include "client/table.h"
+#include "common/job_spec.h"
+#include "common/model_config.h"
+
+namespace benchd::client {
+namespace {
+
+using Align = Table::Align;
+using KeyValueList = std::vector<std::pair<std::string, std::string>>;
+
+// Every key/value block of `get` aligns on the longest key ("Peak memory").
+constexpr size_t kKeyWidth = 11;
+
+bool HasResult(const v1::Job& job) { return job.result().has_benchmark(); }
+
+std::string ErrorText(const v1::Job& job) {
+  if (job.error_message().empty()) return CodeName(job.error_code());
+  return CodeName(job.error_code()) + ": " + job.error_message();
+}
+
+}  // namespace
+
+std::string ModelSummary(const v1::ModelConfig& m) {
+  std::vector<std::string> parts;
+  if (m.vocab_size() != 0) parts.push_back("vocab " + FormatThousands(m.vocab_size()));
+  if (m.d_model() != 0) parts.push_back("d_model " + FormatThousands(m.d_model()));
+  if (m.d_ff() != 0) parts.push_back("d_ff " + FormatThousands(m.d_ff()));
+  if (m.num_layers() != 0) parts.push_back(fmt::format("{} layers", m.num_layers()));
+  if (m.num_heads() != 0) parts.push_back(fmt::format("{} heads", m.num_heads()));
+  if (m.rope_theta() != 0) parts.push_back(fmt::format("rope theta {:g}", m.rope_theta()));
+  const std::string name = m.preset().empty() ? "custom" : m.preset();
+  if (parts.empty()) return name;
+  return name + " (" + absl::StrJoin(parts, ", ") + ")";
+}
+
+std::string SpecSummary(const v1::JobSpec& spec) {
+  if (!spec.has_benchmark()) {
+    const std::string kind = JobKindName(spec);
+    return kind.empty() ? "-" : kind;
+  }
+  const v1::BenchmarkSpec& b = spec.benchmark();
+  // UNSPECIFIED mode/precision mean forward/fp32 by the proto's contract.
+  std::vector<std::string> parts = {ModelSummary(b.model()), ModeName(b.mode()),
+                                    PrecisionName(b.precision())};
+  if (b.batch_size() != 0) parts.push_back(fmt::format("batch {}", b.batch_size()));
+  if (b.context_length() != 0) parts.push_back(fmt::format("context {}", b.context_length()));
+  if (b.has_warmup_steps()) parts.push_back(fmt::format("warm-up {}", b.warmup_steps()));
+  if (b.measure_steps() != 0) parts.push_back(fmt::format("steps {}", b.measure_steps()));
+  parts.push_back(fmt::format("seed {}", b.seed()));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ShortSpecSummary(const v1::JobSpec& spec) {
+  if (!spec.has_benchmark()) return JobKindName(spec);
+  const v1::BenchmarkSpec& b = spec.benchmark();
+  const v1::ModelConfig& m = b.model();
+  std::string model = m.preset();
+  if (model.empty()) model = fmt::format("d{}/L{}", m.d_model(), m.num_layers());
+  std::string out =
+      fmt::format("{} {} {}", model, ModeName(b.mode()), PrecisionName(b.precision()));
+  if (b.batch_size() != 0 && b.context_length() != 0) {
+    out += fmt::format(" {}x{}", b.batch_size(), b.context_length());
+  }
+  return out;
+}
+
+std::string StatsTable(const v1::BenchmarkResult& r, const std::string& indent) {
+  Table table({{"ms"},
+               {"median", Align::kRight},
+               {"mean", Align::kRight},
+               {"std", Align::kRight},
+               {"min", Align::kRight},
+               {"max", Align::kRight},
+               {"p95", Align::kRight},
+               {"cv", Align::kRight}});
+  const std::pair<const char*, const v1::Stats*> rows[] = {
+      {"step", &r.step()},         {"forward", &r.forward()},     {"backward", &r.backward()},
+      {"optimizer", &r.optimizer()}, {"host_step", &r.host_step()}};
+  for (const auto& [name, s] : rows) {
+    // Backward and optimizer are all zero in modes that don't run them; a
+    // row of zeros would read as "measured and free".
+    if (s->count() == 0 || (s->max() == 0 && std::string(name) != "step")) continue;
+    table.AddRow({name, FormatMs(s->median()), FormatMs(s->mean()), FormatMs(s->std()),
+                  FormatMs(s->min()), FormatMs(s->max()), FormatMs(s->p95()),
+                  FormatPercent(s->cv())});
+  }
+  return table.Render(indent);
+}
+
+std::string StepsTable(const v1::BenchmarkResult& r, const std::string& indent) {
+  Table table({{"index", Align::kRight},
+               {"warm-up"},
+               {"step ms", Align::kRight},
+               {"fwd ms", Align::kRight},
+               {"bwd ms", Align::kRight},
+               {"opt ms", Align::kRight},
+               {"loss", Align::kRight}});
+  for (const v1::StepTiming& s : r.steps()) {
+    table.AddRow({std::to_string(s.index()), s.warmup() ? "yes" : "", FormatMs(s.step_seconds()),
+                  FormatMs(s.forward_seconds()), FormatMs(s.backward_seconds()),
+                  FormatMs(s.optimizer_seconds()), fmt::format("{:.4f}", s.loss())});
+  }
+  return table.Render(indent);
+}
+
+std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
+  std::string device = r.device().empty() ? "-" : r.device();
+  if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
+  const int64_t tokens = r.batch_size() * r.context_length();
+  std::string out = KeyValues({
+      {"Model", ModelSummary(r.model())},
+      {"Parameters", FormatThousands(r.parameter_count())},
+      {"Device", device},
+      {"Mode", ModeName(r.mode())},
+      {"Precision", PrecisionName(r.precision())},
+      {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", r.batch_size(), r.context_length(),
+                            FormatThousands(tokens))},
+      {"Steps", fmt::format("{} warm-up + {} measured", r.warmup_steps(), r.measure_steps())},
+      {"Timer", r.timer().empty() ? "-" : r.timer()},
+  }, kKeyWidth);
+  out += fmt::format("\nStatistics (ms over {} measured steps)\n", r.step().count());
+  out += StatsTable(r, "  ");
+
+  std::string memory = FormatGiB(r.peak_memory_bytes()) + " GiB";
+  if (!r.peak_memory_source().empty()) memory += " (" + r.peak_memory_source() + ")";
+  const std::string model = r.model_was_resident()
+                                ? std::string("resident (reused, not rebuilt)")
+                                : "built in " + FormatSeconds(r.model_build_seconds());
+  out += "\n";
+  out += KeyValues({
+      {"Tokens/s", FormatRate(r.tokens_per_second())},
+      {"TFLOP/s", FormatRate(r.tflops_per_second())},
+      {"FLOPs/step", fmt::format("{:.4g}", r.flops_per_step())},
+      {"Peak memory", memory},
+      {"Model", model},
+      {"Versions", FormatVersions(r.versions())},
+  }, kKeyWidth);
+  if (r.steps_size() > 0) {
+    out += "\nSteps\n";
+    out += StepsTable(r, "  ");
+  }
+  return out;
+}
+
+std::string JobView(const v1::Job& job) {
+  KeyValueList kv = {
+      {"Job", job.id()},
+      {"Kind", job.kind().empty() ? JobKindName(job.spec()) : job.kind()},
+      {"State", StateName(job.state())},
+      {"Device", job.device().empty() ? (job.spec().device().empty() ? "-" : job.spec().device())
+                                      : job.device()},
+      {"Created", FormatTime(job.created())},
+  };
+  std::string started = FormatTime(job.started());
+  if (double wait = SecondsBetween(job.created(), job.started()); wait >= 0) {
+    started += " (queued " + FormatSeconds(wait) + ")";
+  }
+  kv.emplace_back("Started", started);
+  std::string finished = FormatTime(job.finished());
+  if (double ran = SecondsBetween(job.started(), job.finished()); ran >= 0) {
+    finished += " (ran " + FormatSeconds(ran) + ")";
+  }
+  kv.emplace_back("Finished", finished);
+  kv.emplace_back("Spec", SpecSummary(job.spec()));
+  if (job.state() == v1::FAILED || job.error_code() != 0 || !job.error_message().empty()) {
+    kv.emplace_back("Error", ErrorText(job));
+  }
+  std::string out = KeyValues(kv, kKeyWidth);
+  if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
+  return out;
+}
+
+std::string FinalStateLine(const v1::Job& job) {
+  switch (job.state()) {
+    case v1::SUCCEEDED: {
+      std::string line = fmt::format("job {} succeeded", job.id());
+      if (HasResult(job)) {
+        const v1::BenchmarkResult& r = job.result().benchmark();
+        line += fmt::format(": median step {} ms, {} tokens/s, {} TFLOP/s", FormatMs(r.step().median()),
+                            FormatRate(r.tokens_per_second()), FormatRate(r.tflops_per_second()));
+      }
+      return line;
+    }
+    case v1::FAILED: return fmt::format("job {} failed: {}", job.id(), ErrorText(job));
+    case v1::CANCELLED: return fmt::format("job {} was cancelled", job.id());
+    case v1::INTERRUPTED: {
+      std::string line =
+          fmt::format("job {} was interrupted (the daemon stopped while it ran)", job.id());
+      if (!job.error_message().empty()) line += ": " + job.error_message();
+      return line;
+    }
+    default: return fmt::format("job {} is {}", job.id(), StateName(job.state()));
+  }
+}
+
+}  // namespace benchd::client

@@ -1,0 +1,81 @@
+#include "client/list_views.h"
+
+#include <fmt/format.h>
+
+#include "client/format.h"
+#include "client/job_view.h"
+#include "client/table.h"
+#include "common/model_config.h"
+
+namespace benchd::client {
+namespace {
+using Align = Table::Align;
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+}  // namespace
+
+std::string JobListView(const v1::ListJobsResponse& response) {
+  if (response.jobs_size() == 0) return "no jobs\n";
+  Table table({{"ID"},
+               {"KIND"},
+               {"STATE"},
+               {"DEVICE"},
+               {"SPEC"},
+               {"CREATED (UTC)"},
+               {"MEDIAN STEP ms", Align::kRight}});
+  for (const v1::Job& job : response.jobs()) {
+    const bool has_stats = job.result().has_benchmark() && job.result().benchmark().step().count() > 0;
+    table.AddRow({job.id(), OrDash(job.kind()), StateName(job.state()),
+                  OrDash(job.device().empty() ? job.spec().device() : job.device()),
+                  OrDash(ShortSpecSummary(job.spec())), FormatTime(job.created()),
+                  has_stats ? FormatMs(job.result().benchmark().step().median()) : "-"});
+  }
+  return table.Render();
+}
+
+std::string ModelsView(const v1::ListModelsResponse& response) {
+  if (response.models_size() == 0) return "no resident models\n";
+  Table table({{"KEY"},
+               {"DEVICE"},
+               {"MODEL"},
+               {"PRECISION"},
+               {"PARAMS", Align::kRight},
+               {"SIZE", Align::kRight},
+               {"BUILD s", Align::kRight},
+               {"USES", Align::kRight}});
+  for (const v1::ResidentModel& m : response.models()) {
+    table.AddRow({m.key(), OrDash(m.device()), OrDash(m.model().preset().empty() ? "custom" : m.model().preset()),
+                  PrecisionName(m.precision()), FormatThousands(m.parameter_count()),
+                  FormatBytes(m.bytes()), fmt::format("{:.2f}", m.build_seconds()),
+                  FormatThousands(m.uses())});
+  }
+  return table.Render();
+}
+
+std::string NodeView(const v1::NodeInfo& node) {
+  std::string out = KeyValues({
+      {"Host", OrDash(node.hostname())},
+      {"Versions", FormatVersions(node.versions())},
+      {"Data dir", OrDash(node.data_dir())},
+      {"Metrics", OrDash(node.metrics_address())},
+  });
+  out += "\n";
+  if (node.devices_size() == 0) return out + "no devices\n";
+  Table table({{"DEVICE"},
+               {"DESCRIPTION"},
+               {"CC"},
+               {"FREE GiB", Align::kRight},
+               {"TOTAL GiB", Align::kRight},
+               {"WORKER"},
+               {"PID", Align::kRight},
+               {"RESTARTS", Align::kRight}});
+  for (const v1::Device& d : node.devices()) {
+    table.AddRow({d.name(), OrDash(d.description()), OrDash(d.compute_capability()),
+                  FormatGiB(d.free_memory_bytes()), FormatGiB(d.total_memory_bytes()),
+                  OrDash(d.worker_state()), d.worker_pid() > 0 ? std::to_string(d.worker_pid()) : "-",
+                  std::to_string(d.worker_restarts())});
+  }
+  return out + table.Render();
+}
+
+}  // namespace benchd::client

@@ -1,0 +1,163 @@
+// benchctl: wires CLI11 subcommands to client/commands.h. Nothing here talks
+// to the daemon or formats output.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_join.h"
+#include "client/commands.h"
+#include "client/exit_codes.h"
+#include "client/rpc.h"
+#include "client/spec_builder.h"
+#include "common/model_config.h"
+#include "common/version.h"
+
+namespace {
+
+using benchd::client::BenchmarkOptions;
+using benchd::client::GlobalOptions;
+
+// CLI11's range validators print the full double range; these say it plainly.
+const CLI::Validator kNonNegative(
+    [](std::string& v) { return !v.empty() && v[0] == '-' ? "must be 0 or more" : std::string(); },
+    "", "NONNEGATIVE");
+const CLI::Validator kPositive(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      return end != v.c_str() && d > 0 ? std::string() : "must be a number above 0";
+    },
+    "", "POSITIVE");
+
+std::string PresetHelp() {
+  std::vector<std::string> names;
+  for (const auto& p : benchd::Presets()) names.push_back(p.name);
+  return "model preset: " + absl::StrJoin(names, ", ") + " (size flags override its values)";
+}
+
+void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
+  cmd->add_option("--device", o.device, "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+  cmd->add_option("--preset", o.preset, PresetHelp());
+  cmd->add_option("--vocab-size", o.vocab_size, "vocabulary size");
+  cmd->add_option("--d-model", o.d_model, "model width");
+  cmd->add_option("--d-ff", o.d_ff, "feed-forward width");
+  cmd->add_option("--num-layers", o.num_layers, "number of layers");
+  cmd->add_option("--num-heads", o.num_heads, "attention heads");
+  cmd->add_option("--rope-theta", o.rope_theta, "RoPE theta (default 10000)");
+  cmd->add_option("--mode", o.mode, "forward|forward_backward|train_step (default forward)");
+  cmd->add_option("--precision", o.precision, "fp32|bf16|fp16 (default fp32)");
+  cmd->add_option("--batch-size", o.batch_size, "batch size (default 4)");
+  cmd->add_option("--context-length", o.context_length, "tokens per sequence (default 128)");
+  cmd->add_option("--warmup-steps", o.warmup_steps, "warm-up steps, timed but not in the statistics (default 5)");
+  cmd->add_option("--steps", o.measure_steps, "measured steps (default 10)");
+  cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")
+      ->check(kNonNegative);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace bc = benchd::client;
+  CLI::App app{"benchctl: the command-line client of benchd, the GPU benchmarking daemon",
+               "benchctl"};
+  app.footer(bc::kExitCodesHelp);
+  app.require_subcommand(1);
+  // Global flags may come after the subcommand too: `benchctl get J --address h:p`.
+  app.fallthrough();
+  app.set_version_flag("--version", std::string(benchd::kVersion));
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("benchctl: ") + e.what() + "\nRun with --help for more information.\n";
+  });
+
+  GlobalOptions g{bc::DefaultAddress(), 10.0};
+  app.add_option("--address", g.address, "benchd's gRPC address host:port (env BENCHD_ADDRESS)")
+      ->capture_default_str();
+  app.add_option("--timeout", g.timeout_seconds,
+                 "seconds allowed for connecting and for each call (watch: connecting only)")
+      ->check(kPositive)
+      ->capture_default_str();
+
+  bool json = false;
+  auto add_json = [&json](CLI::App* cmd, const std::string& what) {
+    return cmd->add_flag("--json", json, what);
+  };
+
+  // submit benchmark
+  CLI::App* submit = app.add_subcommand("submit", "queue a job");
+  submit->require_subcommand(1);
+  CLI::App* benchmark =
+      submit->add_subcommand("benchmark", "time forward/backward/train steps of the CS336 LM");
+  BenchmarkOptions bench;
+  bool watch = false;
+  AddBenchmarkFlags(benchmark, bench);
+  benchmark->add_flag("--watch", watch, "follow the job like `watch`, then print it like `get`");
+  add_json(benchmark, "print the Job as JSON (with --watch: NDJSON events like `watch --json`)");
+
+  std::string job_id;
+  CLI::App* watch_cmd = app.add_subcommand("watch", "follow a job's events until it ends");
+  watch_cmd->add_option("JOB", job_id, "job id")->required();
+  add_json(watch_cmd, "print one JobEvent per line (NDJSON)");
+
+  CLI::App* get = app.add_subcommand("get", "show a job, its result and its steps");
+  get->add_option("JOB", job_id, "job id")->required();
+  bool csv = false;
+  CLI::Option* get_json = add_json(get, "print the Job as JSON");
+  get->add_flag("--csv", csv,
+                "print one CSV row per step: job_id,index,warmup,step_s,host_s,forward_s,"
+                "backward_s,optimizer_s,loss")
+      ->excludes(get_json);
+
+  CLI::App* list = app.add_subcommand("list", "list jobs, newest first");
+  int limit = 0;
+  std::string state;
+  list->add_option("--limit", limit, "at most N jobs (default 50)");
+  list->add_option("--state", state,
+                   "only jobs in this state: queued, running, succeeded, failed, cancelled, "
+                   "interrupted");
+  add_json(list, "print the ListJobsResponse as JSON");
+
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
+  cancel->add_option("JOB", job_id, "job id")->required();
+  add_json(cancel, "print the Job as JSON");
+
+  std::string device;
+  CLI::App* models = app.add_subcommand("models", "list models resident in the workers");
+  models->add_option("--device", device, "only this device (default: all)");
+  add_json(models, "print the ListModelsResponse as JSON");
+
+  CLI::App* evict = app.add_subcommand("evict", "free resident models: KEY, --device D or --all");
+  std::string key;
+  bool all = false;
+  CLI::Option* key_opt = evict->add_option("KEY", key, "model key (from `benchctl models`)");
+  CLI::Option* device_opt = evict->add_option("--device", device, "every model on this device");
+  CLI::Option* all_opt = evict->add_flag("--all", all, "every model on every device");
+  key_opt->excludes(device_opt)->excludes(all_opt);
+  device_opt->excludes(all_opt);
+  add_json(evict, "print the EvictModelResponse as JSON");
+
+  CLI::App* node = app.add_subcommand("node", "show the node: devices, workers, versions");
+  add_json(node, "print the NodeInfo as JSON");
+
+  try {
+    app.parse(argc, argv);
+    if (*evict && key_opt->count() + device_opt->count() + all_opt->count() == 0) {
+      throw CLI::ValidationError("evict", "give a model KEY, --device D or --all");
+    }
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every other parse error is a usage error.
+    app.exit(e);
+    return e.get_exit_code() == 0 ? bc::kExitOk : bc::kExitUsage;
+  }
+
+  if (*benchmark) return bc::RunSubmitBenchmark(g, bench, watch, json);
+  if (*watch_cmd) return bc::RunWatch(g, job_id, json);
+  if (*get) return bc::RunGet(g, job_id, json, csv);
+  if (*list) return bc::RunList(g, limit, state, json);
+  if (*cancel) return bc::RunCancel(g, job_id, json);
+  if (*models) return bc::RunModels(g, device, json);
+  if (*evict) return bc::RunEvict(g, key, device, all, json);
+  if (*node) return bc::RunNode(g, json);
+  return bc::kExitUsage;  // unreachable: require_subcommand(1)
+}

@@ -1,0 +1,63 @@
+// A thin client of benchd's Bench service: every unary call has the --timeout
+// deadline, a failed connection becomes one UNAVAILABLE message naming the
+// address, and gRPC statuses come back as absl::Status.
+#ifndef BENCHD_CLIENT_RPC_H_
+#define BENCHD_CLIENT_RPC_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.grpc.pb.h"
+
+namespace benchd::client {
+
+// 127.0.0.1:7531 unless BENCHD_ADDRESS is set.
+std::string DefaultAddress();
+
+class BenchClient {
+ public:
+  BenchClient(std::string address, std::chrono::milliseconds timeout);
+
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
+  absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
+  absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
+  absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
+  absl::StatusOr<v1::NodeInfo> GetNodeInfo();
+
+  // Streams the job's events to `on_event` until a terminal one, which is
+  // returned. No overall deadline (jobs take as long as they take), but the
+  // connection must come up within the timeout.
+  absl::StatusOr<v1::JobEvent> Watch(const std::string& job_id,
+                                     const std::function<void(const v1::JobEvent&)>& on_event);
+
+  // gRPC status -> absl::Status, with UNAVAILABLE and DEADLINE_EXCEEDED
+  // reworded to name the address.
+  absl::Status Convert(const grpc::Status& status) const;
+
+ private:
+  // READY within the deadline, else UNAVAILABLE. A refused connection fails at
+  // once (TRANSIENT_FAILURE) instead of waiting out the deadline.
+  absl::Status Connect(std::chrono::system_clock::time_point deadline);
+  absl::Status Unreachable(const std::string& why) const;
+
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call);
+
+  std::string address_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Bench::Stub> stub_;
+};
+
+}  // namespace benchd::client
+
+#endif  // BENCHD_CLIENT_RPC_H_

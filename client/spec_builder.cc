@@ -1,0 +1,54 @@
+#include "client/spec_builder.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/model_config.h"
+
+namespace benchd::client {
+namespace {
+
+// The common parsers say "mode: unknown mode 'x'; expected ..."; a CLI user
+// needs the flag's name instead of the proto field's.
+absl::Status FlagError(const absl::Status& status, absl::string_view field) {
+  absl::string_view message = status.message();
+  absl::ConsumePrefix(&message, absl::StrCat(field, ": "));
+  return absl::InvalidArgumentError(absl::StrCat("--", field, ": ", message));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& o) {
+  v1::JobSpec spec;
+  spec.set_device(o.device);
+  v1::BenchmarkSpec* b = spec.mutable_benchmark();
+
+  v1::ModelConfig* m = b->mutable_model();
+  m->set_preset(o.preset);
+  if (o.vocab_size) m->set_vocab_size(*o.vocab_size);
+  if (o.d_model) m->set_d_model(*o.d_model);
+  if (o.d_ff) m->set_d_ff(*o.d_ff);
+  if (o.num_layers) m->set_num_layers(*o.num_layers);
+  if (o.num_heads) m->set_num_heads(*o.num_heads);
+  if (o.rope_theta) m->set_rope_theta(*o.rope_theta);
+
+  if (!o.mode.empty()) {
+    auto mode = ParseMode(o.mode);
+    if (!mode.ok()) return FlagError(mode.status(), "mode");
+    b->set_mode(*mode);
+  }
+  if (!o.precision.empty()) {
+    auto precision = ParsePrecision(o.precision);
+    if (!precision.ok()) return FlagError(precision.status(), "precision");
+    b->set_precision(*precision);
+  }
+  if (o.batch_size) b->set_batch_size(*o.batch_size);
+  if (o.context_length) b->set_context_length(*o.context_length);
+  // Explicit presence: --warmup-steps 0 means "no warm-up", not "default".
+  if (o.warmup_steps) b->set_warmup_steps(*o.warmup_steps);
+  if (o.measure_steps) b->set_measure_steps(*o.measure_steps);
+  if (o.seed) b->set_seed(*o.seed);
+  return spec;
+}
+
+}  // namespace benchd::client

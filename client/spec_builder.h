@@ -1,0 +1,33 @@
+// Turns `submit benchmark` flags into a JobSpec. Mode and precision are parsed
+// here so a typo is a usage error before any RPC; ranges and presets are the
+// daemon's to check (it names the field in INVALID_ARGUMENT).
+#ifndef BENCHD_CLIENT_SPEC_BUILDER_H_
+#define BENCHD_CLIENT_SPEC_BUILDER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.pb.h"
+
+namespace benchd::client {
+
+// Unset flags stay unset so the daemon's defaults apply.
+struct BenchmarkOptions {
+  std::string device;
+  std::string preset;
+  std::optional<int64_t> vocab_size, d_model, d_ff, num_layers, num_heads;
+  std::optional<double> rope_theta;
+  std::string mode;       // "" = the daemon's default (forward)
+  std::string precision;  // "" = the daemon's default (fp32)
+  std::optional<int64_t> batch_size, context_length, warmup_steps, measure_steps;
+  std::optional<uint64_t> seed;
+};
+
+// INVALID_ARGUMENT naming the flag (--mode, --precision) and what it accepts.
+absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& options);
+
+}  // namespace benchd::client
+
+#endif  // BENCHD_CLIENT_SPEC_BUILDER_H_

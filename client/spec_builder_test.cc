@@ -1,0 +1,107 @@
+#include "client/spec_builder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace benchd::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BuildBenchmarkSpec, FlagsFillEveryField) {
+  BenchmarkOptions o;
+  o.device = "cuda:1";
+  o.preset = "small";
+  o.vocab_size = 5000;
+  o.d_model = 512;
+  o.d_ff = 2048;
+  o.num_layers = 6;
+  o.num_heads = 8;
+  o.rope_theta = 500000.0;
+  o.mode = "train_step";
+  o.precision = "bf16";
+  o.batch_size = 8;
+  o.context_length = 256;
+  o.warmup_steps = 3;
+  o.measure_steps = 20;
+  o.seed = 42;
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device(), "cuda:1");
+  ASSERT_TRUE(spec->has_benchmark());
+  const v1::BenchmarkSpec& b = spec->benchmark();
+  EXPECT_EQ(b.model().preset(), "small");
+  EXPECT_EQ(b.model().vocab_size(), 5000);
+  EXPECT_EQ(b.model().d_model(), 512);
+  EXPECT_EQ(b.model().d_ff(), 2048);
+  EXPECT_EQ(b.model().num_layers(), 6);
+  EXPECT_EQ(b.model().num_heads(), 8);
+  EXPECT_EQ(b.model().rope_theta(), 500000.0);
+  EXPECT_EQ(b.mode(), v1::MODE_TRAIN_STEP);
+  EXPECT_EQ(b.precision(), v1::PRECISION_BF16);
+  EXPECT_EQ(b.batch_size(), 8);
+  EXPECT_EQ(b.context_length(), 256);
+  EXPECT_TRUE(b.has_warmup_steps());
+  EXPECT_EQ(b.warmup_steps(), 3);
+  EXPECT_EQ(b.measure_steps(), 20);
+  EXPECT_EQ(b.seed(), 42u);
+}
+
+TEST(BuildBenchmarkSpec, UnsetFlagsLeaveTheDaemonsDefaults) {
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec({});
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(spec->has_benchmark());
+  EXPECT_EQ(spec->benchmark().mode(), v1::MODE_UNSPECIFIED);
+  EXPECT_EQ(spec->benchmark().precision(), v1::PRECISION_UNSPECIFIED);
+  EXPECT_FALSE(spec->benchmark().has_warmup_steps());
+  EXPECT_EQ(spec->benchmark().batch_size(), 0);
+}
+
+TEST(BuildBenchmarkSpec, ZeroWarmupIsExplicit) {
+  BenchmarkOptions o;
+  o.warmup_steps = 0;
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(spec->benchmark().has_warmup_steps());
+  EXPECT_EQ(spec->benchmark().warmup_steps(), 0);
+}
+
+TEST(BuildBenchmarkSpec, AcceptsAliases) {
+  BenchmarkOptions o;
+  o.mode = "FORWARD_BACKWARD";
+  o.precision = "float16";
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->benchmark().mode(), v1::MODE_FORWARD_BACKWARD);
+  EXPECT_EQ(spec->benchmark().precision(), v1::PRECISION_FP16);
+}
+
+TEST(BuildBenchmarkSpec, BadModeNamesTheFlagAndChoices) {
+  BenchmarkOptions o;
+  o.mode = "sprint";
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("--mode: "));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("'sprint'"));
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr("forward, forward_backward or train_step"));
+}
+
+TEST(BuildBenchmarkSpec, BadPrecisionNamesTheFlagAndChoices) {
+  BenchmarkOptions o;
+  o.precision = "fp8";
+  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("--precision: "));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("fp32, bf16 or fp16"));
+}
+
+TEST(BuildBenchmarkSpec, RangesAreLeftToTheDaemon) {
+  BenchmarkOptions o;
+  o.batch_size = -1;
+  o.preset = "huge";
+  EXPECT_TRUE(BuildBenchmarkSpec(o).ok());
+}
+
+}  // namespace
+}  // namespace benchd::client

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything a fresh Debian 12 machine needs and builds benchd into
+# build/. Re-running it is quick and changes nothing that is already right.
+#   BENCHD_BUILD_DIR  build directory (default: build)
+#   BENCHD_PYTHON     python3 to make the venv with (default: python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${BENCHD_BUILD_DIR:-build}
+TORCH_VERSION=2.11.0
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# 1. Debian packages.
+PKGS="build-essential cmake ninja-build pkg-config python3-venv
+  libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
+  nlohmann-json3-dev libfmt-dev prometheus"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  sudo_if_needed apt-get update -q
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+fi
+
+# 2. The project venv: LibTorch comes from the PyPI torch wheel (pinned to the
+#    GPU machines' version); grpcio and pytest drive the integration tests.
+if [ ! -x .venv/bin/python ]; then
+  "${BENCHD_PYTHON:-python3}" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION into .venv (large download, once)"
+  .venv/bin/pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
+fi
+.venv/bin/python -c "import numpy, grpc, grpc_tools, pytest, pytest_timeout" 2>/dev/null ||
+  .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools pytest pytest-timeout
+
+# 3. Build.
+TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python"
+fi
+cmake --build "$BUILD"
+echo "setup: built into $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"

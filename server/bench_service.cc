@@ -1,0 +1,228 @@
+#include "server/bench_service.h"
+
+#include <unistd.h>
+
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
+
+namespace benchd::server {
+namespace {
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+// Streams a job's events: its history from the hub, then live ones, until the
+// terminal event. One write in flight at a time, as the callback API requires.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  WatchReactor(EventHub* hub, JobManager* jobs, const std::string& job_id)
+      : hub_(hub), job_id_(job_id) {
+    // Subscribe outside our lock: the hub calls Enqueue under its own lock.
+    auto sub = hub_->Subscribe(job_id_, [this](const v1::JobEvent& e) { Enqueue(e); });
+    std::lock_guard<std::mutex> lock(mu_);
+    sub_id_ = sub.id;
+    if (sub.id == 0) {
+      // Not in the hub (finished long ago, or before a daemon restart): answer
+      // from the store with the job's final event.
+      auto job = jobs->Get(job_id_);
+      if (!job.ok()) {
+        FinishOnce(ToGrpc(job.status()));
+        return;
+      }
+      v1::JobEvent e;
+      e.set_job_id(job->id());
+      *e.mutable_time() = job->finished();
+      switch (job->state()) {
+        case v1::SUCCEEDED: *e.mutable_result() = *job; break;
+        case v1::FAILED: *e.mutable_failed() = *job; break;
+        case v1::CANCELLED: *e.mutable_cancelled() = *job; break;
+        case v1::INTERRUPTED: *e.mutable_interrupted() = *job; break;
+        default:
+          FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                  absl::StrCat("job ", job_id_, " is ", JobStateName(job->state()),
+                                               " but has no live events here; watch again")));
+          return;
+      }
+      pending_.push_back(std::move(e));
+    } else {
+      // Live events that raced in are already in pending_; history goes first.
+      pending_.insert(pending_.begin(), sub.history.begin(), sub.history.end());
+    }
+    ready_ = true;
+    NextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
+      return;
+    }
+    if (IsTerminal(current_)) {
+      FinishOnce(grpc::Status::OK);
+      return;
+    }
+    NextLocked();
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+  }
+
+  void OnDone() override {
+    if (sub_id_ != 0) hub_->Unsubscribe(job_id_, sub_id_);
+    delete this;
+  }
+
+ private:
+  void Enqueue(const v1::JobEvent& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    pending_.push_back(e);
+    if (ready_) NextLocked();
+  }
+
+  void NextLocked() {
+    if (writing_ || finished_ || pending_.empty()) return;
+    current_ = std::move(pending_.front());
+    pending_.pop_front();
+    writing_ = true;
+    StartWrite(&current_);
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  EventHub* const hub_;
+  const std::string job_id_;
+  uint64_t sub_id_ = 0;
+  std::mutex mu_;
+  std::deque<v1::JobEvent> pending_;
+  v1::JobEvent current_;
+  bool ready_ = false;
+  bool writing_ = false;
+  bool finished_ = false;
+};
+
+absl::Status CheckJobId(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("job_id: expected a job id, got nothing");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
+                                               const v1::SubmitRequest* req, v1::Job* resp) {
+  auto job = jobs_->Submit(req->spec());
+  if (job.ok()) *resp = *job;
+  return Done(ctx, ToGrpc(job.status()));
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext* ctx,
+                                                            const v1::WatchRequest* req) {
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) {
+    class Refuse : public grpc::ServerWriteReactor<v1::JobEvent> {
+     public:
+      explicit Refuse(const absl::Status& s) { Finish(ToGrpc(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(s);
+  }
+  return new WatchReactor(hub_, jobs_, req->job_id());
+}
+
+grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
+                                               const v1::GetJobRequest* req, v1::Job* resp) {
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+  auto job = jobs_->Get(req->job_id());
+  if (job.ok()) *resp = *job;
+  return Done(ctx, ToGrpc(job.status()));
+}
+
+grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ctx,
+                                                 const v1::ListJobsRequest* req,
+                                                 v1::ListJobsResponse* resp) {
+  if (req->limit() < 0) {
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
+                         absl::StrCat("limit: expected >= 0 (0 = 50), got ", req->limit()))));
+  }
+  if (!v1::JobState_IsValid(req->state())) {
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
+                         absl::StrCat("state: unknown job state ", req->state()))));
+  }
+  auto jobs = jobs_->List(req->limit(), req->state());
+  if (jobs.ok()) {
+    for (auto& j : *jobs) *resp->add_jobs() = std::move(j);
+  }
+  return Done(ctx, ToGrpc(jobs.status()));
+}
+
+grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* ctx,
+                                                  const v1::CancelJobRequest* req, v1::Job* resp) {
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+  auto job = jobs_->Cancel(req->job_id());
+  if (job.ok()) *resp = *job;
+  return Done(ctx, ToGrpc(job.status()));
+}
+
+grpc::ServerUnaryReactor* BenchService::ListModels(grpc::CallbackServerContext* ctx,
+                                                   const v1::ListModelsRequest* req,
+                                                   v1::ListModelsResponse* resp) {
+  auto models = jobs_->ListModels(req->device());
+  if (models.ok()) *resp = *models;
+  return Done(ctx, ToGrpc(models.status()));
+}
+
+grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* ctx,
+                                                   const v1::EvictModelRequest* req,
+                                                   v1::EvictModelResponse* resp) {
+  auto evicted = jobs_->EvictModel(*req);
+  if (evicted.ok()) *resp = *evicted;
+  return Done(ctx, ToGrpc(evicted.status()));
+}
+
+grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext* ctx,
+                                                    const v1::GetNodeInfoRequest*,
+                                                    v1::NodeInfo* resp) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  resp->set_hostname(host);
+  // Free memory changes: ask each worker that is up, briefly.
+  std::map<std::string, internal::WorkerInfo> fresh;
+  for (const auto& w : supervisor_->UpWorkers()) {
+    grpc::ClientContext wctx;
+    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    internal::WorkerInfo info;
+    if (w->stub->GetInfo(&wctx, internal::GetInfoRequest(), &info).ok()) fresh[w->device] = info;
+  }
+  for (v1::Device d : supervisor_->Devices()) {
+    if (auto it = fresh.find(d.name()); it != fresh.end()) {
+      d.set_free_memory_bytes(it->second.device().free_memory_bytes());
+      d.set_total_memory_bytes(it->second.device().total_memory_bytes());
+    }
+    *resp->add_devices() = std::move(d);
+  }
+  *resp->mutable_versions() = supervisor_->WorkerVersions();
+  resp->mutable_versions()->set_benchd(kVersion);
+  resp->set_data_dir(node_.data_dir);
+  resp->set_metrics_address(node_.metrics_address);
+  return Done(ctx, grpc::Status::OK);
+}
+
+}  // namespace benchd::server

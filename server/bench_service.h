@@ -1,0 +1,57 @@
+// benchd.v1.Bench over gRPC's callback API: thin translation between the wire
+// and JobManager / EventHub / Supervisor. Input checks live in common/job_spec.
+#ifndef BENCHD_SERVER_BENCH_SERVICE_H_
+#define BENCHD_SERVER_BENCH_SERVICE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "benchd/v1/bench.grpc.pb.h"
+#include "server/event_hub.h"
+#include "server/job_manager.h"
+#include "server/supervisor.h"
+
+namespace benchd::server {
+
+grpc::Status ToGrpc(const absl::Status& status);
+
+class BenchService final : public v1::Bench::CallbackService {
+ public:
+  struct NodeDetails {
+    std::string data_dir;
+    std::string metrics_address;
+  };
+  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node)
+      : jobs_(jobs), hub_(hub), supervisor_(supervisor), node_(std::move(node)) {}
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
+                                   v1::Job* resp) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* Watch(grpc::CallbackServerContext* ctx,
+                                                const v1::WatchRequest* req) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
+                                   v1::Job* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelJobRequest* req, v1::Job* resp) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
+                                       const v1::ListModelsRequest* req,
+                                       v1::ListModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* EvictModel(grpc::CallbackServerContext* ctx,
+                                       const v1::EvictModelRequest* req,
+                                       v1::EvictModelResponse* resp) override;
+  grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
+                                        const v1::GetNodeInfoRequest* req,
+                                        v1::NodeInfo* resp) override;
+
+ private:
+  JobManager* const jobs_;
+  EventHub* const hub_;
+  Supervisor* const supervisor_;
+  const NodeDetails node_;
+};
+
+}  // namespace benchd::server
+
+#endif  // BENCHD_SERVER_BENCH_SERVICE_H_

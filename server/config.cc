@@ -1,0 +1,78 @@
+#include "server/config.h"
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace benchd::server {
+
+absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': expected a JSON object"));
+  }
+  try {
+    for (auto& [key, value] : j.items()) {
+      if (key == "listen_address") config->listen_address = value.get<std::string>();
+      else if (key == "metrics_address") config->metrics_address = value.get<std::string>();
+      else if (key == "data_dir") config->data_dir = value.get<std::string>();
+      else if (key == "devices") config->devices = value.get<std::vector<std::string>>();
+      else if (key == "worker_path") config->worker_path = value.get<std::string>();
+      else if (key == "worker_start_timeout_s") config->worker_start_timeout_s = value.get<int>();
+      else
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config file '", path, "': unknown key '", key,
+            "'; expected listen_address, metrics_address, data_dir, devices, worker_path, "
+            "worker_start_timeout_s"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDeviceName(const std::string& device) {
+  static const std::regex kDevice("^(cpu|cuda):[0-9]{1,3}$");
+  if (!std::regex_match(device, kDevice)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device: '", device, "' is not a device name; expected cpu:N or cuda:N"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> DetectDevices() {
+  int gpus = 0;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    for (absl::string_view part : absl::StrSplit(visible, ',', absl::SkipWhitespace())) {
+      if (part == "-1") break;  // CUDA stops at the first invalid ordinal
+      ++gpus;
+    }
+  } else if (DIR* dev = opendir("/dev"); dev != nullptr) {
+    static const std::regex kNode("^nvidia[0-9]+$");
+    while (dirent* e = readdir(dev)) {
+      if (std::regex_match(e->d_name, kNode)) ++gpus;
+    }
+    closedir(dev);
+  }
+  std::vector<std::string> devices;
+  for (int i = 0; i < gpus; ++i) devices.push_back(absl::StrCat("cuda:", i));
+  if (devices.empty()) devices.push_back("cpu:0");
+  return devices;
+}
+
+}  // namespace benchd::server

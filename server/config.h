@@ -1,0 +1,38 @@
+// The daemon's settings: flags, an optional JSON config file, and the devices
+// it serves. Flags override the file; the file overrides the defaults.
+#ifndef BENCHD_SERVER_CONFIG_H_
+#define BENCHD_SERVER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace benchd::server {
+
+struct DaemonConfig {
+  std::string listen_address = "127.0.0.1:7531";   // port 0 picks a free one
+  std::string metrics_address = "127.0.0.1:9531";  // "" turns /metrics off
+  std::string data_dir = "benchd-data";
+  // "cpu:0", "cuda:0", ...; empty = detect (every visible GPU, else cpu:0).
+  std::vector<std::string> devices;
+  std::string worker_path;  // "" = benchd-worker beside the benchd binary
+  // Seconds a starting worker may take to answer (LibTorch + CUDA init).
+  int worker_start_timeout_s = 180;
+};
+
+// Reads a JSON file with any of the keys listen_address, metrics_address,
+// data_dir, devices (list), worker_path, worker_start_timeout_s into `config`.
+// Unknown keys and wrong types are errors naming the key.
+absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config);
+
+// "cpu:0" / "cuda:3" are accepted; anything else is INVALID_ARGUMENT.
+absl::Status CheckDeviceName(const std::string& device);
+
+// GPUs visible to this process without loading CUDA: CUDA_VISIBLE_DEVICES when
+// set, else the /dev/nvidiaN nodes. cpu:0 when there are none.
+std::vector<std::string> DetectDevices();
+
+}  // namespace benchd::server
+
+#endif  // BENCHD_SERVER_CONFIG_H_

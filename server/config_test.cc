@@ -1,0 +1,75 @@
+#include "server/config.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace benchd::server {
+namespace {
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/benchd-config-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    const std::string path = dir_ + "/benchd.json";
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigFileTest, ReadsEveryKey) {
+  DaemonConfig c;
+  ASSERT_TRUE(LoadConfigFile(Write(R"({"listen_address": "0.0.0.0:1", "metrics_address": "",
+      "data_dir": "/d", "devices": ["cuda:0", "cuda:1"], "worker_path": "/w",
+      "worker_start_timeout_s": 9})"), &c).ok());
+  EXPECT_EQ(c.listen_address, "0.0.0.0:1");
+  EXPECT_EQ(c.metrics_address, "");
+  EXPECT_EQ(c.data_dir, "/d");
+  EXPECT_EQ(c.devices, (std::vector<std::string>{"cuda:0", "cuda:1"}));
+  EXPECT_EQ(c.worker_path, "/w");
+  EXPECT_EQ(c.worker_start_timeout_s, 9);
+}
+
+TEST_F(ConfigFileTest, UnknownKeyIsNamed) {
+  DaemonConfig c;
+  auto s = LoadConfigFile(Write(R"({"listen": "x"})"), &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown key 'listen'"), std::string::npos) << s;
+}
+
+TEST_F(ConfigFileTest, WrongTypeAndBadJsonAreErrors) {
+  DaemonConfig c;
+  EXPECT_EQ(LoadConfigFile(Write(R"({"devices": "cuda:0"})"), &c).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadConfigFile(Write("{not json"), &c).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadConfigFile(dir_ + "/missing.json", &c).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DeviceNameTest, AcceptsCpuAndCudaOrdinals) {
+  EXPECT_TRUE(CheckDeviceName("cpu:0").ok());
+  EXPECT_TRUE(CheckDeviceName("cuda:12").ok());
+  for (const char* bad : {"", "cuda", "gpu:0", "cuda:-1", "cuda:0 ", "CUDA:0", "cuda:1234"}) {
+    EXPECT_EQ(CheckDeviceName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(DetectDevicesTest, FollowsCudaVisibleDevices) {
+  setenv("CUDA_VISIBLE_DEVICES", "3,5", 1);
+  EXPECT_EQ(DetectDevices(), (std::vector<std::string>{"cuda:0", "cuda:1"}));
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_EQ(DetectDevices(), (std::vector<std::string>{"cpu:0"}));
+  unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+}  // namespace
+}  // namespace benchd::server

@@ -1,0 +1,394 @@
+#include "server/job_manager.h"
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/job_spec.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpcpp/grpcpp.h"
+#include "server/config.h"
+
+namespace benchd::server {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+constexpr auto kWorkerWait = std::chrono::minutes(5);
+
+double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::Timestamp& to) {
+  return static_cast<double>(TimeUtil::DurationToNanoseconds(to - from)) / 1e9;
+}
+
+}  // namespace
+
+google::protobuf::Timestamp Now() { return TimeUtil::GetCurrentTime(); }
+
+bool IsFinal(v1::JobState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
+}
+
+std::string JobStateName(v1::JobState s) {
+  switch (s) {
+    case v1::QUEUED: return "queued";
+    case v1::RUNNING: return "running";
+    case v1::SUCCEEDED: return "succeeded";
+    case v1::FAILED: return "failed";
+    case v1::CANCELLED: return "cancelled";
+    case v1::INTERRUPTED: return "interrupted";
+    default: return "unspecified";
+  }
+}
+
+JobManager::JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
+                       std::vector<std::string> devices)
+    : store_(store), hub_(hub), supervisor_(supervisor), metrics_(metrics),
+      devices_(std::move(devices)), queue_(devices_) {}
+
+JobManager::~JobManager() { Stop(); }
+
+void JobManager::Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill) {
+  v1::JobEvent e;
+  e.set_job_id(job.id());
+  *e.mutable_time() = Now();
+  fill(&e);
+  hub_->Publish(e);
+}
+
+absl::Status JobManager::Start() {
+  auto queued = store_->Recover();
+  if (!queued.ok()) return queued.status();
+  for (const v1::Job& job : *queued) {
+    if (!queue_.Push(job.device(), job.id())) {
+      // The daemon no longer serves that device: the job cannot run here.
+      v1::Job failed = job;
+      failed.set_state(v1::FAILED);
+      failed.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+      failed.set_error_message(absl::StrCat("the daemon restarted without device ", job.device(),
+                                            "; resubmit on one of ", absl::StrJoin(devices_, ", ")));
+      Finish(failed);
+      continue;
+    }
+    Publish(job, [&](v1::JobEvent* e) { *e->mutable_queued() = job; });
+  }
+  for (const auto& d : devices_) {
+    if (metrics_) metrics_->SetQueueDepth(d, queue_.Depth(d));
+    dispatchers_.emplace_back([this, d] { Dispatch(d); });
+  }
+  return absl::OkStatus();
+}
+
+void JobManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [device, r] : running_) {
+      if (r.context) r.context->TryCancel();
+    }
+  }
+  queue_.Close();
+  for (auto& t : dispatchers_) t.join();
+  dispatchers_.clear();
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
+  auto spec = ResolveJobSpec(in);
+  if (!spec.ok()) return spec.status();
+  if (spec->device().empty()) {
+    spec->set_device(devices_.front());
+  } else {
+    if (auto s = CheckDeviceName(spec->device()); !s.ok()) return s;
+    if (std::find(devices_.begin(), devices_.end(), spec->device()) == devices_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("device: '", spec->device(),
+                                                     "' is not served by this daemon; it serves ",
+                                                     absl::StrJoin(devices_, ", ")));
+    }
+  }
+  v1::Job job;
+  *job.mutable_spec() = *spec;
+  job.set_state(v1::QUEUED);
+  job.set_kind(JobKindName(*spec));
+  job.set_device(spec->device());
+  *job.mutable_created() = Now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the daemon is stopping; submit again after it restarts");
+  }
+  auto id = store_->Insert(job);
+  if (!id.ok()) return id.status();
+  job.set_id(*id);
+  // Published before it is queued so that every watcher sees 'queued' first.
+  Publish(job, [&](v1::JobEvent* e) { *e->mutable_queued() = job; });
+  if (metrics_) metrics_->JobSubmitted(job.kind());
+  queue_.Push(job.device(), job.id());
+  if (metrics_) metrics_->SetQueueDepth(job.device(), queue_.Depth(job.device()));
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto job = store_->Get(id);
+  if (!job.ok()) return job.status();
+  if (IsFinal(job->state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " has already ended (", JobStateName(job->state()), "); nothing to cancel"));
+  }
+  if (queue_.Remove(id)) {
+    if (metrics_) metrics_->SetQueueDepth(job->device(), queue_.Depth(job->device()));
+    job->set_state(v1::CANCELLED);
+    job->set_error_message("cancelled before it started");
+    lock.unlock();
+    Finish(*job);
+    return store_->Get(id);
+  }
+  auto it = running_.find(job->device());
+  if (it != running_.end() && it->second.job_id == id) {
+    it->second.cancel_requested = true;
+    if (it->second.context) it->second.context->TryCancel();
+  } else {
+    // Taken off the queue by its dispatcher a moment ago, not yet running.
+    cancelled_in_flight_.insert(id);
+  }
+  // Cancelling the worker call ends it at once; wait briefly so the answer
+  // usually carries the final state.
+  finished_cv_.wait_for(lock, std::chrono::seconds(2), [&] {
+    auto j = store_->Get(id);
+    return j.ok() && IsFinal(j->state());
+  });
+  lock.unlock();
+  return store_->Get(id);
+}
+
+void JobManager::Dispatch(const std::string& device) {
+  while (auto id = queue_.Pop(device)) {
+    if (metrics_) metrics_->SetQueueDepth(device, queue_.Depth(device));
+    auto job = store_->Get(*id);
+    if (!job.ok() || job->state() != v1::QUEUED) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_[device] = Running{*id, nullptr, cancelled_in_flight_.erase(*id) > 0};
+    }
+    RunOnWorker(*job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_.erase(device);
+    }
+    RefreshResidentModels(device);
+  }
+}
+
+void JobManager::RunOnWorker(v1::Job job) {
+  const std::string device = job.device();
+  auto cancel_requested = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_[device].cancel_requested;
+  };
+  auto stopping = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  };
+
+  // Wait for the worker (it may be starting or restarting), in short slices so
+  // that a cancel or a stop is seen.
+  absl::StatusOr<std::shared_ptr<WorkerHandle>> worker = absl::UnavailableError("");
+  const auto deadline = std::chrono::steady_clock::now() + kWorkerWait;
+  while (true) {
+    if (cancel_requested() || stopping()) break;
+    worker = supervisor_->WaitUntilUp(device, std::chrono::milliseconds(500));
+    if (worker.ok() || std::chrono::steady_clock::now() > deadline) break;
+  }
+  if (cancel_requested()) {
+    job.set_state(v1::CANCELLED);
+    job.set_error_message("cancelled before it started");
+    Finish(job);
+    return;
+  }
+  if (stopping()) return;  // stays QUEUED in the store; taken up at the next start
+  if (!worker.ok()) {
+    job.set_state(v1::FAILED);
+    job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
+    job.set_error_message(std::string(worker.status().message()));
+    Finish(job);
+    return;
+  }
+
+  job.set_state(v1::RUNNING);
+  *job.mutable_started() = Now();
+  if (auto s = store_->Update(job); !s.ok()) {
+    job.set_state(v1::FAILED);
+    job.set_error_code(static_cast<int>(s.code()));
+    job.set_error_message(std::string(s.message()));
+    Finish(job);
+    return;
+  }
+  Publish(job, [&](v1::JobEvent* e) { *e->mutable_started() = job; });
+  if (metrics_) metrics_->SetRunning(device, true);
+
+  internal::RunRequest request;
+  request.set_job_id(job.id());
+  *request.mutable_spec() = job.spec();
+  grpc::ClientContext context;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[device].context = &context;
+    if (running_[device].cancel_requested || stopping_) context.TryCancel();
+  }
+  auto reader = (*worker)->stub->Run(&context, request);
+  internal::WorkerEvent event;
+  bool ended = false;
+  while (!ended && reader->Read(&event)) {
+    switch (event.event_case()) {
+      case internal::WorkerEvent::kWarmupStep:
+        Publish(job, [&](v1::JobEvent* e) { *e->mutable_warmup_step() = event.warmup_step(); });
+        break;
+      case internal::WorkerEvent::kStep:
+        if (metrics_ && job.spec().has_benchmark()) {
+          metrics_->ObserveStep(job.spec().benchmark(), event.step().timing().step_seconds());
+        }
+        Publish(job, [&](v1::JobEvent* e) { *e->mutable_step() = event.step(); });
+        break;
+      case internal::WorkerEvent::kLog:
+        Publish(job, [&](v1::JobEvent* e) { e->set_log(event.log()); });
+        break;
+      case internal::WorkerEvent::kResult:
+        job.set_state(v1::SUCCEEDED);
+        *job.mutable_result() = event.result();
+        ended = true;
+        break;
+      case internal::WorkerEvent::kFailure:
+        job.set_state(v1::FAILED);
+        job.set_error_code(event.failure().code());
+        job.set_error_message(event.failure().message());
+        ended = true;
+        break;
+      case internal::WorkerEvent::kCancelled:
+        job.set_state(v1::CANCELLED);
+        job.set_error_message("cancelled while running; stopped at a step boundary");
+        ended = true;
+        break;
+      case internal::WorkerEvent::EVENT_NOT_SET:
+        break;
+    }
+  }
+  if (ended) context.TryCancel();  // nothing more to read
+  const grpc::Status status = reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[device].context = nullptr;
+  }
+  if (!ended) {
+    if (cancel_requested()) {
+      job.set_state(v1::CANCELLED);
+      job.set_error_message("cancelled while running; the worker stops at its next step");
+    } else if (stopping()) {
+      job.set_state(v1::INTERRUPTED);
+      job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+      job.set_error_message("the daemon stopped while this job was running");
+    } else {
+      const std::string exit =
+          supervisor_->WaitForExit(device, (*worker)->generation, std::chrono::seconds(5));
+      job.set_state(v1::FAILED);
+      job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+      job.set_error_message(
+          exit.empty()
+              ? absl::StrCat("lost the worker for ", device, " (pid ", (*worker)->pid,
+                             ") while running this job: ", status.error_message())
+              : absl::StrCat("the worker for ", device, " (pid ", (*worker)->pid,
+                             ") died while running this job: ", exit,
+                             "; it is being restarted; its log is ",
+                             supervisor_->LogPath(device)));
+    }
+  }
+  if (metrics_) metrics_->SetRunning(device, false);
+  Finish(job);
+}
+
+void JobManager::Finish(v1::Job job) {
+  *job.mutable_finished() = Now();
+  if (auto s = store_->Update(job); !s.ok()) {
+    // The store failing is the daemon's problem, not the job's: say so loudly
+    // and still tell the watchers how the job ended.
+    fprintf(stderr, "benchd: cannot store job %s: %s\n", job.id().c_str(),
+            std::string(s.message()).c_str());
+  }
+  Publish(job, [&](v1::JobEvent* e) {
+    switch (job.state()) {
+      case v1::SUCCEEDED: *e->mutable_result() = job; break;
+      case v1::CANCELLED: *e->mutable_cancelled() = job; break;
+      case v1::INTERRUPTED: *e->mutable_interrupted() = job; break;
+      default: *e->mutable_failed() = job; break;
+    }
+  });
+  if (metrics_) {
+    const double seconds = job.has_started() ? Seconds(job.started(), job.finished()) : -1;
+    metrics_->JobFinished(job.kind(), JobStateName(job.state()), seconds);
+    if (job.result().has_benchmark()) metrics_->SetLastBenchmark(job.result().benchmark());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_cv_.notify_all();
+}
+
+void JobManager::RefreshResidentModels(const std::string& device) {
+  if (!metrics_) return;
+  auto models = ListModels(device);
+  if (!models.ok()) return;
+  int64_t bytes = 0;
+  for (const auto& m : models->models()) bytes += m.bytes();
+  metrics_->SetResidentModels(device, models->models_size(), bytes);
+}
+
+absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string& device) {
+  if (!device.empty() &&
+      std::find(devices_.begin(), devices_.end(), device) == devices_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("device: '", device, "' is not served here; ",
+                                                   "this daemon serves ", absl::StrJoin(devices_, ", ")));
+  }
+  v1::ListModelsResponse all;
+  for (const auto& w : supervisor_->UpWorkers()) {
+    if (!device.empty() && w->device != device) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListModelsRequest req;
+    v1::ListModelsResponse resp;
+    const grpc::Status s = w->stub->ListModels(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the worker for ", w->device, " did not answer: ", s.error_message()));
+    }
+    for (auto& m : *resp.mutable_models()) *all.add_models() = std::move(m);
+  }
+  return all;
+}
+
+absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(const v1::EvictModelRequest& request) {
+  if (!request.device().empty() &&
+      std::find(devices_.begin(), devices_.end(), request.device()) == devices_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("device: '", request.device(),
+                                                   "' is not served here; this daemon serves ",
+                                                   absl::StrJoin(devices_, ", ")));
+  }
+  v1::EvictModelResponse total;
+  for (const auto& w : supervisor_->UpWorkers()) {
+    if (!request.device().empty() && w->device != request.device()) continue;
+    // A key names its device first ("cuda:0/small/fp32").
+    if (!request.key().empty() && request.key().rfind(w->device + "/", 0) != 0) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::EvictModelResponse resp;
+    const grpc::Status s = w->stub->EvictModel(&ctx, request, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the worker for ", w->device, " did not answer: ", s.error_message()));
+    }
+    total.set_evicted(total.evicted() + resp.evicted());
+  }
+  if (!request.key().empty() && total.evicted() == 0) {
+    return absl::NotFoundError(absl::StrCat("no resident model with key '", request.key(),
+                                            "'; `benchctl models` lists the keys"));
+  }
+  for (const auto& d : devices_) RefreshResidentModels(d);
+  return total;
+}
+
+}  // namespace benchd::server

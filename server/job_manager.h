@@ -1,0 +1,88 @@
+// The life of a job: Submit checks and stores it, a dispatcher thread per
+// device takes it from the queue to its worker (benchd.internal.Worker.Run),
+// turns the worker's events into JobEvents and the final Job in the store.
+#ifndef BENCHD_SERVER_JOB_MANAGER_H_
+#define BENCHD_SERVER_JOB_MANAGER_H_
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.pb.h"
+#include "grpcpp/client_context.h"
+#include "server/event_hub.h"
+#include "server/job_queue.h"
+#include "server/metrics.h"
+#include "server/store.h"
+#include "server/supervisor.h"
+
+namespace benchd::server {
+
+// A protobuf Timestamp of the wall clock now.
+google::protobuf::Timestamp Now();
+bool IsFinal(v1::JobState state);
+std::string JobStateName(v1::JobState state);  // "succeeded", ...
+
+class JobManager {
+ public:
+  JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
+             std::vector<std::string> devices);
+  ~JobManager();
+
+  // Takes up the jobs a previous daemon left queued and starts the dispatchers.
+  absl::Status Start();
+  // Stops taking jobs; running ones are cancelled and marked INTERRUPTED; queued
+  // ones stay QUEUED in the store for the next start.
+  void Stop();
+
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  // A queued job is cancelled at once; a running one stops at its next step.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id);
+  absl::StatusOr<v1::Job> Get(const std::string& id) { return store_->Get(id); }
+  absl::StatusOr<std::vector<v1::Job>> List(int limit, v1::JobState state) {
+    return store_->List(limit, state);
+  }
+  const std::vector<std::string>& devices() const { return devices_; }
+
+  // Resident models of every worker that is up (or of one device).
+  absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
+  absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
+
+ private:
+  struct Running {
+    std::string job_id;
+    grpc::ClientContext* context = nullptr;  // set while the Run call is open
+    bool cancel_requested = false;
+  };
+
+  void Dispatch(const std::string& device);
+  void RunOnWorker(v1::Job job);
+  // Writes the final state, publishes the terminal event, counts it.
+  void Finish(v1::Job job);
+  void Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill);
+  void RefreshResidentModels(const std::string& device);
+
+  Store* const store_;
+  EventHub* const hub_;
+  Supervisor* const supervisor_;
+  Metrics* const metrics_;
+  const std::vector<std::string> devices_;
+  JobQueue queue_;
+
+  std::mutex mu_;
+  std::condition_variable finished_cv_;
+  bool stopping_ = false;
+  std::map<std::string, Running> running_;  // by device
+  std::set<std::string> cancelled_in_flight_;  // popped but not yet running
+  std::vector<std::thread> dispatchers_;
+};
+
+}  // namespace benchd::server
+
+#endif  // BENCHD_SERVER_JOB_MANAGER_H_

@@ -1,0 +1,155 @@
+// benchd: the daemon. Parses its settings, opens the store, starts one worker
+// per device, serves benchd.v1.Bench (+ health, reflection) and /metrics, and
+// stops in order on SIGTERM/SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "nlohmann/json.hpp"
+#include "server/bench_service.h"
+#include "server/config.h"
+#include "server/event_hub.h"
+#include "server/job_manager.h"
+#include "server/metrics.h"
+#include "server/store.h"
+#include "server/supervisor.h"
+
+namespace fs = std::filesystem;
+using benchd::server::DaemonConfig;
+
+namespace {
+
+int Fail(const std::string& message) {
+  fprintf(stderr, "benchd: %s\n", message.c_str());
+  return 1;
+}
+
+// Unix socket paths are limited to 107 bytes; a deep data dir falls back to /tmp.
+std::string RunDir(const fs::path& data_dir) {
+  fs::path run = data_dir / "run";
+  if (run.string().size() + sizeof("/worker-cuda-999.sock") <= 107) return run.string();
+  return absl::StrCat("/tmp/benchd-run-", getuid(), "-", getpid());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"benchd: GPU benchmarking and profiling daemon"};
+  DaemonConfig config;
+  std::string config_file, listen, metrics, data_dir, worker;
+  std::vector<std::string> devices;
+  int start_timeout = 0;
+  app.add_option("--config", config_file, "JSON config file (flags override it)");
+  app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
+  app.add_option("--metrics", metrics,
+                 "/metrics address (default 127.0.0.1:9531; 'off' = none; port 0 = any free)");
+  app.add_option("--data-dir", data_dir, "where the store, logs and sockets live (default ./benchd-data)");
+  app.add_option("--device", devices, "a device to serve (cpu:0, cuda:N); repeat; default: detect");
+  app.add_option("--worker", worker, "benchd-worker binary (default: beside benchd)");
+  app.add_option("--worker-start-timeout", start_timeout, "seconds a worker may take to start");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!config_file.empty()) {
+    if (auto s = benchd::server::LoadConfigFile(config_file, &config); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  if (!listen.empty()) config.listen_address = listen;
+  if (!metrics.empty()) config.metrics_address = metrics == "off" ? "" : metrics;
+  if (!data_dir.empty()) config.data_dir = data_dir;
+  if (!devices.empty()) config.devices = devices;
+  if (!worker.empty()) config.worker_path = worker;
+  if (start_timeout > 0) config.worker_start_timeout_s = start_timeout;
+  if (config.devices.empty()) config.devices = benchd::server::DetectDevices();
+  for (const auto& d : config.devices) {
+    if (auto s = benchd::server::CheckDeviceName(d); !s.ok()) return Fail(std::string(s.message()));
+  }
+  if (config.worker_path.empty()) {
+    config.worker_path = (fs::canonical("/proc/self/exe").parent_path() / "benchd-worker").string();
+  }
+  if (access(config.worker_path.c_str(), X_OK) != 0) {
+    return Fail(absl::StrCat("worker binary '", config.worker_path,
+                             "' is not an executable file; pass --worker"));
+  }
+
+  std::error_code ec;
+  const fs::path data = fs::absolute(config.data_dir);
+  const std::string run_dir = RunDir(data);
+  for (const fs::path& dir : {data, data / "logs", fs::path(run_dir)}) {
+    fs::create_directories(dir, ec);
+    if (ec) return Fail(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  }
+
+  // SIGTERM/SIGINT are taken by sigwait below; every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = benchd::server::Store::Open((data / "benchd.sqlite3").string());
+  if (!store.ok()) return Fail(std::string(store.status().message()));
+  auto metrics_or = benchd::server::Metrics::Create(config.metrics_address, config.devices);
+  if (!metrics_or.ok()) return Fail(std::string(metrics_or.status().message()));
+  auto& registry = *metrics_or;
+
+  benchd::server::EventHub hub;
+  benchd::server::Supervisor supervisor(
+      {config.worker_path, run_dir, (data / "logs").string(),
+       std::chrono::seconds(config.worker_start_timeout_s)},
+      config.devices, registry.get());
+  benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
+  benchd::server::BenchService service(&jobs, &hub, &supervisor,
+                                       {data.string(), registry->BoundAddress()});
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    return Fail(absl::StrCat("cannot listen on ", config.listen_address,
+                             " (in use, or not an address of this host?)"));
+  }
+  const std::string host = config.listen_address.substr(0, config.listen_address.rfind(':'));
+  const std::string bound = absl::StrCat(host, ":", port);
+
+  supervisor.Start();
+  if (auto s = jobs.Start(); !s.ok()) return Fail(std::string(s.message()));
+
+  // Where a script or test finds the daemon when it asked for port 0.
+  nlohmann::json endpoints = {{"grpc", bound},
+                              {"metrics", registry->BoundAddress()},
+                              {"pid", getpid()},
+                              {"devices", config.devices}};
+  {
+    const fs::path tmp = data / "endpoints.json.tmp";
+    std::ofstream(tmp) << endpoints.dump() << "\n";
+    fs::rename(tmp, data / "endpoints.json", ec);
+  }
+  fprintf(stderr, "benchd: serving gRPC on %s, /metrics on %s, devices %s, data in %s\n",
+          bound.c_str(), registry->BoundAddress().empty() ? "(off)" : registry->BoundAddress().c_str(),
+          absl::StrJoin(config.devices, ",").c_str(), data.string().c_str());
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  fprintf(stderr, "benchd: %s: stopping\n", strsignal(sig));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  jobs.Stop();
+  supervisor.Stop();
+  fs::remove(data / "endpoints.json", ec);
+  fprintf(stderr, "benchd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,364 @@
+#include "server/store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace benchd::server {
+namespace {
+
+// Bump with a new step in Migrate whenever the table layout changes.
+constexpr int kSchemaVersion = 1;
+// Long enough to ride out another process's checkpoint, short enough that a
+// stuck lock surfaces as an error instead of a hung RPC.
+constexpr int kBusyTimeoutMs = 5000;
+constexpr int kDefaultListLimit = 50;
+
+absl::Status SqliteError(sqlite3* db, const std::string& op) {
+  return absl::InternalError(absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
+}
+
+absl::Status Exec(sqlite3* db, const std::string& op, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat("store: ", op, ": ", msg));
+  }
+  return absl::OkStatus();
+}
+
+// A prepared statement, finalized however the caller leaves. Bind errors are
+// kept and reported by the next Step, so call sites stay flat.
+class Statement {
+ public:
+  static absl::StatusOr<Statement> Prepare(sqlite3* db, std::string op, const char* sql) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return SqliteError(db, op);
+    }
+    return Statement(db, std::move(op), stmt);
+  }
+
+  Statement(Statement&& o) noexcept
+      : db_(o.db_), op_(std::move(o.op_)), stmt_(std::exchange(o.stmt_, nullptr)),
+        status_(std::move(o.status_)) {}
+  Statement& operator=(Statement&&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }  // a no-op on nullptr
+
+  void Bind(int i, int64_t v) { Check(sqlite3_bind_int64(stmt_, i, v)); }
+  void Bind(int i, const std::string& text) {
+    Check(sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()),
+                            SQLITE_TRANSIENT));
+  }
+  void BindBlob(int i, const std::string& bytes) {
+    Check(sqlite3_bind_blob(stmt_, i, bytes.data(), static_cast<int>(bytes.size()),
+                            SQLITE_TRANSIENT));
+  }
+
+  // True with a row to read, false when done.
+  absl::StatusOr<bool> Step() {
+    if (!status_.ok()) return status_;
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, op_);
+  }
+
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::string Blob(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    const int n = sqlite3_column_bytes(stmt_, col);
+    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
+  }
+  const std::string& op() const { return op_; }
+
+ private:
+  Statement(sqlite3* db, std::string op, sqlite3_stmt* stmt)
+      : db_(db), op_(std::move(op)), stmt_(stmt) {}
+  void Check(int rc) {
+    if (rc != SQLITE_OK && status_.ok()) status_ = SqliteError(db_, op_);
+  }
+
+  sqlite3* db_;
+  std::string op_;
+  sqlite3_stmt* stmt_;
+  absl::Status status_;
+};
+
+// BEGIN IMMEDIATE on Begin; rolled back on scope exit unless committed.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  absl::Status Begin(const std::string& op) {
+    absl::Status s = Exec(db_, op + ": begin", "BEGIN IMMEDIATE");
+    open_ = s.ok();
+    return s;
+  }
+  absl::Status Commit(const std::string& op) {
+    absl::Status s = Exec(db_, op + ": commit", "COMMIT");
+    if (s.ok()) open_ = false;
+    return s;
+  }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+google::protobuf::Timestamp WallNow() {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  google::protobuf::Timestamp t;
+  t.set_seconds(ns / 1'000'000'000);
+  t.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+  return t;
+}
+
+int64_t UnixMillis(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1000 + t.nanos() / 1'000'000;
+}
+
+// Ids are what AUTOINCREMENT hands out: canonical decimal, positive, in int64.
+absl::StatusOr<int64_t> ParseId(const std::string& id) {
+  int64_t v = 0;
+  const bool digits = !id.empty() && id.size() <= 19 && id[0] != '0' &&
+                      std::all_of(id.begin(), id.end(),
+                                  [](unsigned char c) { return std::isdigit(c) != 0; });
+  if (!digits || !absl::SimpleAtoi(id, &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid job id '", id, "': expected a positive integer such as 42"));
+  }
+  return v;
+}
+
+absl::Status NotFound(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+}
+
+// The row's proto, with the id from its key (the key is the authority).
+absl::StatusOr<v1::Job> ReadJob(Statement& stmt) {
+  const int64_t id = stmt.Int(0);
+  v1::Job job;
+  if (!job.ParseFromString(stmt.Blob(1))) {
+    return absl::InternalError(
+        absl::StrCat("store: ", stmt.op(), ": the stored record of job ", id, " does not parse"));
+  }
+  job.set_id(absl::StrCat(id));
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Job>> ReadAll(Statement& stmt) {
+  std::vector<v1::Job> jobs;
+  while (true) {
+    absl::StatusOr<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return jobs;
+    absl::StatusOr<v1::Job> job = ReadJob(stmt);
+    if (!job.ok()) return job.status();
+    jobs.push_back(*std::move(job));
+  }
+}
+
+// Writes the whole job and its query columns to row `id`; false if no such row.
+absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1::Job job) {
+  job.set_id(absl::StrCat(id));
+  std::string bytes;
+  if (!job.SerializeToString(&bytes)) {
+    return absl::InternalError(absl::StrCat("store: ", op, ": job ", id, " does not serialize"));
+  }
+  absl::StatusOr<Statement> stmt = Statement::Prepare(
+      db, op,
+      "UPDATE jobs SET kind = ?1, device = ?2, state = ?3, created_unix_ms = ?4, job = ?5 "
+      "WHERE id = ?6");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, job.kind());
+  stmt->Bind(2, job.device());
+  stmt->Bind(3, static_cast<int64_t>(job.state()));
+  stmt->Bind(4, UnixMillis(job.created()));
+  stmt->BindBlob(5, bytes);
+  stmt->Bind(6, id);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  return sqlite3_changes(db) > 0;
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobsInState(sqlite3* db, const std::string& op,
+                                                 v1::JobState state) {
+  absl::StatusOr<Statement> stmt =
+      Statement::Prepare(db, op, "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY id ASC");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, static_cast<int64_t>(state));
+  return ReadAll(*stmt);
+}
+
+// Brings the schema from whatever version the file has to kSchemaVersion, in
+// one transaction so a crash leaves either the old schema or the new one.
+absl::Status Migrate(sqlite3* db, const std::string& path) {
+  const std::string op = absl::StrCat("open '", path, "': migrate");
+  Transaction txn(db);
+  if (absl::Status s = txn.Begin(op); !s.ok()) return s;
+  absl::StatusOr<Statement> stmt = Statement::Prepare(db, op, "PRAGMA user_version");
+  if (!stmt.ok()) return stmt.status();
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  const int64_t version = *row ? stmt->Int(0) : 0;
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store: '", path, "' has schema version ", version, ", newer than this benchd's (",
+        kSchemaVersion, "); run a newer benchd or use another data directory"));
+  }
+  if (version < 1) {
+    absl::Status s = Exec(db, op,
+                          "CREATE TABLE IF NOT EXISTS jobs ("
+                          "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                          "  kind TEXT NOT NULL,"
+                          "  device TEXT NOT NULL,"
+                          "  state INTEGER NOT NULL,"
+                          "  created_unix_ms INTEGER NOT NULL,"
+                          "  job BLOB NOT NULL);"
+                          "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);");
+    if (!s.ok()) return s;
+  }
+  // Later versions add `if (version < N)` steps here.
+  if (version != kSchemaVersion) {
+    absl::Status s = Exec(db, op, absl::StrCat("PRAGMA user_version = ", kSchemaVersion));
+    if (!s.ok()) return s;
+  }
+  return txn.Commit(op);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("store: empty database path");
+  // SQLite says only "unable to open database file"; name the real cause.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    return absl::NotFoundError(absl::StrCat("store: cannot open '", path, "': directory '",
+                                            parent.string(), "' does not exist"));
+  }
+
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                 nullptr);
+  // Owns the handle from here on, so every early return below closes it.
+  std::unique_ptr<Store> store(new Store(db));
+  if (rc != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("store: open '", path, "': ",
+                                            db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  const std::string op = absl::StrCat("open '", path, "'");
+  // WAL: readers (Watch, ListJobs) never wait for the writer. NORMAL sync is
+  // safe from corruption in WAL mode; a power cut may lose the last commits.
+  if (absl::Status s = Exec(db, op + ": journal_mode", "PRAGMA journal_mode = WAL"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Exec(db, op + ": synchronous", "PRAGMA synchronous = NORMAL"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Migrate(db, path); !s.ok()) return s;
+  return store;
+}
+
+Store::~Store() { sqlite3_close_v2(db_); }
+
+absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string op = "insert";
+  // The proto must carry its own id, which exists only once the row does:
+  // insert a placeholder row, then write the job into it, atomically.
+  Transaction txn(db_);
+  if (absl::Status s = txn.Begin(op); !s.ok()) return s;
+  absl::StatusOr<Statement> stmt = Statement::Prepare(
+      db_, op,
+      "INSERT INTO jobs (kind, device, state, created_unix_ms, job) VALUES ('', '', 0, 0, x'')");
+  if (!stmt.ok()) return stmt.status();
+  if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) return row.status();
+  const int64_t id = sqlite3_last_insert_rowid(db_);
+  absl::StatusOr<bool> written = WriteJob(db_, op, id, job);
+  if (!written.ok()) return written.status();
+  if (absl::Status s = txn.Commit(op); !s.ok()) return s;
+  return absl::StrCat(id);
+}
+
+absl::Status Store::Update(const v1::Job& job) {
+  absl::StatusOr<int64_t> id = ParseId(job.id());
+  if (!id.ok()) return id.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<bool> written = WriteJob(db_, "update", *id, job);
+  if (!written.ok()) return written.status();
+  return *written ? absl::OkStatus() : NotFound(job.id());
+}
+
+absl::StatusOr<v1::Job> Store::Get(const std::string& id) {
+  absl::StatusOr<int64_t> key = ParseId(id);
+  if (!key.ok()) return key.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Statement> stmt =
+      Statement::Prepare(db_, "get", "SELECT id, job FROM jobs WHERE id = ?1");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, *key);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound(id);
+  return ReadJob(*stmt);
+}
+
+absl::StatusOr<std::vector<v1::Job>> Store::List(int limit, v1::JobState state) {
+  if (limit <= 0) limit = kDefaultListLimit;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Ids follow insertion order, unlike `created`, which follows the wall clock.
+  const bool any = state == v1::JOB_STATE_UNSPECIFIED;
+  absl::StatusOr<Statement> stmt = Statement::Prepare(
+      db_, "list",
+      any ? "SELECT id, job FROM jobs ORDER BY id DESC LIMIT ?2"
+          : "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY id DESC LIMIT ?2");
+  if (!stmt.ok()) return stmt.status();
+  if (!any) stmt->Bind(1, static_cast<int64_t>(state));
+  stmt->Bind(2, static_cast<int64_t>(limit));
+  return ReadAll(*stmt);
+}
+
+absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string op = "recover";
+  Transaction txn(db_);
+  if (absl::Status s = txn.Begin(op); !s.ok()) return s;
+  absl::StatusOr<std::vector<v1::Job>> running = JobsInState(db_, op, v1::RUNNING);
+  if (!running.ok()) return running.status();
+  const google::protobuf::Timestamp now = WallNow();
+  for (v1::Job& job : *running) {
+    job.set_state(v1::INTERRUPTED);
+    *job.mutable_finished() = now;
+    job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+    job.set_error_message("the daemon stopped while this job was running");
+    absl::StatusOr<int64_t> id = ParseId(job.id());
+    if (!id.ok()) return id.status();
+    absl::StatusOr<bool> written = WriteJob(db_, op, *id, job);
+    if (!written.ok()) return written.status();
+  }
+  absl::StatusOr<std::vector<v1::Job>> queued = JobsInState(db_, op, v1::QUEUED);
+  if (!queued.ok()) return queued.status();
+  if (absl::Status s = txn.Commit(op); !s.ok()) return s;
+  return queued;
+}
+
+}  // namespace benchd::server

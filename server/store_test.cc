@@ -1,0 +1,306 @@
+#include "server/store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace benchd::server {
+namespace {
+
+using ::testing::IsSubstring;
+
+// A fresh directory per test, removed with everything in it.
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "benchd-store-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/benchd.sqlite3";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    auto store = Store::Open(path_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  static v1::Job MakeJob(v1::JobState state, const std::string& device = "cuda:0") {
+    v1::Job job;
+    job.set_state(state);
+    job.set_kind("benchmark");
+    job.set_device(device);
+    job.mutable_spec()->set_device(device);
+    job.mutable_spec()->mutable_benchmark()->mutable_model()->set_preset("tiny");
+    job.mutable_created()->set_seconds(1700000000);
+    job.mutable_created()->set_nanos(123000000);
+    return job;
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+std::vector<std::string> Ids(const std::vector<v1::Job>& jobs) {
+  std::vector<std::string> ids;
+  for (const auto& j : jobs) ids.push_back(j.id());
+  return ids;
+}
+
+TEST_F(StoreTest, InsertGetRoundTripWithResult) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  v1::Job job = MakeJob(v1::SUCCEEDED);
+  job.set_id("ignored");
+  v1::BenchmarkResult* r = job.mutable_result()->mutable_benchmark();
+  r->set_parameter_count(259392);
+  r->mutable_step()->set_median(0.0125);
+  v1::StepTiming* t = r->add_steps();
+  t->set_index(0);
+  t->set_warmup(true);
+  t->set_step_seconds(0.5);
+  r->set_device_name("NVIDIA H100 80GB HBM3");
+
+  auto id = store->Insert(job);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "1");
+  auto got = store->Get(*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  job.set_id(*id);
+  EXPECT_EQ(got->SerializeAsString(), job.SerializeAsString()) << got->DebugString();
+  EXPECT_EQ(got->result().benchmark().steps(0).step_seconds(), 0.5);
+}
+
+TEST_F(StoreTest, IdsIncreaseAndAreNeverReused) {
+  std::string last;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "1");
+    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "2");
+    last = *store->Insert(MakeJob(v1::QUEUED));
+    EXPECT_EQ(last, "3");
+  }
+  {
+    auto store = OpenStore();  // same file again
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "4");
+  }
+  // Even with the newest row deleted behind the store's back, AUTOINCREMENT
+  // never hands its id out again.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM jobs WHERE id = 4", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "5");
+}
+
+TEST_F(StoreTest, Update) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto id = store->Insert(MakeJob(v1::QUEUED));
+  ASSERT_TRUE(id.ok());
+  v1::Job job = *store->Get(*id);
+  job.set_state(v1::FAILED);
+  job.set_error_code(8);
+  job.set_error_message("CUDA out of memory");
+  ASSERT_TRUE(store->Update(job).ok());
+  v1::Job got = *store->Get(*id);
+  EXPECT_EQ(got.state(), v1::FAILED);
+  EXPECT_EQ(got.error_code(), 8);
+  EXPECT_EQ(got.error_message(), "CUDA out of memory");
+  // The state column follows the proto.
+  EXPECT_EQ(Ids(*store->List(0, v1::FAILED)), std::vector<std::string>{*id});
+  EXPECT_TRUE(store->List(0, v1::QUEUED)->empty());
+
+  job.set_id("99");
+  EXPECT_EQ(store->Update(job).code(), absl::StatusCode::kNotFound);
+  job.set_id("x");
+  EXPECT_EQ(store->Update(job).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, ListOrderLimitAndStateFilter) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const v1::JobState states[] = {v1::SUCCEEDED, v1::QUEUED, v1::SUCCEEDED, v1::FAILED,
+                                 v1::SUCCEEDED};
+  for (v1::JobState s : states) ASSERT_TRUE(store->Insert(MakeJob(s)).ok());
+
+  EXPECT_EQ(Ids(*store->List(0, v1::JOB_STATE_UNSPECIFIED)),
+            (std::vector<std::string>{"5", "4", "3", "2", "1"}));
+  EXPECT_EQ(Ids(*store->List(2, v1::JOB_STATE_UNSPECIFIED)),
+            (std::vector<std::string>{"5", "4"}));
+  EXPECT_EQ(Ids(*store->List(-1, v1::JOB_STATE_UNSPECIFIED)).size(), 5u);
+  EXPECT_EQ(Ids(*store->List(0, v1::SUCCEEDED)), (std::vector<std::string>{"5", "3", "1"}));
+  EXPECT_EQ(Ids(*store->List(1, v1::SUCCEEDED)), (std::vector<std::string>{"5"}));
+  EXPECT_EQ(Ids(*store->List(0, v1::QUEUED)), (std::vector<std::string>{"2"}));
+  EXPECT_TRUE(store->List(0, v1::RUNNING)->empty());
+}
+
+TEST_F(StoreTest, DefaultListLimitIsFifty) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(store->Insert(MakeJob(v1::SUCCEEDED)).ok());
+  auto jobs = store->List(0, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_EQ(jobs->size(), 50u);
+  EXPECT_EQ(jobs->front().id(), "60");
+  EXPECT_EQ(jobs->back().id(), "11");
+  EXPECT_EQ(store->List(100, v1::JOB_STATE_UNSPECIFIED)->size(), 60u);
+}
+
+TEST_F(StoreTest, GetUnknownAndMalformedIds) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Insert(MakeJob(v1::QUEUED)).ok());
+
+  auto missing = store->Get("42");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "job '42' not found");
+
+  for (const std::string bad : {"", "0", "-1", "abc", "1.5", " 1", "1 ", "+1", "01", "0x1",
+                                "99999999999999999999", "1; DROP TABLE jobs"}) {
+    auto got = store->Get(bad);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_PRED_FORMAT2(IsSubstring, absl::StrCat("'", bad, "'"),
+                        std::string(got.status().message()));
+  }
+  EXPECT_TRUE(store->Get("1").ok());  // the table survived
+}
+
+TEST_F(StoreTest, EverythingSurvivesReopen) {
+  std::vector<v1::Job> before;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (v1::JobState s : {v1::QUEUED, v1::RUNNING, v1::SUCCEEDED}) {
+      v1::Job job = MakeJob(s, absl::StrCat("cuda:", static_cast<int>(s)));
+      job.mutable_result()->mutable_benchmark()->set_tokens_per_second(1000.0 * static_cast<int>(s));
+      ASSERT_TRUE(store->Insert(job).ok());
+    }
+    before = *store->List(0, v1::JOB_STATE_UNSPECIFIED);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto after = store->List(0, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), before.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ((*after)[i].SerializeAsString(), before[i].SerializeAsString());
+  }
+}
+
+TEST_F(StoreTest, Recover) {
+  std::string queued1, running, succeeded, queued2;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    queued1 = *store->Insert(MakeJob(v1::QUEUED));
+    running = *store->Insert(MakeJob(v1::RUNNING));
+    succeeded = *store->Insert(MakeJob(v1::SUCCEEDED));
+    queued2 = *store->Insert(MakeJob(v1::QUEUED, "cuda:1"));
+  }
+  auto store = OpenStore();  // as after a daemon restart
+  ASSERT_NE(store, nullptr);
+  const v1::Job succeeded_before = *store->Get(succeeded);
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+
+  auto queued = store->Recover();
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(Ids(*queued), (std::vector<std::string>{queued1, queued2}));
+  EXPECT_EQ((*queued)[1].device(), "cuda:1");
+
+  v1::Job r = *store->Get(running);
+  EXPECT_EQ(r.state(), v1::INTERRUPTED);
+  EXPECT_EQ(r.error_code(), 10);
+  EXPECT_EQ(r.error_message(), "the daemon stopped while this job was running");
+  EXPECT_NEAR(r.finished().seconds(), now, 5);
+  EXPECT_EQ(Ids(*store->List(0, v1::INTERRUPTED)), std::vector<std::string>{running});
+  EXPECT_TRUE(store->List(0, v1::RUNNING)->empty());
+
+  EXPECT_EQ(store->Get(succeeded)->SerializeAsString(), succeeded_before.SerializeAsString());
+  EXPECT_EQ(store->Get(queued1)->state(), v1::QUEUED);  // left for the scheduler
+
+  // A second Recover finds nothing running any more and the same queue.
+  EXPECT_EQ(Ids(*store->Recover()), (std::vector<std::string>{queued1, queued2}));
+}
+
+TEST_F(StoreTest, MissingDirectoryIsAClearError) {
+  const std::string path = dir_ + "/no/such/dir/benchd.sqlite3";
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_PRED_FORMAT2(IsSubstring, dir_ + "/no/such/dir", std::string(store.status().message()));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
+}
+
+TEST_F(StoreTest, NotADatabaseIsAnError) {
+  {
+    FILE* f = fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("this is not an SQLite database, just some text that is long enough........", f);
+    fclose(f);
+  }
+  auto store = Store::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInternal);
+  EXPECT_PRED_FORMAT2(IsSubstring, path_, std::string(store.status().message()));
+}
+
+TEST_F(StoreTest, NewerSchemaRefused) {
+  { ASSERT_NE(OpenStore(), nullptr); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, ConcurrentInsertsAllLand) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 4, kPerThread = 50;
+  std::vector<std::vector<std::string>> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto id = store->Insert(MakeJob(v1::QUEUED, absl::StrCat("cuda:", t)));
+        ASSERT_TRUE(id.ok()) << id.status();
+        ids[t].push_back(*id);
+        ASSERT_TRUE(store->Get(*id).ok());  // reads interleave with writes
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  std::set<std::string> all;
+  for (const auto& v : ids) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kPerThread));
+  auto listed = store->List(1000, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), static_cast<size_t>(kThreads * kPerThread));
+  for (const auto& j : *listed) EXPECT_EQ(store->Get(j.id())->id(), j.id());
+}
+
+}  // namespace
+}  // namespace benchd::server

@@ -1,0 +1,283 @@
+#include "server/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "grpcpp/grpcpp.h"
+#include "server/metrics.h"
+
+extern char** environ;
+
+namespace benchd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string SafeName(const std::string& device) { return absl::StrReplaceAll(device, {{":", "-"}}); }
+
+}  // namespace
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return absl::StrCat("killed by signal ", sig, " (SIG", abbrev ? abbrev : "?", ": ",
+                        strsignal(sig), ")", WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+Supervisor::Supervisor(Options options, std::vector<std::string> devices, Metrics* metrics)
+    : options_(std::move(options)), metrics_(metrics), device_order_(devices) {
+  for (const auto& d : devices) {
+    auto slot = std::make_unique<Slot>();
+    slot->device = d;
+    slots_.emplace(d, std::move(slot));
+  }
+}
+
+Supervisor::~Supervisor() { Stop(); }
+
+std::string Supervisor::SocketPath(const std::string& device) const {
+  return absl::StrCat(options_.run_dir, "/worker-", SafeName(device), ".sock");
+}
+
+std::string Supervisor::LogPath(const std::string& device) const {
+  return absl::StrCat(options_.log_dir, "/worker-", SafeName(device), ".log");
+}
+
+void Supervisor::Start() {
+  for (auto& [device, slot] : slots_) {
+    Slot* s = slot.get();
+    s->thread = std::thread([this, s] { Supervise(s); });
+  }
+}
+
+absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
+  const std::string socket = SocketPath(slot.device);
+  const std::string log = LogPath(slot.device);
+  const std::string parent = absl::StrCat(getpid());
+  std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device", slot.device,
+                                   "--parent-pid", parent};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // The daemon blocks SIGTERM/SIGINT in all threads to sigwait for them; the
+  // worker must not inherit that. Its own process group keeps a terminal's
+  // Ctrl-C for the daemon, which then stops workers in order.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, options_.worker_path.c_str(), &files, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start worker '", options_.worker_path, "': ", strerror(rc)));
+  }
+  return pid;
+}
+
+void Supervisor::Supervise(Slot* slot) {
+  auto backoff = std::chrono::milliseconds(500);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      slot->state = State::kStarting;
+      slot->exited = false;
+    }
+    auto pid = Spawn(*slot);
+    if (!pid.ok()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      slot->last_exit = std::string(pid.status().message());
+      slot->state = State::kDown;
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(5), [&] { return stopping_; });
+      continue;
+    }
+    const Clock::time_point started = Clock::now();
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot->pid = *pid;
+      generation = ++slot->generation;
+    }
+
+    // Wait for the worker to answer on its socket, or to die trying.
+    auto channel = grpc::CreateChannel("unix:" + SocketPath(slot->device),
+                                       grpc::InsecureChannelCredentials());
+    int status = 0;
+    bool exited = false;
+    bool ready = false;
+    while (!exited && Clock::now() - started < options_.start_timeout) {
+      if (waitpid(*pid, &status, WNOHANG) == *pid) {
+        exited = true;
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+      }
+      if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(250))) {
+        ready = true;
+        break;
+      }
+    }
+    if (ready) {
+      auto handle = std::make_shared<WorkerHandle>();
+      handle->device = slot->device;
+      handle->generation = generation;
+      handle->pid = *pid;
+      handle->channel = channel;
+      handle->stub = internal::Worker::NewStub(channel);
+      internal::WorkerInfo info;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      const grpc::Status s = handle->stub->GetInfo(&ctx, internal::GetInfoRequest(), &info);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (s.ok()) slot->info = info;
+      slot->handle = handle;
+      slot->state = State::kUp;
+      if (metrics_) metrics_->SetWorkerUp(slot->device, true);
+      cv_.notify_all();
+    } else if (!exited) {
+      // Not answering in time (or stopping): it will not serve; end it.
+      kill(*pid, SIGKILL);
+    }
+    if (!exited) waitpid(*pid, &status, 0);
+
+    std::unique_lock<std::mutex> lock(mu_);
+    slot->exited = true;
+    slot->state = State::kDown;
+    slot->handle.reset();
+    slot->last_exit = (ready || exited || stopping_)
+                          ? DescribeExit(status)
+                          : absl::StrCat("did not answer within ",
+                                         options_.start_timeout.count(), " s and was killed");
+    if (metrics_) metrics_->SetWorkerUp(slot->device, false);
+    cv_.notify_all();
+    if (stopping_) return;
+    ++slot->restarts;
+    if (metrics_) metrics_->WorkerRestarted(slot->device);
+    // A worker that stayed up a while gets a quick restart; one that keeps
+    // dying at start is retried less and less often.
+    if (Clock::now() - started > std::chrono::seconds(60)) backoff = std::chrono::milliseconds(500);
+    cv_.wait_for(lock, backoff, [&] { return stopping_; });
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(30));
+  }
+}
+
+void Supervisor::Stop(std::chrono::seconds grace) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+    for (auto& [device, slot] : slots_) {
+      if (slot->pid > 0 && !slot->exited) kill(slot->pid, SIGTERM);
+    }
+    auto all_down = [&] {
+      return std::all_of(slots_.begin(), slots_.end(),
+                         [](auto& kv) { return kv.second->pid == 0 || kv.second->exited; });
+    };
+    if (!cv_.wait_for(lock, grace, all_down)) {
+      for (auto& [device, slot] : slots_) {
+        if (slot->pid > 0 && !slot->exited) kill(slot->pid, SIGKILL);
+      }
+    }
+  }
+  for (auto& [device, slot] : slots_) {
+    if (slot->thread.joinable()) slot->thread.join();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<WorkerHandle>> Supervisor::WaitUntilUp(
+    const std::string& device, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no worker for device ", device));
+  Slot* slot = it->second.get();
+  cv_.wait_for(lock, timeout, [&] { return stopping_ || slot->state == State::kUp; });
+  if (slot->state == State::kUp && slot->handle) return slot->handle;
+  if (stopping_) return absl::UnavailableError("the daemon is stopping");
+  return absl::UnavailableError(absl::StrCat(
+      "the worker for ", device, " is not running",
+      slot->last_exit.empty() ? "" : absl::StrCat(" (last one ", slot->last_exit, ")"),
+      "; see ", LogPath(device)));
+}
+
+std::string Supervisor::WaitForExit(const std::string& device, uint64_t generation,
+                                    std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  if (it == slots_.end()) return "";
+  Slot* slot = it->second.get();
+  auto gone = [&] { return slot->generation != generation || slot->exited; };
+  if (!cv_.wait_for(lock, timeout, gone)) return "";
+  return slot->last_exit;
+}
+
+std::vector<v1::Device> Supervisor::Devices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Device> out;
+  for (const auto& name : device_order_) {
+    const Slot& slot = *slots_.at(name);
+    v1::Device d = slot.info.device();
+    d.set_name(name);
+    d.set_worker_state(slot.state == State::kUp ? "up"
+                       : slot.state == State::kStarting ? "starting" : "down");
+    d.set_worker_pid(slot.state == State::kDown ? 0 : slot.pid);
+    d.set_worker_restarts(slot.restarts);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<WorkerHandle>> Supervisor::UpWorkers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<WorkerHandle>> out;
+  for (const auto& name : device_order_) {
+    const Slot& slot = *slots_.at(name);
+    if (slot.state == State::kUp && slot.handle) out.push_back(slot.handle);
+  }
+  return out;
+}
+
+v1::Versions Supervisor::WorkerVersions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& name : device_order_) {
+    const Slot& slot = *slots_.at(name);
+    if (slot.info.has_versions()) return slot.info.versions();
+  }
+  return v1::Versions();
+}
+
+}  // namespace benchd::server

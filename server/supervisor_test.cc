@@ -1,0 +1,53 @@
+#include "server/supervisor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace benchd::server {
+namespace {
+
+int StatusOfChild(void (*body)()) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(DescribeExitTest, SaysCodeOrSignal) {
+  EXPECT_EQ(DescribeExit(StatusOfChild([] { _exit(3); })), "exited with code 3");
+  const std::string killed = DescribeExit(StatusOfChild([] { raise(SIGKILL); }));
+  EXPECT_EQ(killed, "killed by signal 9 (SIGKILL: Killed)");
+}
+
+TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
+  char tmpl[] = "/tmp/benchd-sup-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    Supervisor sup({dir + "/no-such-worker", dir, dir, std::chrono::seconds(5)}, {"cpu:0"}, nullptr);
+    sup.Start();
+    auto up = sup.WaitUntilUp("cpu:0", std::chrono::milliseconds(1500));
+    ASSERT_FALSE(up.ok());
+    EXPECT_EQ(up.status().code(), absl::StatusCode::kUnavailable);
+    // posix_spawn reports a missing file either itself or as exit code 127.
+    const std::string msg(up.status().message());
+    EXPECT_TRUE(msg.find("No such file") != std::string::npos ||
+                msg.find("exited with code 127") != std::string::npos)
+        << msg;
+    EXPECT_EQ(sup.Devices().at(0).worker_state(), "down");
+    sup.Stop();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace benchd::server

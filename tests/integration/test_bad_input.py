@@ -1,0 +1,67 @@
+"""Bad input gets INVALID_ARGUMENT naming the field; benchctl exits 2 and says why."""
+import grpc
+import pytest
+
+from conftest import bench_pb2
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--preset", "huge"], "preset"),
+    (["--d-model", "100", "--num-heads", "3", "--d-ff", "64", "--num-layers", "1",
+      "--vocab-size", "10"], "num_heads"),
+    (["--preset", "tiny", "--batch-size", "-1"], "batch_size"),
+    (["--preset", "tiny", "--steps", "-5"], "measure_steps"),
+    (["--preset", "tiny", "--warmup-steps", "-1"], "warmup_steps"),
+    (["--preset", "tiny", "--steps", "0"], "measure_steps"),
+    (["--preset", "tiny", "--batch-size", "0"], "batch_size"),
+    (["--preset", "tiny", "--context-length", "-3"], "context_length"),
+    (["--preset", "tiny", "--device", "cuda:9"], "device"),
+    (["--preset", "tiny", "--device", "gpu"], "device"),
+    (["--num-layers", "2"], "vocab_size"),
+])
+def test_server_refuses_with_field_name(daemon, args, field):
+    r = daemon.benchctl("submit", "benchmark", *args, check=2)
+    assert field in r.stderr, r.stderr
+    assert "benchctl:" in r.stderr
+
+
+def test_client_refuses_bad_enum_values(daemon):
+    r = daemon.benchctl("submit", "benchmark", "--preset", "tiny", "--precision", "fp8", check=2)
+    assert "fp8" in r.stderr and "bf16" in r.stderr
+    r = daemon.benchctl("submit", "benchmark", "--preset", "tiny", "--mode", "sideways", check=2)
+    assert "sideways" in r.stderr
+
+
+def test_grpc_status_codes(daemon):
+    s = daemon.stub
+    with pytest.raises(grpc.RpcError) as e:
+        s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec()))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec(profile=bench_pb2.ProfileSpec())))
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and "profile" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
+            model=bench_pb2.ModelConfig(preset="tiny"), precision=42))
+        s.Submit(bench_pb2.SubmitRequest(spec=spec))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "precision" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        s.GetJob(bench_pb2.GetJobRequest(job_id="999999"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        s.GetJob(bench_pb2.GetJobRequest(job_id="abc"))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        list(s.Watch(bench_pb2.WatchRequest(job_id="999999")))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    # Nothing above hurt the daemon: it still serves.
+    assert s.GetNodeInfo(bench_pb2.GetNodeInfoRequest()).devices[0].name == "cpu:0"
+
+
+def test_unreachable_daemon_exit_code(daemon):
+    import subprocess, os
+    from conftest import BIN
+    r = subprocess.run([os.path.join(BIN, "benchctl"), "--address", "127.0.0.1:1", "--timeout", "2",
+                        "list"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "127.0.0.1:1" in r.stderr

@@ -1,0 +1,105 @@
+"""Failure paths with real processes: a killed worker, cancelled jobs, a
+restarted daemon. Nothing is lost and every failure says what happened."""
+import json
+import os
+import signal
+import time
+
+from conftest import Daemon, bench_pb2, wait_for_state
+
+# Long enough to be caught running (tiny steps take milliseconds on a CPU).
+LONG = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16", "--mode", "train_step",
+        "--warmup-steps", "0", "--steps", "100000"]
+SHORT = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16", "--warmup-steps", "1",
+         "--steps", "2"]
+
+
+def submit(daemon, args):
+    return json.loads(daemon.benchctl("submit", "benchmark", *args, "--json", check=0).stdout)["id"]
+
+
+def wait_first_step(daemon, job_id, timeout=120):
+    for event in daemon.stub.Watch(bench_pb2.WatchRequest(job_id=job_id), timeout=timeout):
+        if event.HasField("step"):
+            return event
+        assert not event.HasField("failed"), event
+    raise AssertionError("no step event")
+
+
+def test_killed_worker_fails_job_clearly_and_next_job_runs(daemon):
+    job_id = submit(daemon, LONG)
+    wait_first_step(daemon, job_id)
+    worker = daemon.wait_worker_up()
+    os.kill(worker.worker_pid, signal.SIGKILL)
+
+    job = wait_for_state(daemon.stub, job_id, [bench_pb2.FAILED], timeout=60)
+    assert "killed by signal 9" in job.error_message, job.error_message
+    assert f"pid {worker.worker_pid}" in job.error_message
+    r = daemon.benchctl("get", job_id)
+    assert r.returncode == 1 and "killed by signal 9" in r.stdout + r.stderr
+
+    # The supervisor restarted the worker; the next job runs there.
+    after = daemon.wait_worker_up()
+    assert after.worker_pid != worker.worker_pid and after.worker_restarts == 1
+    nxt = submit(daemon, SHORT)
+    assert wait_for_state(daemon.stub, nxt, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
+        bench_pb2.SUCCEEDED
+
+
+def test_cancel_queued_and_running_jobs(daemon):
+    running = submit(daemon, LONG)
+    queued = submit(daemon, SHORT)
+    wait_first_step(daemon, running)
+
+    r = daemon.benchctl("cancel", queued, check=0)
+    job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=queued))
+    assert job.state == bench_pb2.CANCELLED and "before it started" in job.error_message
+
+    daemon.benchctl("cancel", running, check=0)
+    job = wait_for_state(daemon.stub, running, [bench_pb2.CANCELLED], timeout=30)
+    assert job.HasField("finished")
+    # Watch on a cancelled job ends with its terminal event; benchctl exits 1.
+    assert daemon.benchctl("watch", running, "--json").returncode == 1
+    # Cancelling again is refused clearly.
+    r = daemon.benchctl("cancel", running, check=4)
+    assert "already ended" in r.stderr
+
+    nxt = submit(daemon, SHORT)
+    assert wait_for_state(daemon.stub, nxt, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
+        bench_pb2.SUCCEEDED
+
+
+def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
+    d = Daemon(tmp_data_dir).start()
+    try:
+        done = submit(d, SHORT)
+        result = wait_for_state(d.stub, done, [bench_pb2.SUCCEEDED]).result
+        running = submit(d, LONG)
+        wait_first_step(d, running)
+        queued = submit(d, SHORT)
+
+        d.restart()  # SIGTERM while a job runs and another waits
+
+        again = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=done))
+        assert again.state == bench_pb2.SUCCEEDED and again.result == result
+        job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
+        assert job.state == bench_pb2.INTERRUPTED and "daemon stopped" in job.error_message
+        # The job that waited in the queue runs after the restart.
+        assert wait_for_state(d.stub, queued, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
+            bench_pb2.SUCCEEDED
+        # Watch on a job from before the restart answers from the store.
+        events = list(d.stub.Watch(bench_pb2.WatchRequest(job_id=done), timeout=30))
+        assert len(events) == 1 and events[0].HasField("result")
+
+        # A daemon killed outright: its running job is found interrupted at the next start.
+        running = submit(d, LONG)
+        wait_first_step(d, running)
+        d.stop(sig=signal.SIGKILL)
+        time.sleep(0.5)
+        d.start()
+        job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
+        assert job.state == bench_pb2.INTERRUPTED
+        ids = [j.id for j in d.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs]
+        assert ids == sorted(ids, key=int, reverse=True) and done in ids
+    finally:
+        d.stop()

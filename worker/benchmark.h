@@ -1,0 +1,33 @@
+// Runs one benchmark job: the CS336 LM's forward, forward+backward or full
+// AdamW train step on a random batch, warm-up steps then measured steps, each
+// timed per phase, and summarizes the measured ones.
+#ifndef BENCHD_WORKER_BENCHMARK_H_
+#define BENCHD_WORKER_BENCHMARK_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "benchd/v1/bench.pb.h"
+#include "worker/model_cache.h"
+
+namespace benchd::worker {
+
+struct BenchmarkHooks {
+  // Called after every step (warm-up ones flagged) with the total step count.
+  std::function<void(const v1::StepTiming& timing, int64_t total_steps)> on_step;
+  // Polled before every step; true stops the run with CANCELLED.
+  std::function<bool()> cancelled;
+};
+
+// `spec` must be resolved (benchd::ResolveJobSpec). Takes the model from
+// `cache` (building it on a miss) on the cache's device. Returns the result,
+// or CANCELLED, RESOURCE_EXHAUSTED when the device ran out of memory (the
+// model is evicted and cached device memory released, so the worker can serve
+// the next job), or INTERNAL with LibTorch's message for any other error.
+absl::StatusOr<v1::BenchmarkResult> RunBenchmark(const v1::BenchmarkSpec& spec, ModelCache& cache,
+                                                 const BenchmarkHooks& hooks = {});
+
+}  // namespace benchd::worker
+
+#endif  // BENCHD_WORKER_BENCHMARK_H_

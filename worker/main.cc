@@ -1,0 +1,116 @@
+// benchd-worker: serves benchd.internal.Worker for one device on a Unix
+// socket. Started and restarted by the daemon's supervisor; see worker.proto.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/device.h"
+#include "worker/device_info.h"
+#include "worker/worker_service.h"
+
+#if BENCHD_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace {
+
+// Removes a socket file left by a worker that died; refuses to delete anything else.
+bool RemoveStaleSocket(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return true;  // nothing there
+  if (!S_ISSOCK(st.st_mode)) {
+    std::cerr << "benchd-worker: --socket " << path << " exists and is not a socket\n";
+    return false;
+  }
+  return unlink(path.c_str()) == 0;
+}
+
+// BENCHD_WORKER_THREADS=N sets LibTorch's intra-op threads (CPU work);
+// unset keeps LibTorch's default (one per physical core).
+bool ApplyThreadsFromEnv() {
+  const char* env = std::getenv("BENCHD_WORKER_THREADS");
+  if (env == nullptr || *env == '\0') return true;
+  int n = 0;
+  const std::string_view s(env);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 1) {
+    std::cerr << "benchd-worker: BENCHD_WORKER_THREADS: expected a positive integer, got '" << env
+              << "'\n";
+    return false;
+  }
+  torch::set_num_threads(n);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"benchd-worker: runs benchd jobs on one device (started by benchd)"};
+  std::string socket_path, device_text;
+  app.add_option("--socket", socket_path, "Unix socket path to listen on")->required();
+  app.add_option("--device", device_text, "cpu:0 or cuda:N")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  // SIGTERM/SIGINT are taken by a thread of their own (sigwait): gRPC's
+  // Shutdown is not async-signal-safe. Blocked before any thread starts, so
+  // every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  if (!ApplyThreadsFromEnv()) return 2;
+  auto device = benchd::worker::ParseWorkerDevice(device_text, "--device");
+  if (!device.ok()) {
+    std::cerr << "benchd-worker: " << device.status().message() << "\n";
+    return 2;
+  }
+#if BENCHD_WITH_CUDA
+  if (device->is_cuda()) c10::cuda::set_device(device->device.index());
+#endif
+  if (!RemoveStaleSocket(socket_path)) return 1;
+
+  benchd::worker::WorkerService service(*device);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    std::cerr << "benchd-worker: cannot listen on unix:" << socket_path << "\n";
+    return 1;
+  }
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    // Running jobs see the cancellation at their next step and end.
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+
+  const auto& versions = benchd::worker::WorkerVersions();
+  std::cerr << "benchd-worker: serving " << device->name << " (" << device->description
+            << ") on unix:" << socket_path << ", pid " << getpid() << ", torch "
+            << versions.torch() << ", " << torch::get_num_threads() << " threads" << std::endl;
+  server->Wait();
+  // Wait returned after Shutdown, so the stopper has finished or is finishing.
+  stopper.join();
+  unlink(socket_path.c_str());
+  std::cerr << "benchd-worker: stopped" << std::endl;
+  return 0;
+}

@@ -1,0 +1,198 @@
+#include "worker/transformer.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace benchd::worker {
+
+void TruncatedNormal_(torch::Tensor t, double std, double a, double b) {
+  torch::NoGradGuard no_grad;
+  // Draw u uniform on [cdf(a), cdf(b)] (as 2u-1 in erf space) and map it back
+  // through the inverse CDF: an exact sample of the truncated distribution.
+  // The clamp only catches erfinv rounding at the ends.
+  auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double lo = cdf(a / std), hi = cdf(b / std);
+  t.uniform_(2 * lo - 1, 2 * hi - 1);
+  t.erfinv_();
+  t.mul_(std * std::sqrt(2.0));
+  t.clamp_(a, b);
+}
+
+torch::Tensor Softmax(const torch::Tensor& x, int64_t dim) {
+  const torch::Tensor shifted = x - std::get<0>(x.max(dim, /*keepdim=*/true));
+  const torch::Tensor e = shifted.exp();
+  return e / e.sum(dim, /*keepdim=*/true);
+}
+
+torch::Tensor LogSoftmax(const torch::Tensor& x, int64_t dim) {
+  const torch::Tensor shifted = x - std::get<0>(x.max(dim, /*keepdim=*/true));
+  return shifted - shifted.exp().sum(dim, /*keepdim=*/true).log();
+}
+
+torch::Tensor CrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const torch::Tensor nll = -LogSoftmax(logits, -1);
+  return nll.gather(-1, targets.unsqueeze(-1)).mean();
+}
+
+torch::Tensor Silu(const torch::Tensor& x) { return x * torch::sigmoid(x); }
+
+torch::Tensor CausalMask(int64_t seq_len, const torch::Device& device) {
+  const torch::Tensor pos = torch::arange(seq_len, torch::TensorOptions().device(device));
+  return pos.unsqueeze(1) >= pos.unsqueeze(0);  // [query, key]
+}
+
+torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& mask) {
+  const double d_k = static_cast<double>(k.size(-1));
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(d_k);
+  if (mask.defined()) {
+    scores = torch::where(mask, scores, -std::numeric_limits<double>::infinity());
+  }
+  return torch::matmul(Softmax(scores, -1), v);
+}
+
+LinearImpl::LinearImpl(int64_t d_in, int64_t d_out, const torch::TensorOptions& options) {
+  const double std = std::sqrt(2.0 / static_cast<double>(d_in + d_out));
+  torch::Tensor w = torch::empty({d_out, d_in}, options);
+  TruncatedNormal_(w, std, -3 * std, 3 * std);
+  weight = register_parameter("weight", w);
+}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+
+EmbeddingImpl::EmbeddingImpl(int64_t vocab_size, int64_t d_model,
+                             const torch::TensorOptions& options) {
+  torch::Tensor w = torch::empty({vocab_size, d_model}, options);
+  TruncatedNormal_(w, 1.0, -3.0, 3.0);
+  weight = register_parameter("weight", w);
+}
+
+// weight[token_ids] (an index op, as the course writes it; its backward is
+// index_put with accumulation).
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& token_ids) {
+  return weight.index({token_ids});
+}
+
+RMSNormImpl::RMSNormImpl(int64_t d_model, const torch::TensorOptions& options, double eps)
+    : eps(eps) {
+  weight = register_parameter("weight", torch::ones({d_model}, options));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  const auto in_dtype = x.scalar_type();
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor inv_rms = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (weight * (xf * inv_rms)).to(in_dtype);
+}
+
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim, double theta)
+    : head_dim_(head_dim), theta_(theta) {
+  TORCH_CHECK(head_dim % 2 == 0, "RoPE needs an even head dimension, got ", head_dim);
+}
+
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
+  const int64_t seq_len = x.size(-2);
+  TORCH_CHECK(x.size(-1) == head_dim_, "RoPE built for head dim ", head_dim_, ", got ",
+              x.size(-1));
+  if (!cos_.defined() || cos_.size(0) < seq_len || cos_.device() != x.device()) {
+    torch::NoGradGuard no_grad;
+    // The course's table: freqs[t, i] = t * theta^(-2i/d) in fp32.
+    const auto on = torch::TensorOptions().device(x.device());
+    const torch::Tensor d = torch::arange(0, head_dim_, 2, on.dtype(torch::kInt64)) / head_dim_;
+    const torch::Tensor inv_freq = torch::pow(theta_, -d);
+    const torch::Tensor t = torch::arange(seq_len, on.dtype(torch::kFloat32));
+    const torch::Tensor freqs = torch::outer(t, inv_freq);
+    cos_ = freqs.cos();
+    sin_ = freqs.sin();
+  }
+  const torch::Tensor cos = cos_.narrow(0, 0, seq_len);
+  const torch::Tensor sin = sin_.narrow(0, 0, seq_len);
+  const torch::Tensor pairs = x.unflatten(-1, {head_dim_ / 2, 2});
+  const torch::Tensor x1 = pairs.select(-1, 0), x2 = pairs.select(-1, 1);
+  const torch::Tensor r1 = cos * x1 - sin * x2;
+  const torch::Tensor r2 = sin * x1 + cos * x2;
+  return torch::stack({r1, r2}, -1).flatten(-2).contiguous();
+}
+
+CausalMultiHeadSelfAttentionImpl::CausalMultiHeadSelfAttentionImpl(
+    int64_t d_model, int64_t num_heads, RotaryEmbedding rope, const torch::TensorOptions& options)
+    : num_heads_(num_heads), rope_(std::move(rope)) {
+  TORCH_CHECK(d_model % num_heads == 0, "d_model ", d_model, " not divisible by num_heads ",
+              num_heads);
+  q_proj = register_module("q_proj", Linear(d_model, d_model, options));
+  k_proj = register_module("k_proj", Linear(d_model, d_model, options));
+  v_proj = register_module("v_proj", Linear(d_model, d_model, options));
+  output_proj = register_module("output_proj", Linear(d_model, d_model, options));
+}
+
+torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t batch = x.size(0), seq_len = x.size(1), d_model = x.size(2);
+  const int64_t head_dim = d_model / num_heads_;
+  // [B, T, H*dk] -> [B, H, T, dk]
+  auto heads = [&](const torch::Tensor& t) {
+    return t.view({batch, seq_len, num_heads_, head_dim}).transpose(1, 2);
+  };
+  const torch::Tensor q = rope_->forward(heads(q_proj->forward(x)));
+  const torch::Tensor k = rope_->forward(heads(k_proj->forward(x)));
+  const torch::Tensor v = heads(v_proj->forward(x));
+  const torch::Tensor out = ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()));
+  return output_proj->forward(out.transpose(1, 2).reshape({batch, seq_len, d_model}).contiguous());
+}
+
+SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff, const torch::TensorOptions& options) {
+  w1 = register_module("w1", Linear(d_model, d_ff, options));
+  w2 = register_module("w2", Linear(d_ff, d_model, options));
+  w3 = register_module("w3", Linear(d_model, d_ff, options));
+}
+
+torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
+  return w2->forward(Silu(w1->forward(x)) * w3->forward(x));
+}
+
+TransformerBlockImpl::TransformerBlockImpl(int64_t d_model, int64_t num_heads, int64_t d_ff,
+                                           RotaryEmbedding rope,
+                                           const torch::TensorOptions& options) {
+  attn = register_module("attn",
+                         CausalMultiHeadSelfAttention(d_model, num_heads, std::move(rope), options));
+  ffn = register_module("ffn", SwiGLU(d_model, d_ff, options));
+  ln1 = register_module("ln1", RMSNorm(d_model, options));
+  ln2 = register_module("ln2", RMSNorm(d_model, options));
+}
+
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor h = x + attn->forward(ln1->forward(x));
+  return h + ffn->forward(ln2->forward(h));
+}
+
+TransformerLMImpl::TransformerLMImpl(const v1::ModelConfig& config,
+                                     const torch::TensorOptions& options) {
+  const int64_t d_model = config.d_model();
+  // Creation order follows cs336_basics, so one seed gives the same draw
+  // sequence as the course's model built on the same device.
+  token_embeddings =
+      register_module("token_embeddings", Embedding(config.vocab_size(), d_model, options));
+  RotaryEmbedding rope(d_model / config.num_heads(), config.rope_theta());
+  torch::nn::ModuleList list;
+  for (int64_t i = 0; i < config.num_layers(); ++i) {
+    layers.push_back(TransformerBlock(d_model, config.num_heads(), config.d_ff(), rope, options));
+    list->push_back(layers.back());
+  }
+  register_module("layers", list);
+  ln_final = register_module("ln_final", RMSNorm(d_model, options));
+  lm_head = register_module("lm_head", Linear(d_model, config.vocab_size(), options));
+}
+
+torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
+  torch::Tensor x = token_embeddings->forward(token_ids);
+  for (auto& layer : layers) x = layer->forward(x);
+  return lm_head->forward(ln_final->forward(x));
+}
+
+int64_t CountParameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace benchd::worker

@@ -1,0 +1,138 @@
+// The CS336 Transformer LM (assignment 1's cs336_basics model) as LibTorch
+// modules. Every computation is written out the way the course's reference
+// writes it (its softmax, RMSNorm, RoPE, SwiGLU and cross-entropy), so our
+// timings measure the same kernels a student's Python run launches.
+#ifndef BENCHD_WORKER_TRANSFORMER_H_
+#define BENCHD_WORKER_TRANSFORMER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "benchd/v1/bench.pb.h"
+
+namespace benchd::worker {
+
+// Fills `t` in place with N(0, std²) truncated to [a, b], by inverse-CDF
+// sampling exactly as torch.nn.init.trunc_normal_ does (LibTorch's C++ API has
+// no trunc_normal_).
+void TruncatedNormal_(torch::Tensor t, double std, double a, double b);
+
+// x - max, exp, / sum: the course's softmax (not at::softmax's fused kernel).
+torch::Tensor Softmax(const torch::Tensor& x, int64_t dim);
+// The course's log-softmax: (x - max) - log(sum(exp(x - max))).
+torch::Tensor LogSoftmax(const torch::Tensor& x, int64_t dim);
+// Mean over all positions of -log_softmax(logits)[target].
+torch::Tensor CrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets);
+// x * sigmoid(x).
+torch::Tensor Silu(const torch::Tensor& x);
+// [T, T] bool, true where key <= query (the positions a query may attend to).
+torch::Tensor CausalMask(int64_t seq_len, const torch::Device& device);
+// softmax(Q Kᵀ / sqrt(d_k), masked to -inf where `mask` is false) V.
+// `mask` may be undefined (no masking).
+torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& mask);
+
+// y = x Wᵀ, W [d_out, d_in], no bias; W ~ truncated N(0, 2/(d_in+d_out)) at ±3 std.
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t d_in, int64_t d_out, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Linear);
+
+// Row lookup in a [vocab, d_model] table initialised truncated N(0, 1) at ±3.
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t vocab_size, int64_t d_model, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& token_ids);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
+// x / rms(x) * g, computed in fp32 and cast back to the input's dtype.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t d_model, const torch::TensorOptions& options, double eps = 1e-5);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// Rotary position embedding on interleaved pairs (x[2i], x[2i+1]) of the last
+// dimension, for positions 0..T-1 (T = x.size(-2)). Has no parameters; the
+// cos/sin table is cached per device and grown on demand, since the model is
+// resident and serves any context length.
+class RotaryEmbeddingImpl : public torch::nn::Module {
+ public:
+  RotaryEmbeddingImpl(int64_t head_dim, double theta);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int64_t head_dim_;
+  double theta_;
+  torch::Tensor cos_, sin_;  // [cached_len, head_dim/2], fp32
+};
+TORCH_MODULE(RotaryEmbedding);
+
+class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
+ public:
+  CausalMultiHeadSelfAttentionImpl(int64_t d_model, int64_t num_heads, RotaryEmbedding rope,
+                                   const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, output_proj{nullptr};
+
+ private:
+  int64_t num_heads_;
+  RotaryEmbedding rope_;  // shared by all layers, not registered (it has no state to save)
+};
+TORCH_MODULE(CausalMultiHeadSelfAttention);
+
+// w2(silu(w1 x) * w3 x).
+class SwiGLUImpl : public torch::nn::Module {
+ public:
+  SwiGLUImpl(int64_t d_model, int64_t d_ff, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(SwiGLU);
+
+// Pre-norm block: h = x + attn(ln1(x)); y = h + ffn(ln2(h)).
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  TransformerBlockImpl(int64_t d_model, int64_t num_heads, int64_t d_ff, RotaryEmbedding rope,
+                       const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  RMSNorm ln1{nullptr}, ln2{nullptr};
+  CausalMultiHeadSelfAttention attn{nullptr};
+  SwiGLU ffn{nullptr};
+};
+TORCH_MODULE(TransformerBlock);
+
+// token_embeddings -> layers -> ln_final -> lm_head (untied). Parameter names
+// follow cs336_basics ("layers.0.attn.q_proj.weight", ...).
+class TransformerLMImpl : public torch::nn::Module {
+ public:
+  // `config` must be resolved (benchd::ResolveModelConfig). Parameters are
+  // created and initialised with `options` (fp32 on the target device; the
+  // meta device allocates nothing, for counting).
+  TransformerLMImpl(const v1::ModelConfig& config, const torch::TensorOptions& options);
+  // [B, T] int64 token ids -> [B, T, vocab] logits.
+  torch::Tensor forward(const torch::Tensor& token_ids);
+
+  Embedding token_embeddings{nullptr};
+  std::vector<TransformerBlock> layers;
+  RMSNorm ln_final{nullptr};
+  Linear lm_head{nullptr};
+};
+TORCH_MODULE(TransformerLM);
+
+// Sum of numel over the module's parameters.
+int64_t CountParameters(const torch::nn::Module& module);
+
+}  // namespace benchd::worker
+
+#endif  // BENCHD_WORKER_TRANSFORMER_H_

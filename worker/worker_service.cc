@@ -1,0 +1,131 @@
+#include "worker/worker_service.h"
+
+#include <unistd.h>
+
+#include <c10/core/DeviceGuard.h>
+
+#include <exception>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "worker/benchmark.h"
+#include "worker/device_info.h"
+
+namespace benchd::worker {
+namespace {
+
+internal::WorkerEvent Failure(absl::StatusCode code, const std::string& message) {
+  internal::WorkerEvent e;
+  e.mutable_failure()->set_code(static_cast<int32_t>(code));
+  e.mutable_failure()->set_message(message);
+  return e;
+}
+
+internal::WorkerEvent Failure(const absl::Status& s) {
+  return Failure(s.code(), std::string(s.message()));
+}
+
+// A request is for this worker when it names no device or this one.
+bool ForThisDevice(const std::string& requested, const WorkerDevice& device) {
+  return requested.empty() || requested == device.name;
+}
+
+}  // namespace
+
+WorkerService::WorkerService(const WorkerDevice& device) : device_(device), cache_(device) {}
+
+grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
+                                grpc::ServerWriter<internal::WorkerEvent>* writer) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  internal::WorkerEvent last;
+  try {
+    last = RunJob(context, *request, writer);
+  } catch (const c10::Error& e) {
+    last = Failure(absl::StatusCode::kInternal, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    last = Failure(absl::StatusCode::kInternal, e.what());
+  } catch (...) {
+    last = Failure(absl::StatusCode::kInternal, "unknown exception");
+  }
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
+                                            const internal::RunRequest& request,
+                                            grpc::ServerWriter<internal::WorkerEvent>* writer) {
+  // Checked again here: the worker never trusts its caller.
+  auto spec = ResolveJobSpec(request.spec());
+  if (!spec.ok()) return Failure(spec.status());
+  if (!ForThisDevice(spec->device(), device_)) {
+    return Failure(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("spec.device: this worker serves ", device_.name, ", not ",
+                                spec->device()));
+  }
+  if (spec->kind_case() != v1::JobSpec::kBenchmark) {
+    return Failure(absl::StatusCode::kUnimplemented,
+                   absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
+  }
+
+  // gRPC handlers run on pool threads, whose current CUDA device is not ours.
+  c10::OptionalDeviceGuard device_guard;
+  if (device_.is_cuda()) device_guard.reset_device(device_.device);
+
+  bool stream_broken = false;
+  BenchmarkHooks hooks;
+  hooks.on_step = [&](const v1::StepTiming& timing, int64_t total) {
+    internal::WorkerEvent e;
+    v1::StepEvent* step = timing.warmup() ? e.mutable_warmup_step() : e.mutable_step();
+    *step->mutable_timing() = timing;
+    step->set_total_steps(total);
+    if (!writer->Write(e)) stream_broken = true;
+  };
+  hooks.cancelled = [&] { return stream_broken || context->IsCancelled(); };
+
+  auto result = RunBenchmark(spec->benchmark(), cache_, hooks);
+  if (result.ok()) {
+    internal::WorkerEvent e;
+    *e.mutable_result()->mutable_benchmark() = *std::move(result);
+    return e;
+  }
+  if (absl::IsCancelled(result.status())) {
+    internal::WorkerEvent e;
+    e.set_cancelled(true);
+    return e;
+  }
+  return Failure(result.status());
+}
+
+grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const internal::GetInfoRequest*,
+                                    internal::WorkerInfo* response) {
+  *response->mutable_device() = DescribeDevice(device_);
+  *response->mutable_versions() = WorkerVersions();
+  response->set_pid(getpid());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) {
+  if (!ForThisDevice(request->device(), device_)) return grpc::Status::OK;
+  for (auto& m : cache_.List()) *response->add_models() = std::move(m);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::EvictModel(grpc::ServerContext*, const v1::EvictModelRequest* request,
+                                       v1::EvictModelResponse* response) {
+  int evicted = 0;
+  if (!request->key().empty()) {
+    evicted = cache_.Evict(request->key());
+  } else if (ForThisDevice(request->device(), device_)) {
+    evicted = cache_.EvictAll();
+  }
+  // Hand the memory back to the device, not just to PyTorch's cache. A job
+  // running meanwhile keeps its blocks: only unused cached ones are freed.
+  if (evicted > 0) ReleaseCachedMemory(device_);
+  response->set_evicted(evicted);
+  return grpc::Status::OK;
+}
+
+}  // namespace benchd::worker

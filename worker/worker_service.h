@@ -1,0 +1,43 @@
+// benchd.internal.Worker over the sync gRPC API: the daemon runs one job at a
+// time per worker, so a blocking handler per call is all this needs.
+#ifndef BENCHD_WORKER_WORKER_SERVICE_H_
+#define BENCHD_WORKER_WORKER_SERVICE_H_
+
+#include <mutex>
+
+#include "benchd/internal/worker.grpc.pb.h"
+#include "worker/model_cache.h"
+
+namespace benchd::worker {
+
+class WorkerService final : public internal::Worker::Service {
+ public:
+  explicit WorkerService(const WorkerDevice& device);
+
+  // Streams warm-up and measured steps, then exactly one terminal event:
+  // result, failure (google.rpc code + message) or cancelled. The RPC itself
+  // always ends OK; a job's failure is data, not a transport error.
+  grpc::Status Run(grpc::ServerContext* context, const internal::RunRequest* request,
+                   grpc::ServerWriter<internal::WorkerEvent>* writer) override;
+  grpc::Status GetInfo(grpc::ServerContext* context, const internal::GetInfoRequest* request,
+                       internal::WorkerInfo* response) override;
+  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
+                          v1::ListModelsResponse* response) override;
+  grpc::Status EvictModel(grpc::ServerContext* context, const v1::EvictModelRequest* request,
+                          v1::EvictModelResponse* response) override;
+
+  ModelCache& cache() { return cache_; }
+
+ private:
+  // The job's terminal event (steps are streamed from inside).
+  internal::WorkerEvent RunJob(grpc::ServerContext* context, const internal::RunRequest& request,
+                               grpc::ServerWriter<internal::WorkerEvent>* writer);
+
+  const WorkerDevice device_;
+  ModelCache cache_;
+  std::mutex run_mu_;  // one job at a time
+};
+
+}  // namespace benchd::worker
+
+#endif  // BENCHD_WORKER_WORKER_SERVICE_H_
