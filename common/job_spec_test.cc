@@ -24,6 +24,10 @@ TEST(JobSpecTest, DefaultsFilled) {
   EXPECT_EQ(b.precision(), v1::PRECISION_FP32);
   EXPECT_EQ(b.batch_size(), 4);
   EXPECT_EQ(b.context_length(), 128);
+  // Written out, so a reader of the stored spec sees what ran.
+  EXPECT_TRUE(b.has_batch_size());
+  EXPECT_TRUE(b.has_context_length());
+  EXPECT_TRUE(b.has_measure_steps());
   ASSERT_TRUE(b.has_warmup_steps());
   EXPECT_EQ(b.warmup_steps(), 5);
   EXPECT_EQ(b.measure_steps(), 10);
@@ -72,6 +76,10 @@ TEST(JobSpecTest, OutOfRangeFieldsNamed) {
     void (*set)(v1::BenchmarkSpec*);
   };
   const Case cases[] = {
+      // The sizes are `optional`: an explicit 0 is a value, refused, not "default".
+      {"benchmark.batch_size", [](v1::BenchmarkSpec* b) { b->set_batch_size(0); }},
+      {"benchmark.context_length", [](v1::BenchmarkSpec* b) { b->set_context_length(0); }},
+      {"benchmark.measure_steps", [](v1::BenchmarkSpec* b) { b->set_measure_steps(0); }},
       {"benchmark.batch_size", [](v1::BenchmarkSpec* b) { b->set_batch_size(-1); }},
       {"benchmark.batch_size", [](v1::BenchmarkSpec* b) { b->set_batch_size(kMaxBatch + 1); }},
       {"benchmark.context_length", [](v1::BenchmarkSpec* b) { b->set_context_length(-5); }},

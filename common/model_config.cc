@@ -86,7 +86,7 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, "rope_theta: expected > 0, got ", out.rope_theta()));
   }
-  // Keeps int64 arithmetic and allocation requests far from overflow.
+  // Keeps int64 arithmetic far from overflow.
   constexpr int64_t kMaxDim = 1 << 20;
   for (const Field& f : {Field{"vocab_size", out.vocab_size()}, Field{"d_model", out.d_model()},
                          Field{"d_ff", out.d_ff()}, Field{"num_layers", out.num_layers()}}) {
@@ -94,6 +94,16 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
       return absl::InvalidArgumentError(
           absl::StrCat(prefix, f.name, ": ", f.value, " is larger than the limit ", kMaxDim));
     }
+  }
+  // No device holds 2^40 parameters; past this, byte counts (×16 for AdamW
+  // state) would overflow int64. Counted in double, where it cannot overflow.
+  constexpr double kMaxParameters = static_cast<double>(int64_t{1} << 40);
+  const double V = out.vocab_size(), d = out.d_model(), dff = out.d_ff(), L = out.num_layers();
+  const double params = 2 * V * d + L * (4 * d * d + 3 * d * dff + 2 * d) + d;
+  if (params > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "d_model: these sizes make ", params, " parameters, more than the limit ",
+        kMaxParameters));
   }
   return out;
 }

@@ -196,11 +196,16 @@ TEST(ResolveModelConfigTest, DimensionOverLimit) {
 // ≈ 8.07e18, must still fit int64 (it does, with ~12% headroom).
 TEST(ParameterCountTest, AtDimensionLimitsStaysExact) {
   constexpr int64_t kBig = int64_t{1} << 20;
-  auto m = ResolveModelConfig(Explicit(kBig, kBig, kBig, kBig, 1024));
-  ASSERT_TRUE(m.ok()) << m.status();
+  // Every size at its limit: ParameterCount stays exact in int64 ...
+  const v1::ModelConfig big = Explicit(kBig, kBig, kBig, kBig, 1024);
   const __int128 b = kBig;
   const __int128 exact = 2 * b * b + b * (4 * b * b + 3 * b * b + 2 * b) + b;
-  EXPECT_EQ(static_cast<__int128>(ParameterCount(*m)), exact);
+  EXPECT_EQ(static_cast<__int128>(ParameterCount(big)), exact);
+  // ... but such a model is refused: its byte counts would overflow.
+  auto m = ResolveModelConfig(big);
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("parameters, more than the limit"), std::string::npos)
+      << m.status();
 }
 
 TEST(ParseTest, PrecisionAndMode) {
