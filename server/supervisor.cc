@@ -67,8 +67,17 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   const std::string socket = SocketPath(slot.device);
   const std::string log = LogPath(slot.device);
   const std::string parent = absl::StrCat(getpid());
-  std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device", slot.device,
-                                   "--parent-pid", parent};
+  std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device", slot.device};
+  // The worker ends itself when the daemon dies (PR_SET_PDEATHSIG), even
+  // when the daemon is killed outright; it learns its daemon's pid from here.
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).rfind("BENCHD_PARENT_PID=", 0) != 0) env_storage.emplace_back(*e);
+  }
+  env_storage.push_back("BENCHD_PARENT_PID=" + parent);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -95,7 +104,7 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, options_.worker_path.c_str(), &files, &attr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, options_.worker_path.c_str(), &files, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {

@@ -65,3 +65,17 @@ def test_unreachable_daemon_exit_code(daemon):
                         "list"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 3, (r.returncode, r.stderr)
     assert "127.0.0.1:1" in r.stderr
+
+
+def test_health_and_reflection(daemon):
+    # grpc.health.v1.Health/Check with an empty request: status SERVING (field 1 = 1).
+    check = daemon.channel.unary_unary("/grpc.health.v1.Health/Check",
+                                       request_serializer=lambda _: b"",
+                                       response_deserializer=lambda b: b)
+    assert check(None, timeout=10) == b"\x08\x01"
+    # Reflection (v1alpha): list_services (field 7, empty string) names our service.
+    info = daemon.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                        request_serializer=lambda _: b"\x3a\x00",
+                                        response_deserializer=lambda b: b)
+    reply = next(iter(info(iter([None]), timeout=10)))
+    assert b"benchd.v1.Bench" in reply

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On a GPU machine (after `source .gpu-debs/unpack.sh`): build with the
+# machine's torch, run the unit tests, start benchd on the GPU and run
+# benchmarks through benchctl. Writes logs and JSON results to $OUT (or ./gpu-out).
+#   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context" to run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+t0=$(date +%s)
+cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+  -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+echo "gpu-check: built in $(( $(date +%s) - t0 )) s"
+ctest --test-dir "$BUILD" -E integration --output-on-failure 2>&1 | tail -15
+
+BIN=$BUILD/bin
+DATA=$(mktemp -d /tmp/benchd-gpu-XXXXXX)
+"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 2>"$OUT/benchd.log" &
+DAEMON=$!
+trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
+for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
+export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+METRICS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"])' "$DATA/endpoints.json")
+"$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
+
+CONFIGS=${GPU_CHECK_CONFIGS:-"small train_step bf16 4 128"}
+i=0
+while read -r preset mode precision batch ctx; do
+  [ -n "$preset" ] || continue
+  i=$((i + 1))
+  echo "=== benchctl submit benchmark --preset $preset --mode $mode --precision $precision --batch-size $batch --context-length $ctx --warmup-steps 5 --steps 10 --watch"
+  "$BIN/benchctl" --timeout 60 submit benchmark --preset "$preset" --mode "$mode" --precision "$precision" \
+    --batch-size "$batch" --context-length "$ctx" --warmup-steps 5 --steps 10 --watch || true
+done <<< "$CONFIGS"
+"$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
+curl -s "http://$METRICS/metrics" > "$OUT/metrics.txt" || true
