@@ -22,6 +22,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kMaxMessageBytes = 256 << 20;
+
 std::string SafeName(const std::string& device) { return absl::StrReplaceAll(device, {{":", "-"}}); }
 
 }  // namespace
@@ -141,8 +143,12 @@ void Supervisor::Supervise(Slot* slot) {
     }
 
     // Wait for the worker to answer on its socket, or to die trying.
-    auto channel = grpc::CreateChannel("unix:" + SocketPath(slot->device),
-                                       grpc::InsecureChannelCredentials());
+    // A result holds every step (~60 bytes each): beyond gRPC's 4 MB default
+    // for long runs.
+    grpc::ChannelArguments channel_args;
+    channel_args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    auto channel = grpc::CreateCustomChannel("unix:" + SocketPath(slot->device),
+                                             grpc::InsecureChannelCredentials(), channel_args);
     int status = 0;
     bool exited = false;
     bool ready = false;

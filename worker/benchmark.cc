@@ -97,6 +97,13 @@ std::string MemoryFigures(const WorkerDevice& dev) {
 
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// LibTorch's CPU allocator reports failure as a plain c10::Error (only the
+// CUDA allocator throws c10::OutOfMemoryError), so it is known by its text
+// (c10/core/impl/alloc_cpu.cpp).
+bool IsHostOutOfMemory(const c10::Error& e) {
+  return e.msg().find("DefaultCPUAllocator: can't allocate memory") != std::string::npos;
+}
+
 // One run of one spec. Holds what the error paths need to clean up and to say
 // what was going on.
 class BenchmarkRun {
@@ -112,6 +119,7 @@ class BenchmarkRun {
     } catch (const std::bad_alloc& e) {
       return OutOfMemory(e.what());
     } catch (const c10::Error& e) {
+      if (IsHostOutOfMemory(e)) return OutOfMemory(e.what_without_backtrace());
       return Failed(e.what_without_backtrace());
     } catch (const std::exception& e) {
       return Failed(e.what());
@@ -293,7 +301,11 @@ class BenchmarkRun {
   }
 
   absl::Status Failed(const std::string& message) {
-    Cleanup();
+    try {
+      Cleanup();
+    } catch (const std::exception&) {
+      // The device may be unusable (a CUDA fault); the error below says why.
+    }
     return absl::InternalError(absl::StrCat("error while ", doing_, ": ", message));
   }
 

@@ -1,6 +1,12 @@
 // Runs one benchmark job: the CS336 LM's forward, forward+backward or full
 // AdamW train step on a random batch, warm-up steps then measured steps, each
 // timed per phase, and summarizes the measured ones.
+//
+// As in the course's benchmarking script, forward mode runs with autograd on
+// (activations are saved), the loss is part of the forward phase, bf16/fp16
+// autocast covers forward and loss only, and gradients are dropped
+// (set_to_none) before every step. Peak memory counts what is resident too
+// (the model, and its AdamW state once it has trained).
 #ifndef BENCHD_WORKER_BENCHMARK_H_
 #define BENCHD_WORKER_BENCHMARK_H_
 

@@ -17,7 +17,7 @@
 namespace benchd::worker {
 namespace {
 
-bool ParseIndex(std::string_view s, int64_t* out) {
+bool ParseIndex(absl::string_view s, int64_t* out) {
   if (s.empty()) return false;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size() && *out >= 0;
@@ -26,7 +26,7 @@ bool ParseIndex(std::string_view s, int64_t* out) {
 }  // namespace
 
 absl::StatusOr<WorkerDevice> ParseWorkerDevice(const std::string& text, const std::string& field) {
-  std::string_view rest = text;
+  absl::string_view rest = text;
   int64_t index = -1;
   if (absl::ConsumePrefix(&rest, "cpu:") && ParseIndex(rest, &index)) {
     return WorkerDevice{absl::StrCat("cpu:", index), torch::Device(torch::kCPU), CpuModelName()};

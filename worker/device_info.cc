@@ -1,12 +1,12 @@
 #include "worker/device_info.h"
 
+#include <torch/version.h>
+
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
-#include <torch/version.h>
 
 #if BENCHD_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

@@ -1,6 +1,7 @@
 // benchd-worker: serves benchd.internal.Worker for one device on a Unix
 // socket. Started and restarted by the daemon's supervisor; see worker.proto.
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,6 +76,17 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Started by benchd: end with it, even when it is killed outright (SIGTERM
+  // then takes the orderly path below). The check after prctl closes the race
+  // of a daemon that died before the call.
+  if (const char* parent = std::getenv("BENCHD_PARENT_PID"); parent != nullptr && *parent) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (std::to_string(getppid()) != parent) {
+      std::cerr << "benchd-worker: the daemon (pid " << parent << ") is gone; exiting\n";
+      return 1;
+    }
+  }
+
   if (!ApplyThreadsFromEnv()) return 2;
   auto device = benchd::worker::ParseWorkerDevice(device_text, "--device");
   if (!device.ok()) {
@@ -99,7 +111,9 @@ int main(int argc, char** argv) {
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    // Running jobs see the cancellation at their next step and end.
+    // A running job stops at its next step and ends its stream; the deadline
+    // only matters if a step outlasts it.
+    service.Stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   });
 

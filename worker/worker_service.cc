@@ -56,6 +56,9 @@ grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::Ru
 internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
                                             const internal::RunRequest& request,
                                             grpc::ServerWriter<internal::WorkerEvent>* writer) {
+  if (stopping_) {
+    return Failure(absl::StatusCode::kUnavailable, "benchd-worker is shutting down");
+  }
   // Checked again here: the worker never trusts its caller.
   auto spec = ResolveJobSpec(request.spec());
   if (!spec.ok()) return Failure(spec.status());
@@ -82,7 +85,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     step->set_total_steps(total);
     if (!writer->Write(e)) stream_broken = true;
   };
-  hooks.cancelled = [&] { return stream_broken || context->IsCancelled(); };
+  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
 
   auto result = RunBenchmark(spec->benchmark(), cache_, hooks);
   if (result.ok()) {

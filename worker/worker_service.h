@@ -3,6 +3,7 @@
 #ifndef BENCHD_WORKER_WORKER_SERVICE_H_
 #define BENCHD_WORKER_WORKER_SERVICE_H_
 
+#include <atomic>
 #include <mutex>
 
 #include "benchd/internal/worker.grpc.pb.h"
@@ -26,6 +27,10 @@ class WorkerService final : public internal::Worker::Service {
   grpc::Status EvictModel(grpc::ServerContext* context, const v1::EvictModelRequest* request,
                           v1::EvictModelResponse* response) override;
 
+  // Makes a running job stop at its next step (ending its stream with
+  // `cancelled`) and refuses new ones; for shutting down quickly on SIGTERM.
+  void Stop() { stopping_ = true; }
+
   ModelCache& cache() { return cache_; }
 
  private:
@@ -36,6 +41,7 @@ class WorkerService final : public internal::Worker::Service {
   const WorkerDevice device_;
   ModelCache cache_;
   std::mutex run_mu_;  // one job at a time
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace benchd::worker

@@ -94,8 +94,13 @@ def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
         # A daemon killed outright: its running job is found interrupted at the next start.
         running = submit(d, LONG)
         wait_first_step(d, running)
+        orphan = d.wait_worker_up().worker_pid
         d.stop(sig=signal.SIGKILL)
-        time.sleep(0.5)
+        # Its worker ends with it (PR_SET_PDEATHSIG), mid-job or not.
+        deadline = time.time() + 30
+        while time.time() < deadline and os.path.exists(f"/proc/{orphan}"):
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{orphan}"), "the worker outlived its killed daemon"
         d.start()
         job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
         assert job.state == bench_pb2.INTERRUPTED
