@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+# unpack.sh drops Debian's libfmt.so.9.1.0 in favour of the machine's soname,
+# but fmt's CMake targets still name the file: point it at the machine's copy.
+lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
+if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
+  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
+fi
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
