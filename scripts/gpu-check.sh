@@ -22,7 +22,8 @@ cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMA
   -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 echo "gpu-check: built in $(( $(date +%s) - t0 )) s"
-ctest --test-dir "$BUILD" -E integration --output-on-failure 2>&1 | tail -15
+ctest --test-dir "$BUILD" -E integration --output-on-failure > "$OUT/ctest.log" 2>&1 || grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest.log" | head -80
+tail -3 "$OUT/ctest.log"
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-XXXXXX)

@@ -22,7 +22,16 @@ double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::
 
 }  // namespace
 
-google::protobuf::Timestamp Now() { return TimeUtil::GetCurrentTime(); }
+// Not TimeUtil::GetCurrentTime: protobuf 3.21's has whole seconds only.
+google::protobuf::Timestamp Now() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  google::protobuf::Timestamp t;
+  t.set_seconds(ns / 1000000000);
+  t.set_nanos(static_cast<int32_t>(ns % 1000000000));
+  return t;
+}
 
 bool IsFinal(v1::JobState s) {
   return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;

@@ -38,6 +38,9 @@ class CudaBenchmarkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    // The caching allocator's stats exist once CUDA is initialised; a test
+    // run alone (as ctest runs each) must not read them first.
+    torch::empty({1}, torch::kCUDA);
     cache_ = std::make_unique<ModelCache>(*ParseWorkerDevice("cuda:0"));
   }
   std::unique_ptr<ModelCache> cache_;

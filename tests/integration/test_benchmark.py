@@ -28,6 +28,8 @@ def test_submit_watch_get(daemon):
 
     job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id))
     assert job.state == bench_pb2.SUCCEEDED
+    # Timestamps carry sub-second precision: the run is inside [started, finished].
+    assert job.created.ToNanoseconds() <= job.started.ToNanoseconds() < job.finished.ToNanoseconds()
     res = job.result.benchmark
     assert res.parameter_count == tiny_params()
     assert res.model.preset == "tiny" and res.model.d_model == 64
