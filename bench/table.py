@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""The CS336 benchmark table through a running benchd, driven by benchctl.
+
+Runs every preset x context x mode x precision as benchd jobs (grouped by
+preset and precision, with resident models evicted between groups so that one
+group's models never cause another's out-of-memory), then writes a Markdown
+table and the raw jobs as JSON. Out of memory is a row, not a failed run.
+
+  bench/table.py --benchctl build/bin/benchctl --out docs/results/h100.md
+
+Needs only the Python standard library (the GPU machines have no grpcio).
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+PRESETS = ["small", "medium", "large", "xl", "2.7B"]
+CONTEXTS = [128, 256, 512, 1024]
+MODES = ["forward", "forward_backward", "train_step"]
+PRECISIONS = ["fp32", "bf16", "fp16"]
+MODE_ENUM = {"forward": "MODE_FORWARD", "forward_backward": "MODE_FORWARD_BACKWARD",
+             "train_step": "MODE_TRAIN_STEP"}
+
+
+def benchctl(args, *rest, check=True):
+    cmd = [args.benchctl, "--timeout", "60"] + list(rest)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode not in (0, 1):
+        sys.exit(f"table: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+def run_group(args, preset, precision):
+    """Submits one preset/precision's jobs, waits for all, returns their Jobs."""
+    benchctl(args, "evict", "--all")
+    ids = []
+    for ctx in args.contexts:
+        for mode in args.modes:
+            r = benchctl(args, "submit", "benchmark", "--preset", preset, "--precision", precision,
+                         "--mode", mode, "--batch-size", str(args.batch_size),
+                         "--context-length", str(ctx), "--warmup-steps", str(args.warmup_steps),
+                         "--steps", str(args.steps), "--json")
+            if r.returncode != 0:
+                sys.exit(f"table: submit failed: {r.stderr}")
+            ids.append(json.loads(r.stdout)["id"])
+    jobs = []
+    for job_id in ids:
+        benchctl(args, "watch", job_id, "--json")  # returns when the job has ended
+        jobs.append(json.loads(benchctl(args, "get", job_id, "--json").stdout))
+    return jobs
+
+
+def cell(job):
+    state = job.get("state")
+    if state == "SUCCEEDED":
+        s = job["result"]["benchmark"]["step"]
+        return f"{s['median'] * 1e3:.2f} ± {s['std'] * 1e3:.2f}"
+    if job.get("errorCode") == 8:
+        return "OOM"
+    return f"{state.lower()}"
+
+
+def key(job):
+    b = job["spec"]["benchmark"]
+    return (b["model"]["preset"], int(b["contextLength"]), b["mode"], b["precision"])
+
+
+def markdown(args, jobs, node):
+    by = {key(j): j for j in jobs}
+    lines = []
+    device = next((d for d in node.get("devices", []) if d.get("name") == args.device), {})
+    v = node.get("versions", {})
+    lines.append(f"# CS336 LM benchmarks on {device.get('description', args.device)}\n")
+    lines.append(f"Measured {datetime.date.today()} with benchd {v.get('benchd')}, torch {v.get('torch')}, "
+                 f"CUDA {v.get('cudaRuntime')} (driver {v.get('cudaDriver')}), cuDNN {v.get('cudnn')}. "
+                 f"Batch {args.batch_size}, {args.warmup_steps} warm-up and {args.steps} measured steps, "
+                 f"faithful path (no fused kernels, no TF32); step time = CUDA events around the "
+                 f"synchronized step, median ± sample std over the measured steps, in ms. "
+                 f"OOM = out of memory on this device.\n")
+    lines.append("Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.\n")
+    for mode in args.modes:
+        lines.append(f"\n## {mode}\n")
+        header = "| model | context | " + " | ".join(args.precisions) + " |"
+        lines.append(header)
+        lines.append("|" + "---|" * (2 + len(args.precisions)))
+        for preset in args.presets:
+            for ctx in args.contexts:
+                row = [by.get((preset, ctx, MODE_ENUM[mode], "PRECISION_" + p.upper())) for p in args.precisions]
+                lines.append(f"| {preset} | {ctx} | " + " | ".join(cell(j) if j else "-" for j in row) + " |")
+    if "train_step" in args.modes:
+        lines.append("\n## train_step phases (median ms: forward / backward / optimizer)\n")
+        lines.append("| model | context | " + " | ".join(args.precisions) + " |")
+        lines.append("|" + "---|" * (2 + len(args.precisions)))
+        for preset in args.presets:
+            for ctx in args.contexts:
+                cells = []
+                for p in args.precisions:
+                    j = by.get((preset, ctx, "MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
+                    if j and j.get("state") == "SUCCEEDED":
+                        b = j["result"]["benchmark"]
+                        cells.append(" / ".join(f"{b[k]['median'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer")))
+                    else:
+                        cells.append(cell(j) if j else "-")
+                lines.append(f"| {preset} | {ctx} | " + " | ".join(cells) + " |")
+    lines.append("\n## Throughput (train_step, tokens/s and achieved TFLOP/s, peak memory GiB)\n")
+    lines.append("| model | context | " + " | ".join(args.precisions) + " |")
+    lines.append("|" + "---|" * (2 + len(args.precisions)))
+    for preset in args.presets:
+        for ctx in args.contexts:
+            cells = []
+            for p in args.precisions:
+                j = by.get((preset, ctx, "MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
+                if j and j.get("state") == "SUCCEEDED":
+                    b = j["result"]["benchmark"]
+                    cells.append(f"{b['tokensPerSecond']:,.0f} tok/s, {b['tflopsPerSecond']:.1f} TF/s, "
+                                 f"{int(b['peakMemoryBytes']) / 2**30:.1f} GiB")
+                else:
+                    cells.append(cell(j) if j else "-")
+            lines.append(f"| {preset} | {ctx} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--benchctl", default="build/bin/benchctl")
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--presets", nargs="+", default=PRESETS)
+    p.add_argument("--contexts", nargs="+", type=int, default=CONTEXTS)
+    p.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    p.add_argument("--precisions", nargs="+", default=PRECISIONS, choices=PRECISIONS)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--out", help="Markdown file to write")
+    p.add_argument("--json", help="file for the raw jobs")
+    args = p.parse_args()
+
+    # The worker reports the device and library versions once it is up.
+    for _ in range(600):
+        node = json.loads(benchctl(args, "node", "--json").stdout)
+        if any(d.get("name") == args.device and d.get("workerState") == "up" for d in node.get("devices", [])):
+            break
+        time.sleep(0.5)
+    else:
+        sys.exit(f"table: the worker for {args.device} did not come up")
+    jobs = []
+    for preset in args.presets:
+        for precision in args.precisions:
+            group = run_group(args, preset, precision)
+            jobs += group
+            print(f"table: {preset} {precision}: " + ", ".join(cell(j) for j in group), flush=True)
+            write(args, jobs, node)  # after every group: a cut-off run keeps what it measured
+    benchctl(args, "evict", "--all")
+    print(write(args, jobs, node))
+
+
+def write(args, jobs, node):
+    text = markdown(args, jobs, node)
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(jobs, f)
+    return text
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On a GPU machine (after `source .gpu-debs/unpack.sh`): build, start benchd,
+# run bench/table.py over every preset, context, mode and precision, and write
+# docs/results/<gpu>.md (and the raw jobs) to $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
+if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
+  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
+fi
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+  -DBENCHD_BUILD_TESTS=OFF > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed -E 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
+DATA=$(mktemp -d /tmp/benchd-table-XXXXXX)
+"$BUILD/bin/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics off 2>"$OUT/benchd.log" &
+DAEMON=$!
+trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
+for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
+export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+python3 bench/table.py --benchctl "$BUILD/bin/benchctl" --out "$OUT/$GPU.md" --json "$OUT/$GPU-jobs.json" "$@" | tail -60
