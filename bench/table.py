@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The CS336 benchmark table through a running benchd, driven by benchctl.
 
-Runs every preset x context x mode x precision as benchd jobs (grouped by
-preset and precision, with resident models evicted between groups so that one
-group's models never cause another's out-of-memory), then writes a Markdown
+Runs every preset x context x mode x precision as benchd jobs (resident
+models are evicted before each preset/precision/context row, so no row runs
+out of memory because of another's model or optimizer state; within a row the
+modes run forward, forward_backward, train_step on one model), then writes a Markdown
 table and the raw jobs as JSON. Out of memory is a row, not a failed run.
 
   bench/table.py --benchctl build/bin/benchctl --out docs/results/h100.md
@@ -35,10 +36,13 @@ def benchctl(args, *rest, check=True):
 
 
 def run_group(args, preset, precision):
-    """Submits one preset/precision's jobs, waits for all, returns their Jobs."""
-    benchctl(args, "evict", "--all")
-    ids = []
+    """Runs one preset/precision's jobs, context by context, and returns their
+    Jobs. Resident models are evicted before each context, so every row starts
+    from a fresh model without optimizer state: an OOM is the row's own."""
+    jobs = []
     for ctx in args.contexts:
+        benchctl(args, "evict", "--all")
+        ids = []
         for mode in args.modes:
             r = benchctl(args, "submit", "benchmark", "--preset", preset, "--precision", precision,
                          "--mode", mode, "--batch-size", str(args.batch_size),
@@ -47,10 +51,9 @@ def run_group(args, preset, precision):
             if r.returncode != 0:
                 sys.exit(f"table: submit failed: {r.stderr}")
             ids.append(json.loads(r.stdout)["id"])
-    jobs = []
-    for job_id in ids:
-        benchctl(args, "watch", job_id, "--json")  # returns when the job has ended
-        jobs.append(json.loads(benchctl(args, "get", job_id, "--json").stdout))
+        for job_id in ids:
+            benchctl(args, "watch", job_id, "--json")  # returns when the job has ended
+            jobs.append(json.loads(benchctl(args, "get", job_id, "--json").stdout))
     return jobs
 
 
