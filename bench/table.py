@@ -85,6 +85,18 @@ def markdown(args, jobs, node):
                  f"synchronized step, median ± sample std over the measured steps, in ms. "
                  f"OOM = out of memory on this device.\n")
     lines.append("Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.\n")
+    # Timing truth: the device time from CUDA events against the host clock
+    # around the same synchronized steps.
+    gaps = []
+    for j in jobs:
+        if j.get("state") == "SUCCEEDED":
+            b = j["result"]["benchmark"]
+            gaps.append((abs(b["hostStep"]["median"] - b["step"]["median"]) / b["hostStep"]["median"], key(j)))
+    if gaps:
+        worst = max(gaps)
+        within = sum(1 for g, _ in gaps if g <= 0.02)
+        lines.append(f"CUDA events vs host clock after synchronize (median step): {within} of {len(gaps)} "
+                     f"benchmarks agree within 2%; the largest gap is {worst[0] * 100:.2f}% ({worst[1]}).\n")
     for mode in args.modes:
         lines.append(f"\n## {mode}\n")
         header = "| model | context | " + " | ".join(args.precisions) + " |"
