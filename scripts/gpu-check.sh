@@ -46,3 +46,28 @@ while read -r preset mode precision batch ctx; do
 done <<< "$CONFIGS"
 "$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
 curl -s "http://$METRICS/metrics" > "$OUT/metrics.txt" || true
+
+# Parity with the Python reference on this GPU (GPU_CHECK_PARITY="small:fp32 small:bf16").
+for item in ${GPU_CHECK_PARITY:-}; do
+  preset=${item%%:*}; precision=${item##*:}
+  echo "=== parity: $preset $precision train_step, 4 steps, against bench/reference on this GPU"
+  id=$("$BIN/benchctl" --timeout 60 submit benchmark --preset "$preset" --mode train_step --precision "$precision" \
+        --warmup-steps 0 --steps 4 --export-parity --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  "$BIN/benchctl" watch "$id" --json > /dev/null || true
+  "$BIN/benchctl" get "$id" --json > "$OUT/parity-$preset-$precision-job.json"
+  python3 bench/reference/parity.py "$DATA/artifacts/$id/parity.pt" --result "$OUT/parity-$preset-$precision-job.json" \
+    --steps 4 --device cuda || echo "parity: FAILED for $preset $precision"
+  rm -f "$DATA/artifacts/$id/parity.pt"
+done
+
+# Warm-up study (GPU_CHECK_WARMUP="small xl").
+if [ -n "${GPU_CHECK_WARMUP:-}" ]; then
+  echo "=== bench/warmup.py --presets $GPU_CHECK_WARMUP"
+  python3 bench/warmup.py --benchctl "$BIN/benchctl" --presets $GPU_CHECK_WARMUP | tee "$OUT/warmup.md"
+fi
+
+# benchd vs the Python reference (GPU_CHECK_COMPARE="--presets small medium ...").
+if [ -n "${GPU_CHECK_COMPARE:-}" ]; then
+  echo "=== bench/compare.py $GPU_CHECK_COMPARE"
+  python3 bench/compare.py --benchctl "$BIN/benchctl" $GPU_CHECK_COMPARE | tee "$OUT/compare.md"
+fi
