@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/options_view.h"
 #include "client/table.h"
 #include "common/job_spec.h"
 #include "common/model_config.h"
@@ -54,8 +55,15 @@ std::string SpecSummary(const v1::JobSpec& spec) {
   if (b.batch_size() != 0) parts.push_back(fmt::format("batch {}", b.batch_size()));
   if (b.context_length() != 0) parts.push_back(fmt::format("context {}", b.context_length()));
   if (b.has_warmup_steps()) parts.push_back(fmt::format("warm-up {}", b.warmup_steps()));
+  if (b.warmup_auto()) {
+    parts.push_back(b.has_warmup_max_steps()
+                        ? fmt::format("warm-up auto (max {})", b.warmup_max_steps())
+                        : std::string("warm-up auto"));
+  }
   if (b.measure_steps() != 0) parts.push_back(fmt::format("steps {}", b.measure_steps()));
   parts.push_back(fmt::format("seed {}", b.seed()));
+  if (b.export_parity()) parts.push_back("export parity");
+  for (std::string& part : SpecOptionParts(b)) parts.push_back(std::move(part));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -124,7 +132,8 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
       {"Precision", PrecisionName(r.precision())},
       {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", r.batch_size(), r.context_length(),
                             FormatThousands(tokens))},
-      {"Steps", fmt::format("{} warm-up + {} measured", r.warmup_steps(), r.measure_steps())},
+      {"Steps", StepsLine(r)},
+      {"Options", OptionsLine(r)},
       {"Timer", r.timer().empty() ? "-" : r.timer()},
   }, kKeyWidth);
   out += fmt::format("\nStatistics (ms over {} measured steps)\n", r.step().count());
@@ -144,6 +153,7 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
       {"Model", model},
       {"Versions", FormatVersions(r.versions())},
   }, kKeyWidth);
+  if (!r.parity_bundle().empty()) out += KeyValues({{"Parity", r.parity_bundle()}}, kKeyWidth);
   if (r.steps_size() > 0) {
     out += "\nSteps\n";
     out += StepsTable(r, "  ");

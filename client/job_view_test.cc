@@ -135,5 +135,15 @@ TEST(ListViews, NodeView) {
   EXPECT_THAT(view, HasSubstr("cuda:0  NVIDIA H100  9.0     79.00      80.00  up      1234         0\n"));
 }
 
+TEST(JobView, ParityBundlePathWhenExported) {
+  v1::Job job = testing::MakeSucceededJob();
+  EXPECT_THAT(JobView(job), Not(HasSubstr("Parity")));
+  job.mutable_spec()->mutable_benchmark()->set_export_parity(true);
+  job.mutable_result()->mutable_benchmark()->set_parity_bundle("/data/artifacts/7/parity.pt");
+  const std::string view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("Parity       /data/artifacts/7/parity.pt\n"));
+  EXPECT_THAT(view, HasSubstr("seed 0, export parity"));
+}
+
 }  // namespace
 }  // namespace benchd::client

@@ -54,6 +54,26 @@ void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--steps", o.measure_steps, "measured steps (default 10)");
   cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")
       ->check(kNonNegative);
+  cmd->add_flag("--export-parity", o.export_parity,
+                "build the model fresh from the seed and write a parity bundle (weights, batch, "
+                "first logits) for bench/reference/parity.py; `get` shows its path");
+  // Options: each off unless asked (docs/architecture.md "Options").
+  cmd->add_option("--warmup", o.warmup,
+                  "auto: warm up until the last 3 step times are within 2% of their median "
+                  "(up to --warmup-max-steps); or N, as --warmup-steps N");
+  cmd->add_option("--warmup-max-steps", o.warmup_max_steps,
+                  "with --warmup auto: at most this many warm-up steps (default 50)");
+  cmd->add_option("--attention", o.attention,
+                  "faithful|sdpa|flash|efficient|cudnn|math: the course's attention (default), "
+                  "or at::scaled_dot_product_attention letting PyTorch pick (sdpa) or forcing one "
+                  "backend");
+  cmd->add_option("--optimizer", o.optimizer,
+                  "faithful|foreach|fused: the course's AdamW loop (default), or the same update "
+                  "through torch's _foreach_ ops or its fused Adam kernel (train_step only)");
+  cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 for fp32 matmuls for this job");
+  cmd->add_flag("--cuda-graph", o.cuda_graph,
+                "capture the whole step as a CUDA graph after 2 eager warm-up steps and replay "
+                "it (CUDA only; train_step needs --optimizer foreach; no per-phase times)");
 }
 
 }  // namespace

@@ -2,8 +2,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "common/model_config.h"
+#include "common/options.h"
 
 namespace benchd::client {
 namespace {
@@ -14,6 +17,40 @@ absl::Status FlagError(const absl::Status& status, absl::string_view field) {
   absl::string_view message = status.message();
   absl::ConsumePrefix(&message, absl::StrCat(field, ": "));
   return absl::InvalidArgumentError(absl::StrCat("--", field, ": ", message));
+}
+
+// --warmup, --warmup-max-steps, --attention, --optimizer, --tf32, --cuda-graph.
+absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
+  if (!o.warmup.empty()) {
+    if (o.warmup_steps) {
+      return absl::InvalidArgumentError(
+          "--warmup: give --warmup (auto or N) or --warmup-steps N, not both");
+    }
+    if (absl::AsciiStrToLower(o.warmup) == "auto") {
+      b.set_warmup_auto(true);
+    } else {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(o.warmup, &n) || n < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--warmup: expected auto or a number of steps (0 or more), got '", o.warmup, "'"));
+      }
+      b.set_warmup_steps(n);
+    }
+  }
+  if (o.warmup_max_steps) b.set_warmup_max_steps(*o.warmup_max_steps);
+  if (!o.attention.empty()) {
+    auto a = ParseAttention(o.attention);
+    if (!a.ok()) return FlagError(a.status(), "attention");
+    b.set_attention(*a);
+  }
+  if (!o.optimizer.empty()) {
+    auto opt = ParseOptimizerImpl(o.optimizer);
+    if (!opt.ok()) return FlagError(opt.status(), "optimizer");
+    b.set_optimizer_impl(*opt);
+  }
+  if (o.allow_tf32) b.set_allow_tf32(true);
+  if (o.cuda_graph) b.set_cuda_graph(true);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -48,6 +85,8 @@ absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& o) {
   if (o.warmup_steps) b->set_warmup_steps(*o.warmup_steps);
   if (o.measure_steps) b->set_measure_steps(*o.measure_steps);
   if (o.seed) b->set_seed(*o.seed);
+  if (o.export_parity) b->set_export_parity(true);
+  if (absl::Status s = ApplyOptionFlags(o, *b); !s.ok()) return s;
   return spec;
 }
 

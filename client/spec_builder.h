@@ -23,9 +23,18 @@ struct BenchmarkOptions {
   std::string precision;  // "" = the daemon's default (fp32)
   std::optional<int64_t> batch_size, context_length, warmup_steps, measure_steps;
   std::optional<uint64_t> seed;
+  bool export_parity = false;  // --export-parity
+  // Options (docs/architecture.md "Options"); "" / unset / false = the faithful default.
+  std::string warmup;  // --warmup auto|N ("N" is --warmup-steps N)
+  std::optional<int64_t> warmup_max_steps;  // --warmup-max-steps
+  std::string attention;  // --attention faithful|sdpa|flash|efficient|cudnn|math
+  std::string optimizer;  // --optimizer faithful|foreach|fused
+  bool allow_tf32 = false;  // --tf32
+  bool cuda_graph = false;  // --cuda-graph
 };
 
-// INVALID_ARGUMENT naming the flag (--mode, --precision) and what it accepts.
+// INVALID_ARGUMENT naming the flag (--mode, --precision, --warmup, --attention,
+// --optimizer) and what it accepts.
 absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& options);
 
 }  // namespace benchd::client

@@ -103,5 +103,13 @@ TEST(BuildBenchmarkSpec, RangesAreLeftToTheDaemon) {
   EXPECT_TRUE(BuildBenchmarkSpec(o).ok());
 }
 
+TEST(BuildBenchmarkSpec, ExportParityOnlyWhenAsked) {
+  BenchmarkOptions o;
+  o.preset = "tiny";
+  EXPECT_FALSE(BuildBenchmarkSpec(o)->benchmark().export_parity());
+  o.export_parity = true;
+  EXPECT_TRUE(BuildBenchmarkSpec(o)->benchmark().export_parity());
+}
+
 }  // namespace
 }  // namespace benchd::client

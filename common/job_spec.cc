@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/model_config.h"
+#include "common/options.h"
 
 namespace benchd {
 namespace {
@@ -33,7 +34,8 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
   if (!out.has_batch_size()) out.set_batch_size(4);
   if (!out.has_context_length()) out.set_context_length(128);
-  if (!out.has_warmup_steps()) out.set_warmup_steps(5);
+  // With warmup_auto the count is the worker's to find (common/options.cc).
+  if (!out.has_warmup_steps() && !out.warmup_auto()) out.set_warmup_steps(5);
   if (!out.has_measure_steps()) out.set_measure_steps(10);
 
   absl::Status s;
@@ -41,6 +43,14 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   if (!(s = CheckRange("context_length", out.context_length(), 1, kMaxContext)).ok()) return s;
   if (!(s = CheckRange("warmup_steps", out.warmup_steps(), 0, kMaxSteps)).ok()) return s;
   if (!(s = CheckRange("measure_steps", out.measure_steps(), 1, kMaxSteps)).ok()) return s;
+  if (!(s = ResolveBenchmarkOptions(in, out)).ok()) return s;
+  if (out.export_parity() && ParameterCount(out.model()) > kMaxParityParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.export_parity: the model has ", ParameterCount(out.model()),
+        " parameters; parity bundles are refused above ", kMaxParityParameters,
+        " because the bundle holds every weight in fp32 (", 4 * ParameterCount(out.model()) / 1000000,
+        " MB here) and the reference must load them all; check parity on a smaller preset"));
+  }
   return out;
 }
 

@@ -15,13 +15,16 @@ namespace benchd {
 inline constexpr int64_t kMaxSteps = 100000;
 inline constexpr int64_t kMaxBatch = 1 << 16;
 inline constexpr int64_t kMaxContext = 1 << 20;
+// export_parity writes every weight in fp32 to one file: 8 GB at this limit.
+inline constexpr int64_t kMaxParityParameters = 2'000'000'000;
 
 // "benchmark", "profile", ..., or "" when no kind is set.
 std::string JobKindName(const v1::JobSpec& spec);
 
 // Returns the spec with every default written out (mode, precision, batch 4,
-// context 128, warm-up 5, measured steps 10, the model resolved), or
-// INVALID_ARGUMENT naming the field, or UNIMPLEMENTED for a kind not built yet.
+// context 128, warm-up 5 — or with warmup_auto no count and a cap of 50 —,
+// measured steps 10, the model resolved), or INVALID_ARGUMENT naming the field
+// (the options' checks: common/options.h), or UNIMPLEMENTED for a kind not built yet.
 // The device is not checked here: only the daemon knows its devices.
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
 

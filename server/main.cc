@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   std::error_code ec;
   const fs::path data = fs::absolute(config.data_dir);
   const std::string run_dir = RunDir(data);
-  for (const fs::path& dir : {data, data / "logs", fs::path(run_dir)}) {
+  for (const fs::path& dir : {data, data / "logs", data / "artifacts", fs::path(run_dir)}) {
     fs::create_directories(dir, ec);
     if (ec) return Fail(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
   }
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   benchd::server::EventHub hub;
   benchd::server::Supervisor supervisor(
       {config.worker_path, run_dir, (data / "logs").string(),
-       std::chrono::seconds(config.worker_start_timeout_s)},
+       std::chrono::seconds(config.worker_start_timeout_s), (data / "artifacts").string()},
       config.devices, registry.get());
   benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
   benchd::server::BenchService service(&jobs, &hub, &supervisor,

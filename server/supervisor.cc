@@ -70,6 +70,9 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   const std::string log = LogPath(slot.device);
   const std::string parent = absl::StrCat(getpid());
   std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device", slot.device};
+  if (!options_.artifacts_dir.empty()) {
+    args.insert(args.end(), {"--artifacts-dir", options_.artifacts_dir});
+  }
   // The worker ends itself when the daemon dies (PR_SET_PDEATHSIG), even
   // when the daemon is killed outright; it learns its daemon's pid from here.
   std::vector<std::string> env_storage;

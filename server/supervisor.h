@@ -42,6 +42,7 @@ class Supervisor {
     std::string run_dir;  // sockets
     std::string log_dir;  // worker-<device>.log
     std::chrono::seconds start_timeout{180};
+    std::string artifacts_dir;  // files jobs write (parity bundles); "" = none
   };
   Supervisor(Options options, std::vector<std::string> devices, Metrics* metrics);
   ~Supervisor();

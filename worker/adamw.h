@@ -31,14 +31,45 @@ class AdamW {
   // model that only ever runs forward carries none.
   void Step();
 
+  // The same update through torch's _foreach_ ops: a few multi-tensor kernels
+  // for all parameters instead of several kernels per parameter.
+  void StepForeach();
+  // The same update through at::_fused_adam_ (one kernel per dtype/device
+  // group) with weight decay 0 and eps/sqrt(1-beta2^t), then the decay with a
+  // _foreach_ op (the algebra is in adamw_impls.cc). CPU and CUDA.
+  void StepFused();
+  // The foreach update with t kept on the device (a float32 step tensor per
+  // parameter) and the bias correction computed there, so the step can be
+  // captured in a CUDA graph and replayed. The state (m, v and the step
+  // tensors) must already exist when capturing: run it eagerly once first.
+  void StepForeachCapturable();
+  // After graph replays, which advanced the device step tensors without the
+  // host knowing: reads them back (a device sync) so every path agrees on t.
+  void SyncHostSteps();
+
   // Bytes held by m and v.
   int64_t StateBytes() const;
 
+  // The parameters' step counts t (tests, and checks that paths agree).
+  std::vector<int64_t> Steps() const;
+
  private:
+  // One state per parameter, shared by every path, so jobs may switch paths on
+  // a resident model.
   struct State {
     torch::Tensor m, v;
     int64_t t = 0;
+    // float32 scalar on the parameter's device, for the fused and capturable
+    // paths; holds device_t (-1: none yet). The faithful and foreach paths
+    // advance only t, so the tensor is refreshed when device_t != t.
+    torch::Tensor step;
+    int64_t device_t = -1;
   };
+  // The parameters with a gradient and their states (allocating m and v on a
+  // first step, as Step does).
+  std::vector<size_t> WithGradients();
+  // Makes states[i].step hold t for each i (fill_ where it is stale).
+  void RefreshDeviceSteps(const std::vector<size_t>& idx);
   std::vector<torch::Tensor> params_;
   std::vector<State> state_;
   AdamWOptions options_;

@@ -14,10 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/model_config.h"
+#include "common/options.h"
 #include "common/stats.h"
+#include "common/warmup.h"
+#include "worker/attention_backend.h"
 #include "worker/autocast_guard.h"
+#include "worker/cuda_graph_step.h"
 #include "worker/device_info.h"
+#include "worker/job_options.h"
 #include "worker/nvtx_range.h"
+#include "worker/parity_export.h"
 #include "worker/phase_clock.h"
 
 #if BENCHD_WITH_CUDA
@@ -118,6 +124,8 @@ class BenchmarkRun {
       return OutOfMemory(e.what_without_backtrace());
     } catch (const std::bad_alloc& e) {
       return OutOfMemory(e.what());
+    } catch (const AttentionBackendUnavailable& e) {
+      return Refused(absl::InvalidArgumentError(absl::StrCat("benchmark.attention: ", e.what())));
     } catch (const c10::Error& e) {
       if (IsHostOutOfMemory(e)) return OutOfMemory(e.what_without_backtrace());
       return Failed(e.what_without_backtrace());
@@ -128,17 +136,40 @@ class BenchmarkRun {
 
  private:
   absl::StatusOr<v1::BenchmarkResult> RunOrThrow() {
+    if (absl::Status s = CheckOptionsForDevice(spec_, dev_); !s.ok()) return s;
     const v1::ModelConfig& config = spec_.model();
     const std::string key = ModelCache::Key(dev_.name, config, spec_.precision());
     doing_ = absl::StrCat("building model ", key, " (", ParameterCount(config),
                           " parameters, ", GiB(4 * ParameterCount(config)), " of fp32 weights)");
     bool was_resident = false;
+    if (spec_.export_parity()) {
+      if (hooks_.parity_bundle_path.empty()) {
+        return absl::InvalidArgumentError(
+            "benchmark.export_parity: no place to write the parity bundle (no artifacts dir)");
+      }
+      // Parity starts from the seed's weights and an empty AdamW state.
+      cache_.Evict(key);
+    }
     model_ = cache_.Acquire(config, spec_.precision(), spec_.seed(), &was_resident);
 
-    const int64_t warmup = spec_.warmup_steps(), total = warmup + spec_.measure_steps();
+    // With warm-up auto, `warmup` is the cap until the rule ends the warm-up
+    // (and `total` an upper bound until then).
+    int64_t warmup = spec_.warmup_auto() ? spec_.warmup_max_steps() : spec_.warmup_steps();
+    int64_t total = warmup + spec_.measure_steps();
+    if (spec_.warmup_auto()) {
+      // Under cuda_graph the rule judges the replays only, not the eager steps before the capture.
+      auto_warmup_.emplace(warmup - (spec_.cuda_graph() ? kGraphEagerSteps : 0));
+    }
     doing_ = absl::StrCat("making a batch of ", spec_.batch_size(), " x ", spec_.context_length(),
                           " tokens");
     MakeBatch();
+    if (spec_.export_parity()) {
+      parity_ = std::make_unique<ParityBundle>(spec_, dev_.name, *model_->model, inputs_, targets_);
+    }
+    // Options (attention, SDPA backend, TF32; a side stream for cuda_graph)
+    // hold until the job ends, whichever way it ends.
+    const JobOptionsScope options(spec_, model_->model);
+    const CaptureStreamScope stream(dev_, spec_.cuda_graph());
     clock_ = MakePhaseClock(dev_, 4);
 
     v1::BenchmarkResult result;
@@ -155,14 +186,31 @@ class BenchmarkRun {
         model_->model->zero_grad(/*set_to_none=*/true);
         ResetPeakMemory(dev_);
       }
+      if (spec_.cuda_graph() && i == kGraphEagerSteps) {
+        doing_ = absl::StrCat("capturing the step as a CUDA graph on ", key);
+        CaptureGraph();
+        doing_ = absl::StrCat("replaying the CUDA graph of the step, step ", i, " on ", key);
+      }
       v1::StepTiming* t = result.add_steps();
-      *t = Step(i, i < warmup);
+      *t = graph_ ? Replay(i, i < warmup) : Step(i, i < warmup);
+      if (parity_) {  // after the first step, out of its timing
+        doing_ = absl::StrCat("writing the parity bundle ", hooks_.parity_bundle_path);
+        parity_->Write(hooks_.parity_bundle_path);
+        parity_.reset();
+        result.set_parity_bundle(hooks_.parity_bundle_path);
+      }
+      if (t->warmup() && auto_warmup_ && !(spec_.cuda_graph() && i < kGraphEagerSteps) &&
+          auto_warmup_->Add(t->step_seconds())) {
+        warmup = i + 1;
+        total = warmup + spec_.measure_steps();
+      }
       if (hooks_.on_step) hooks_.on_step(*t, total);
     }
     const int64_t peak = PeakMemory(dev_);
     Cleanup();
 
     Summarize(result);
+    EchoOptions(result, warmup);
     result.set_peak_memory_bytes(peak);
     result.set_peak_memory_source(PeakMemorySource(dev_));
     result.set_parameter_count(model_->parameter_count);
@@ -198,7 +246,9 @@ class BenchmarkRun {
       NvtxRange nvtx("forward");
       RECORD_USER_SCOPE("forward");
       AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
-      loss = CrossEntropy(model->forward(inputs_), targets_);
+      torch::Tensor logits = model->forward(inputs_);
+      if (parity_) parity_->SetLogits(logits);
+      loss = CrossEntropy(logits, targets_);
     }
     clock_->Mark();
     int marks = 2;
@@ -216,7 +266,7 @@ class BenchmarkRun {
       {
         NvtxRange nvtx("optimizer_step");
         RECORD_USER_SCOPE("optimizer_step");
-        model_->optimizer->Step();
+        RunOptimizerStep(*model_->optimizer, spec_);
       }
       clock_->Mark();
       ++marks;
@@ -236,6 +286,65 @@ class BenchmarkRun {
     t.set_optimizer_seconds(optimizer);
     t.set_loss(loss.item<double>());
     return t;
+  }
+
+  // The whole step as one CUDA graph, captured after the eager warm-up steps
+  // (which left every tensor the step keeps allocated: see kGraphEagerSteps).
+  // Gradients are dropped first so that the captured backward allocates them
+  // from the graph's pool: every replay then writes them afresh, as an eager
+  // step after zero_grad(set_to_none) does. No phase marks, NVTX ranges or
+  // .item() inside: the graph holds kernels only.
+  void CaptureGraph() {
+    model_->model->zero_grad(/*set_to_none=*/true);
+    const v1::BenchmarkMode mode = spec_.mode();
+    graph_ = std::make_unique<CudaGraphStep>(dev_, [&] {
+      torch::Tensor loss;
+      {
+        AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
+        loss = CrossEntropy(model_->model->forward(inputs_), targets_);
+      }
+      if (mode != v1::MODE_FORWARD) loss.backward();
+      if (mode == v1::MODE_TRAIN_STEP) RunOptimizerStep(*model_->optimizer, spec_);
+      return loss;
+    });
+  }
+
+  // One replay of the captured step, timed by CUDA events around it on the
+  // capture stream; the phases cannot be told apart inside a graph.
+  v1::StepTiming Replay(int64_t index, bool warmup) {
+    clock_->Reset();
+    const auto host_start = Clock::now();
+    clock_->Mark();
+    {
+      NvtxRange nvtx("graph_replay");
+      RECORD_USER_SCOPE("graph_replay");
+      graph_->Replay();
+    }
+    clock_->Mark();
+    Synchronize(dev_);
+    const double host = std::chrono::duration<double>(Clock::now() - host_start).count();
+    v1::StepTiming t;
+    t.set_index(index);
+    t.set_warmup(warmup);
+    t.set_step_seconds(clock_->Seconds(0, 1));
+    t.set_host_seconds(host);
+    t.set_loss(graph_->output().item<double>());
+    return t;
+  }
+
+  // The options as applied, and the warm-up as it ran.
+  void EchoOptions(v1::BenchmarkResult& r, int64_t warmup_ran) const {
+    r.set_warmup_steps(warmup_ran);
+    r.set_warmup_auto(spec_.warmup_auto());
+    if (auto_warmup_) {
+      r.set_warmup_converged(auto_warmup_->converged());
+      r.set_warmup_max_steps(spec_.warmup_max_steps());
+    }
+    r.set_attention(spec_.attention());
+    r.set_optimizer_impl(spec_.optimizer_impl());
+    r.set_allow_tf32(spec_.allow_tf32());
+    r.set_cuda_graph(spec_.cuda_graph());
+    if (spec_.cuda_graph()) r.set_graph_eager_steps(kGraphEagerSteps);
   }
 
   void Summarize(v1::BenchmarkResult& r) const {
@@ -260,10 +369,13 @@ class BenchmarkRun {
       host.push_back(t.host_seconds());
     }
     *r.mutable_step() = ComputeStats(step);
-    *r.mutable_forward() = ComputeStats(fwd);
-    // Phases the mode does not run stay unset rather than read as "0 s".
-    if (spec_.mode() != v1::MODE_FORWARD) *r.mutable_backward() = ComputeStats(bwd);
-    if (spec_.mode() == v1::MODE_TRAIN_STEP) *r.mutable_optimizer() = ComputeStats(opt);
+    // Phases the mode does not run stay unset rather than read as "0 s"; so
+    // do all three under cuda_graph, whose replays are not split into phases.
+    if (!spec_.cuda_graph()) {
+      *r.mutable_forward() = ComputeStats(fwd);
+      if (spec_.mode() != v1::MODE_FORWARD) *r.mutable_backward() = ComputeStats(bwd);
+      if (spec_.mode() == v1::MODE_TRAIN_STEP) *r.mutable_optimizer() = ComputeStats(opt);
+    }
     *r.mutable_host_step() = ComputeStats(host);
 
     const double median = r.step().median();
@@ -279,7 +391,14 @@ class BenchmarkRun {
 
   // Gradients and the batch go; the model (and optimizer state) stays resident.
   void Cleanup() {
+    if (graph_) {
+      // Replays advanced AdamW's device step counts; the host learns them here.
+      Synchronize(dev_);
+      if (model_ && spec_.mode() == v1::MODE_TRAIN_STEP) model_->optimizer->SyncHostSteps();
+      graph_.reset();
+    }
     inputs_ = targets_ = torch::Tensor();
+    parity_.reset();
     if (model_) {
       model_->model->zero_grad(/*set_to_none=*/true);
       cache_.UpdateBytes(*model_);
@@ -290,6 +409,8 @@ class BenchmarkRun {
     const std::string figures = MemoryFigures(dev_);
     const std::string key = ModelCache::Key(dev_.name, spec_.model(), spec_.precision());
     inputs_ = targets_ = torch::Tensor();
+    parity_.reset();
+    graph_.reset();
     if (model_) model_->model->zero_grad(/*set_to_none=*/true);
     model_.reset();
     const bool evicted = cache_.Evict(key) > 0;
@@ -298,6 +419,15 @@ class BenchmarkRun {
         "out of memory on ", dev_.name, " while ", doing_, ": ", figures, ". LibTorch: ",
         FirstLine(torch_message), evicted ? ". Model evicted" : "",
         "; try a smaller batch, context or model, or bf16"));
+  }
+
+  // Cleans up like Failed, but returns `status` as it is.
+  absl::Status Refused(const absl::Status& status) {
+    try {
+      Cleanup();
+    } catch (const std::exception&) {
+    }
+    return status;
   }
 
   absl::Status Failed(const std::string& message) {
@@ -317,6 +447,9 @@ class BenchmarkRun {
   std::shared_ptr<ResidentModel> model_;
   std::unique_ptr<PhaseClock> clock_;
   torch::Tensor inputs_, targets_;
+  std::unique_ptr<ParityBundle> parity_;  // export_parity, until the first step is written
+  std::optional<AutoWarmup> auto_warmup_;  // warmup_auto
+  std::unique_ptr<CudaGraphStep> graph_;  // cuda_graph, from the capture on
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
@@ -24,6 +25,9 @@ struct BenchmarkHooks {
   std::function<void(const v1::StepTiming& timing, int64_t total_steps)> on_step;
   // Polled before every step; true stops the run with CANCELLED.
   std::function<bool()> cancelled;
+  // Where a spec with export_parity writes its bundle (worker/parity_export.h);
+  // empty: such a spec is refused with INVALID_ARGUMENT.
+  std::string parity_bundle_path;
 };
 
 // `spec` must be resolved (benchd::ResolveJobSpec). Takes the model from

@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   std::string socket_path, device_text;
   app.add_option("--socket", socket_path, "Unix socket path to listen on")->required();
   app.add_option("--device", device_text, "cpu:0 or cuda:N")->required();
+  std::string artifacts_dir;
+  app.add_option("--artifacts-dir", artifacts_dir,
+                 "where jobs write files (parity bundles: DIR/<job id>/parity.pt); unset = none");
   CLI11_PARSE(app, argc, argv);
 
   // SIGTERM/SIGINT are taken by a thread of their own (sigwait): gRPC's
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
 #endif
   if (!RemoveStaleSocket(socket_path)) return 1;
 
-  benchd::worker::WorkerService service(*device);
+  benchd::worker::WorkerService service(*device, artifacts_dir);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "worker/attention_backend.h"
+
 namespace benchd::worker {
 
 void TruncatedNormal_(torch::Tensor t, double std, double a, double b) {
@@ -136,7 +138,10 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
   const torch::Tensor q = rope_->forward(heads(q_proj->forward(x)));
   const torch::Tensor k = rope_->forward(heads(k_proj->forward(x)));
   const torch::Tensor v = heads(v_proj->forward(x));
-  const torch::Tensor out = ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()));
+  const torch::Tensor out =
+      attention_ == v1::ATTENTION_FAITHFUL
+          ? ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()))
+          : SdpaCausalAttention(q, k, v, attention_);
   return output_proj->forward(out.transpose(1, 2).reshape({batch, seq_len, d_model}).contiguous());
 }
 
@@ -187,6 +192,10 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
   torch::Tensor x = token_embeddings->forward(token_ids);
   for (auto& layer : layers) x = layer->forward(x);
   return lm_head->forward(ln_final->forward(x));
+}
+
+void TransformerLMImpl::SetAttention(v1::AttentionImpl attention) {
+  for (auto& layer : layers) layer->attn->set_attention(attention);
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

@@ -83,10 +83,17 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   CausalMultiHeadSelfAttentionImpl(int64_t d_model, int64_t num_heads, RotaryEmbedding rope,
                                    const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
+  // ATTENTION_FAITHFUL (the default): ScaledDotProductAttention above. Any
+  // ATTENTION_SDPA*: at::scaled_dot_product_attention(is_causal) on the same
+  // q, k, v (worker/attention_backend.h); which kernel runs is chosen by the
+  // process-wide SDPA switches (SdpBackendGuard). A per-job runtime switch.
+  void set_attention(v1::AttentionImpl attention) { attention_ = attention; }
+  v1::AttentionImpl attention() const { return attention_; }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, output_proj{nullptr};
 
  private:
   int64_t num_heads_;
+  v1::AttentionImpl attention_ = v1::ATTENTION_FAITHFUL;
   RotaryEmbedding rope_;  // shared by all layers, not registered (it has no state to save)
 };
 TORCH_MODULE(CausalMultiHeadSelfAttention);
@@ -122,6 +129,8 @@ class TransformerLMImpl : public torch::nn::Module {
   TransformerLMImpl(const v1::ModelConfig& config, const torch::TensorOptions& options);
   // [B, T] int64 token ids -> [B, T, vocab] logits.
   torch::Tensor forward(const torch::Tensor& token_ids);
+  // Sets every layer's attention implementation (see CausalMultiHeadSelfAttentionImpl).
+  void SetAttention(v1::AttentionImpl attention);
 
   Embedding token_embeddings{nullptr};
   std::vector<TransformerBlock> layers;

@@ -12,6 +12,7 @@
 #include "common/job_spec.h"
 #include "worker/benchmark.h"
 #include "worker/device_info.h"
+#include "worker/parity_export.h"
 
 namespace benchd::worker {
 namespace {
@@ -34,7 +35,8 @@ bool ForThisDevice(const std::string& requested, const WorkerDevice& device) {
 
 }  // namespace
 
-WorkerService::WorkerService(const WorkerDevice& device) : device_(device), cache_(device) {}
+WorkerService::WorkerService(const WorkerDevice& device, std::string artifacts_dir)
+    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device) {}
 
 grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
                                 grpc::ServerWriter<internal::WorkerEvent>* writer) {
@@ -72,6 +74,13 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
                    absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
   }
 
+  std::string parity_path;
+  if (spec->benchmark().export_parity()) {
+    auto path = ParityBundlePath(artifacts_dir_, request.job_id());
+    if (!path.ok()) return Failure(path.status());
+    parity_path = *std::move(path);
+  }
+
   // gRPC handlers run on pool threads, whose current CUDA device is not ours.
   c10::OptionalDeviceGuard device_guard;
   if (device_.is_cuda()) device_guard.reset_device(device_.device);
@@ -86,6 +95,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     if (!writer->Write(e)) stream_broken = true;
   };
   hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
+  hooks.parity_bundle_path = parity_path;
 
   auto result = RunBenchmark(spec->benchmark(), cache_, hooks);
   if (result.ok()) {

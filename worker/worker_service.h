@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 
 #include "benchd/internal/worker.grpc.pb.h"
 #include "worker/model_cache.h"
@@ -13,7 +14,9 @@ namespace benchd::worker {
 
 class WorkerService final : public internal::Worker::Service {
  public:
-  explicit WorkerService(const WorkerDevice& device);
+  // `artifacts_dir`: where jobs write files (export_parity's bundle goes to
+  // <artifacts_dir>/<job id>/parity.pt); "" = none, such jobs are refused.
+  explicit WorkerService(const WorkerDevice& device, std::string artifacts_dir = "");
 
   // Streams warm-up and measured steps, then exactly one terminal event:
   // result, failure (google.rpc code + message) or cancelled. The RPC itself
@@ -39,6 +42,7 @@ class WorkerService final : public internal::Worker::Service {
                                grpc::ServerWriter<internal::WorkerEvent>* writer);
 
   const WorkerDevice device_;
+  const std::string artifacts_dir_;
   ModelCache cache_;
   std::mutex run_mu_;  // one job at a time
   std::atomic<bool> stopping_{false};

@@ -1,0 +1,141 @@
+// benchctl's option flags (spec_builder) and how `get` shows the options.
+#include "client/options_view.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "client/job_view.h"
+#include "client/spec_builder.h"
+#include "client/test_job.h"
+
+namespace benchd::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(OptionFlags, FillTheSpec) {
+  BenchmarkOptions o;
+  o.warmup = "auto";
+  o.warmup_max_steps = 20;
+  o.attention = "flash";
+  o.optimizer = "foreach";
+  o.allow_tf32 = true;
+  o.cuda_graph = true;
+  auto spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::BenchmarkSpec& b = spec->benchmark();
+  EXPECT_TRUE(b.warmup_auto());
+  EXPECT_FALSE(b.has_warmup_steps());
+  EXPECT_EQ(b.warmup_max_steps(), 20);
+  EXPECT_EQ(b.attention(), v1::ATTENTION_SDPA_FLASH);
+  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FOREACH);
+  EXPECT_TRUE(b.allow_tf32());
+  EXPECT_TRUE(b.cuda_graph());
+}
+
+TEST(OptionFlags, UnsetMeansFaithful) {
+  auto spec = BuildBenchmarkSpec({});
+  ASSERT_TRUE(spec.ok());
+  const v1::BenchmarkSpec& b = spec->benchmark();
+  EXPECT_FALSE(b.warmup_auto());
+  EXPECT_FALSE(b.has_warmup_max_steps());
+  EXPECT_EQ(b.attention(), v1::ATTENTION_FAITHFUL);
+  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FAITHFUL);
+  EXPECT_FALSE(b.allow_tf32());
+  EXPECT_FALSE(b.cuda_graph());
+}
+
+TEST(OptionFlags, WarmupTakesAutoOrACount) {
+  BenchmarkOptions o;
+  o.warmup = "7";
+  auto spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->benchmark().warmup_auto());
+  EXPECT_EQ(spec->benchmark().warmup_steps(), 7);
+  o.warmup = "AUTO";
+  EXPECT_TRUE(BuildBenchmarkSpec(o)->benchmark().warmup_auto());
+  o.warmup = "0";
+  spec = BuildBenchmarkSpec(o);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(spec->benchmark().has_warmup_steps());
+  EXPECT_EQ(spec->benchmark().warmup_steps(), 0);
+}
+
+TEST(OptionFlags, BadValuesNameTheFlag) {
+  struct Case {
+    void (*set)(BenchmarkOptions&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](BenchmarkOptions& o) { o.warmup = "sometimes"; },
+       "--warmup: expected auto or a number of steps (0 or more), got 'sometimes'"},
+      {[](BenchmarkOptions& o) { o.warmup = "-2"; }, "--warmup: expected auto"},
+      {[](BenchmarkOptions& o) {
+         o.warmup = "auto";
+         o.warmup_steps = 3;
+       },
+       "--warmup: give --warmup (auto or N) or --warmup-steps N, not both"},
+      {[](BenchmarkOptions& o) { o.attention = "flashy"; },
+       "--attention: unknown attention 'flashy'; expected faithful, sdpa, flash, efficient, cudnn "
+       "or math"},
+      {[](BenchmarkOptions& o) { o.optimizer = "lion"; },
+       "--optimizer: unknown optimizer 'lion'; expected faithful, foreach or fused"},
+  };
+  for (const Case& c : cases) {
+    BenchmarkOptions o;
+    c.set(o);
+    auto spec = BuildBenchmarkSpec(o);
+    ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.message));
+  }
+}
+
+TEST(OptionsView, FaithfulByDefault) {
+  v1::Job job = testing::MakeSucceededJob();
+  const std::string view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("Steps        1 warm-up + 2 measured\n"));
+  EXPECT_THAT(view, HasSubstr(
+                        "Options      faithful (course attention and AdamW, fp32 matmuls, eager)\n"));
+  EXPECT_THAT(view, Not(HasSubstr("warm-up auto")));
+}
+
+TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
+  v1::Job job = testing::MakeSucceededJob();
+  v1::BenchmarkSpec* spec = job.mutable_spec()->mutable_benchmark();
+  spec->clear_warmup_steps();
+  spec->set_warmup_auto(true);
+  spec->set_warmup_max_steps(50);
+  spec->set_attention(v1::ATTENTION_SDPA_MATH);
+  spec->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+  spec->set_allow_tf32(true);
+  v1::BenchmarkResult* r = job.mutable_result()->mutable_benchmark();
+  r->set_warmup_steps(7);
+  r->set_warmup_auto(true);
+  r->set_warmup_converged(true);
+  r->set_warmup_max_steps(50);
+  r->set_attention(v1::ATTENTION_SDPA_MATH);
+  r->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+  r->set_allow_tf32(true);
+  std::string view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("warm-up auto (max 50), steps 2, seed 0, attention math, optimizer "
+                              "fused, tf32"));
+  EXPECT_THAT(view, HasSubstr("Steps        7 warm-up (auto: last 3 within 2% of their median, "
+                              "cap 50) + 2 measured\n"));
+  EXPECT_THAT(view, HasSubstr("Options      attention sdpa (math only), optimizer fused, tf32 "
+                              "matmuls\n"));
+
+  r->set_warmup_converged(false);
+  r->set_warmup_steps(50);
+  r->set_cuda_graph(true);
+  r->set_graph_eager_steps(2);
+  r->set_attention(v1::ATTENTION_SDPA);
+  view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("50 warm-up (auto: capped before converging, cap 50) + 2 measured; "
+                              "the first 2 eager, then CUDA-graph replays\n"));
+  EXPECT_THAT(view, HasSubstr("attention sdpa (PyTorch picks the kernel)"));
+  EXPECT_THAT(view, HasSubstr("cuda graph (phase times not measured)"));
+}
+
+}  // namespace
+}  // namespace benchd::client

@@ -1,0 +1,137 @@
+#include "common/options.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "common/model_config.h"
+#include "common/warmup.h"
+
+namespace benchd {
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) {
+    return c == '-' ? '_' : static_cast<char>(std::tolower(c));
+  });
+  return s;
+}
+
+constexpr char kAttentionChoices[] = "faithful, sdpa, flash, efficient, cudnn or math";
+constexpr char kOptimizerChoices[] = "faithful, foreach or fused";
+
+}  // namespace
+
+std::string AttentionName(v1::AttentionImpl a) {
+  switch (a) {
+    case v1::ATTENTION_FAITHFUL: return "faithful";
+    case v1::ATTENTION_SDPA: return "sdpa";
+    case v1::ATTENTION_SDPA_FLASH: return "flash";
+    case v1::ATTENTION_SDPA_EFFICIENT: return "efficient";
+    case v1::ATTENTION_SDPA_CUDNN: return "cudnn";
+    case v1::ATTENTION_SDPA_MATH: return "math";
+    default: return absl::StrCat("unknown(", static_cast<int>(a), ")");
+  }
+}
+
+absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
+  std::string l = Lower(s);
+  if (l.rfind("sdpa_", 0) == 0 && l.size() > 5) l = l.substr(5);
+  if (l == "faithful" || l == "course") return v1::ATTENTION_FAITHFUL;
+  if (l == "sdpa" || l == "auto") return v1::ATTENTION_SDPA;
+  if (l == "flash" || l == "flash_attention") return v1::ATTENTION_SDPA_FLASH;
+  if (l == "efficient" || l == "mem_efficient" || l == "memory_efficient")
+    return v1::ATTENTION_SDPA_EFFICIENT;
+  if (l == "cudnn") return v1::ATTENTION_SDPA_CUDNN;
+  if (l == "math") return v1::ATTENTION_SDPA_MATH;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attention: unknown attention '", s, "'; expected ", kAttentionChoices));
+}
+
+std::string OptimizerImplName(v1::OptimizerImpl o) {
+  switch (o) {
+    case v1::OPTIMIZER_FAITHFUL: return "faithful";
+    case v1::OPTIMIZER_FOREACH: return "foreach";
+    case v1::OPTIMIZER_FUSED: return "fused";
+    default: return absl::StrCat("unknown(", static_cast<int>(o), ")");
+  }
+}
+
+absl::StatusOr<v1::OptimizerImpl> ParseOptimizerImpl(const std::string& s) {
+  const std::string l = Lower(s);
+  if (l == "faithful" || l == "course") return v1::OPTIMIZER_FAITHFUL;
+  if (l == "foreach") return v1::OPTIMIZER_FOREACH;
+  if (l == "fused") return v1::OPTIMIZER_FUSED;
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer: unknown optimizer '", s, "'; expected ", kOptimizerChoices));
+}
+
+absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkSpec& b) {
+  // Warm-up auto.
+  if (in.warmup_auto() && in.has_warmup_steps()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.warmup_auto: contradicts the explicit benchmark.warmup_steps ",
+        in.warmup_steps(),
+        "; give one or the other (warm-up auto decides the count, up to warmup_max_steps)"));
+  }
+  if (!in.warmup_auto() && in.has_warmup_max_steps()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("benchmark.warmup_max_steps: applies only with warmup_auto, got ",
+                     in.warmup_max_steps(), " without it"));
+  }
+  if (b.warmup_auto()) {
+    if (!b.has_warmup_max_steps()) b.set_warmup_max_steps(kDefaultWarmupMaxSteps);
+    if (b.warmup_max_steps() < kWarmupWindow || b.warmup_max_steps() > kMaxSteps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.warmup_max_steps: expected ", kWarmupWindow, "..", kMaxSteps, ", got ",
+          b.warmup_max_steps(), " (warm-up auto compares the last ", kWarmupWindow,
+          " steps, so it needs at least that many)"));
+    }
+  }
+
+  if (!v1::AttentionImpl_IsValid(b.attention())) {
+    return absl::InvalidArgumentError(absl::StrCat("benchmark.attention: unknown value ",
+                                                   b.attention(), "; expected ",
+                                                   kAttentionChoices));
+  }
+  if (!v1::OptimizerImpl_IsValid(b.optimizer_impl())) {
+    return absl::InvalidArgumentError(absl::StrCat("benchmark.optimizer_impl: unknown value ",
+                                                   b.optimizer_impl(), "; expected ",
+                                                   kOptimizerChoices));
+  }
+  if (b.optimizer_impl() != v1::OPTIMIZER_FAITHFUL && b.mode() != v1::MODE_TRAIN_STEP) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.optimizer_impl: ", OptimizerImplName(b.optimizer_impl()),
+        " changes the AdamW step, which only mode train_step runs; mode is ", ModeName(b.mode())));
+  }
+
+  if (b.cuda_graph()) {
+    if (!b.warmup_auto() && b.warmup_steps() < kGraphEagerSteps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.warmup_steps: cuda_graph needs at least ", kGraphEagerSteps,
+          " warm-up steps (they run eagerly before the capture), got ", b.warmup_steps()));
+    }
+    if (b.warmup_auto() && b.warmup_max_steps() < kGraphEagerSteps + kWarmupWindow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.warmup_max_steps: with cuda_graph the first ", kGraphEagerSteps,
+          " warm-up steps run eagerly and warm-up auto judges the next ", kWarmupWindow,
+          " replays at least, so the cap must be at least ", kGraphEagerSteps + kWarmupWindow,
+          ", got ", b.warmup_max_steps()));
+    }
+    if (b.mode() == v1::MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_FOREACH) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.optimizer_impl: cuda_graph with train_step needs optimizer_impl foreach, got ",
+          OptimizerImplName(b.optimizer_impl()),
+          ": a graph replays the numbers it was captured with, and the ",
+          b.optimizer_impl() == v1::OPTIMIZER_FUSED
+              ? "fused kernel's eps (eps/sqrt(1-beta2^t) for the course's update)"
+              : "faithful loop's bias correction lr*sqrt(1-beta2^t)/(1-beta1^t)",
+          " is a host number that changes every step; foreach computes it on the device from a "
+          "step tensor"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace benchd

@@ -1,0 +1,124 @@
+"""The options through a real daemon and CPU worker: warm-up auto, SDPA (math),
+the foreach AdamW; every option echoed in the result; CUDA-only options refused."""
+import json
+import subprocess
+import tempfile
+
+import grpc
+import pytest
+
+from conftest import Daemon, bench_pb2, wait_for_state
+
+TINY = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16"]
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    data = tempfile.mkdtemp(prefix="benchd-it-options-")
+    d = Daemon(data).start()
+    d.wait_worker_up()
+    yield d
+    d.stop()
+    subprocess.run(["rm", "-rf", data])
+
+
+def converged(times):
+    """The warm-up rule (common/warmup.cc), written again here."""
+    if len(times) < 3:
+        return False
+    last = times[-3:]
+    median = sorted(last)[1]
+    return median > 0 and all(abs(t - median) <= 0.02 * median for t in last)
+
+
+def submit(daemon, *args):
+    r = daemon.benchctl("submit", "benchmark", *TINY, *args, "--json", check=0)
+    job_id = json.loads(r.stdout)["id"]
+    return wait_for_state(daemon.stub, job_id,
+                          [bench_pb2.SUCCEEDED, bench_pb2.FAILED, bench_pb2.CANCELLED], timeout=300)
+
+
+def test_warmup_auto_sdpa_math_foreach_are_echoed(daemon):
+    cap = 30
+    job = submit(daemon, "--mode", "train_step", "--warmup", "auto", "--warmup-max-steps", str(cap),
+                 "--attention", "math", "--optimizer", "foreach", "--steps", "3")
+    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+
+    # The stored spec says what was asked: auto, no count, the cap written out.
+    spec = job.spec.benchmark
+    assert spec.warmup_auto and not spec.HasField("warmup_steps") and spec.warmup_max_steps == cap
+    assert spec.attention == bench_pb2.ATTENTION_SDPA_MATH
+    assert spec.optimizer_impl == bench_pb2.OPTIMIZER_FOREACH
+
+    res = job.result.benchmark
+    assert res.warmup_auto and res.warmup_max_steps == cap
+    assert res.attention == bench_pb2.ATTENTION_SDPA_MATH
+    assert res.optimizer_impl == bench_pb2.OPTIMIZER_FOREACH
+    assert res.allow_tf32 is False and res.cuda_graph is False and res.graph_eager_steps == 0
+    n = res.warmup_steps
+    assert 3 <= n <= cap
+    assert [s.warmup for s in res.steps] == [True] * n + [False] * 3
+    times = [s.step_seconds for s in res.steps[:n]]
+    # It stopped at the first converged window, or at the cap.
+    assert res.warmup_converged == converged(times)
+    assert not any(converged(times[:k]) for k in range(3, n))
+    if not res.warmup_converged:
+        assert n == cap
+    assert res.step.count == 3
+    # Phases are measured on the eager path: all three present.
+    assert res.forward.count == res.backward.count == res.optimizer.count == 3
+    # It trained: the loss fell over the warm-up and measured steps.
+    assert res.steps[-1].loss < res.steps[0].loss
+
+    view = daemon.benchctl("get", job.id, check=0).stdout
+    assert f"{n} warm-up (auto: " in view and f"cap {cap}) + 3 measured" in view
+    assert "Options      attention sdpa (math only), optimizer foreach" in view
+    assert f"warm-up auto (max {cap})" in view and "attention math, optimizer foreach" in view
+
+
+def test_defaults_echo_the_faithful_path(daemon):
+    job = submit(daemon, "--mode", "forward", "--warmup-steps", "1", "--steps", "1")
+    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    res = job.result.benchmark
+    assert not res.warmup_auto and not res.warmup_converged and res.warmup_steps == 1
+    assert res.attention == bench_pb2.ATTENTION_FAITHFUL
+    assert res.optimizer_impl == bench_pb2.OPTIMIZER_FAITHFUL
+    assert not res.allow_tf32 and not res.cuda_graph
+    assert "Options      faithful" in daemon.benchctl("get", job.id, check=0).stdout
+
+
+@pytest.mark.parametrize("args,field,text", [
+    (["--cuda-graph"], "benchmark.cuda_graph", "CUDA graphs need a CUDA device"),
+    (["--attention", "efficient"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
+    (["--attention", "cudnn"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
+])
+def test_cuda_only_options_fail_on_a_cpu_worker(daemon, args, field, text):
+    job = submit(daemon, "--warmup-steps", "2", "--steps", "1", *args)
+    assert job.state == bench_pb2.FAILED
+    assert job.error_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert field in job.error_message and text in job.error_message, job.error_message
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--warmup", "auto", "--warmup-steps", "3"], "--warmup: give --warmup (auto or N) or"),
+    (["--warmup", "soon"], "--warmup: expected auto or a number of steps"),
+    (["--attention", "fast"], "--attention: unknown attention 'fast'"),
+    (["--optimizer", "sgd"], "--optimizer: unknown optimizer 'sgd'"),
+    (["--warmup", "auto", "--warmup-max-steps", "2"], "benchmark.warmup_max_steps"),
+    (["--warmup-max-steps", "9"], "benchmark.warmup_max_steps: applies only with warmup_auto"),
+    (["--optimizer", "fused"], "benchmark.optimizer_impl: fused changes the AdamW step"),
+    (["--mode", "train_step", "--cuda-graph"], "needs optimizer_impl foreach"),
+])
+def test_bad_option_flags_exit_2_naming_them(daemon, args, text):
+    r = daemon.benchctl("submit", "benchmark", *TINY, *args, check=2)
+    assert text in r.stderr, r.stderr
+
+
+def test_grpc_contradiction_is_invalid_argument(daemon):
+    spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
+        model=bench_pb2.ModelConfig(preset="tiny"), warmup_auto=True, warmup_steps=4))
+    with pytest.raises(grpc.RpcError) as e:
+        daemon.stub.Submit(bench_pb2.SubmitRequest(spec=spec))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert ("benchmark.warmup_auto: contradicts the explicit benchmark.warmup_steps 4"
+            in e.value.details())

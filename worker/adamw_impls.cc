@@ -1,0 +1,239 @@
+// The course's AdamW update through torch's multi-tensor kernels
+// (OptimizerImpl foreach and fused; docs/architecture.md "Options"). The
+// faithful loop is AdamW::Step in adamw.cc.
+//
+// Why the fused path does not call at::_fused_adamw_ as torch.optim.AdamW
+// does. Per coordinate, after m and v are updated, with ε, λ = weight_decay,
+// α_t = lr·√(1−β2^t)/(1−β1^t) and u = m/(√v + ε):
+//
+//   course:  p' = p − α_t·u;   p'' = p' − lr·λ·p'  = (1 − lr·λ)·(p − α_t·u)
+//   torch:   p' = (1 − lr·λ)·p;  p'' = p' − (lr/(1−β1^t))·m/(√v/√(1−β2^t) + ε)
+//                                    = (1 − lr·λ)·p − α_t·m/(√v + ε·√(1−β2^t))
+//
+// They differ twice:
+//  1. The decay order: course − torch = lr·λ·α_t·u, i.e. the course also
+//     decays the Adam step. |α_t·u| is at most about lr, so this is at most
+//     about lr²·λ = 1e-8 per step at lr 1e-3, λ 0.01 (2e-7 of a weight of 0.05).
+//  2. Where ε goes: torch adds ε to the bias-corrected √v̂, which is the
+//     course's form with ε·√(1−β2^t) in place of ε: 0.0316·ε at t = 1. Where
+//     √v is near ε the steps differ a lot: a first gradient of 1e-6 gives
+//     √v = √(1−β2)·1e-6 = 3.16e-8, u = 1e-7/(3.16e-8 + 1e-8) = 2.40 for the
+//     course and 1e-7/(3.16e-8 + 3.2e-10) = 3.13 for torch, 30% more; at 1e-4
+//     still 0.3% (3e-6 on a step of 1e-3). AdamWImplsTest shows it on real
+//     numbers.
+// So `_fused_adamw_(..., weight_decay=λ, eps=ε)` is not the same update. The
+// fused path instead calls _fused_adam_ (plain Adam) with weight decay 0 and
+// ε' = ε/√(1−β2^t), per group of parameters at the same t:
+//
+//   p' = p − (lr/(1−β1^t))·m/(√v/√(1−β2^t) + ε/√(1−β2^t))
+//      = p − α_t·m/(√v + ε)
+//
+// exactly in real arithmetic, then decays p'' = p' − lr·λ·p' with
+// _foreach_add_(p, p, −lr·λ) as the faithful loop's p.add_(p, −lr·λ). What is
+// left is float32 rounding: a few ulps of the step.
+//
+// ε' is a host number that changes with t, which is why a CUDA graph (which
+// replays the scalars it captured) cannot use the fused path for the course's
+// update; the capturable foreach path computes α_t on the device instead.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "worker/adamw.h"
+
+#if BENCHD_WITH_CUDA
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#endif
+
+namespace benchd::worker {
+namespace {
+
+double Alpha(const AdamWOptions& o, int64_t step) {
+  const double t = static_cast<double>(step);
+  return o.lr * std::sqrt(1 - std::pow(o.beta2, t)) / (1 - std::pow(o.beta1, t));
+}
+
+// Whether `device`'s current stream is capturing a CUDA graph. Never asks
+// CUDA for a CPU tensor: a CPU worker may run where CUDA cannot initialise.
+bool IsCapturing(const torch::Device& device) {
+#if BENCHD_WITH_CUDA
+  return device.is_cuda() &&
+         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+}  // namespace
+
+std::vector<size_t> AdamW::WithGradients() {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    State& s = state_[i];
+    if (!s.m.defined()) {
+      s.m = torch::zeros_like(params_[i]);
+      s.v = torch::zeros_like(params_[i]);
+    }
+    idx.push_back(i);
+  }
+  return idx;
+}
+
+void AdamW::RefreshDeviceSteps(const std::vector<size_t>& idx) {
+  for (size_t i : idx) {
+    State& s = state_[i];
+    if (!s.step.defined()) {
+      s.step = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(
+                                    params_[i].device()));
+      s.device_t = 0;
+    }
+    if (s.device_t != s.t) {
+      s.step.fill_(static_cast<double>(s.t));
+      s.device_t = s.t;
+    }
+  }
+}
+
+void AdamW::StepForeach() {
+  torch::NoGradGuard no_grad;
+  const AdamWOptions& o = options_;
+  const std::vector<size_t> idx = WithGradients();
+  if (idx.empty()) return;
+  std::vector<torch::Tensor> p, g, m, v;
+  std::vector<at::Scalar> neg_alpha;
+  for (size_t i : idx) {
+    State& s = state_[i];
+    s.t += 1;
+    p.push_back(params_[i]);
+    g.push_back(params_[i].grad());
+    m.push_back(s.m);
+    v.push_back(s.v);
+    neg_alpha.emplace_back(-Alpha(o, s.t));
+  }
+  at::_foreach_mul_(m, o.beta1);
+  at::_foreach_add_(m, g, 1 - o.beta1);
+  at::_foreach_mul_(v, o.beta2);
+  at::_foreach_addcmul_(v, g, g, 1 - o.beta2);
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
+  at::_foreach_add_(denom, o.eps);
+  at::_foreach_addcdiv_(p, m, denom, neg_alpha);
+  at::_foreach_add_(p, p, -o.lr * o.weight_decay);
+}
+
+void AdamW::StepFused() {
+  torch::NoGradGuard no_grad;
+  const AdamWOptions& o = options_;
+  const std::vector<size_t> idx = WithGradients();
+  if (idx.empty()) return;
+  RefreshDeviceSteps(idx);
+  std::vector<torch::Tensor> all_p, steps;
+  for (size_t i : idx) {
+    all_p.push_back(params_[i]);
+    steps.push_back(state_[i].step);
+  }
+  // As torch.optim's fused Adam does: the kernel reads the step, the caller advances it.
+  at::_foreach_add_(steps, 1.0);
+  std::map<int64_t, std::vector<size_t>> by_step;
+  for (size_t i : idx) {
+    State& s = state_[i];
+    s.t += 1;
+    s.device_t = s.t;
+    by_step[s.t].push_back(i);
+  }
+  for (const auto& [t, group] : by_step) {
+    std::vector<torch::Tensor> p, g, m, v, st;
+    for (size_t i : group) {
+      p.push_back(params_[i]);
+      g.push_back(params_[i].grad());
+      m.push_back(state_[i].m);
+      v.push_back(state_[i].v);
+      st.push_back(state_[i].step);
+    }
+    const double eps_t = o.eps / std::sqrt(1 - std::pow(o.beta2, static_cast<double>(t)));
+    at::_fused_adam_(p, g, m, v, /*max_exp_avg_sqs=*/{}, st, o.lr, o.beta1, o.beta2,
+                     /*weight_decay=*/0.0, eps_t, /*amsgrad=*/false, /*maximize=*/false);
+  }
+  at::_foreach_add_(all_p, all_p, -o.lr * o.weight_decay);
+}
+
+void AdamW::StepForeachCapturable() {
+  torch::NoGradGuard no_grad;
+  const AdamWOptions& o = options_;
+  if (!params_.empty() && IsCapturing(params_.front().device())) {
+    // Anything allocated or filled now would be recorded and redone at every
+    // replay (zeroing m and v, resetting t), so it must all exist already.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const State& s = state_[i];
+      TORCH_CHECK(!params_[i].grad().defined() ||
+                      (s.m.defined() && s.step.defined() && s.device_t == s.t),
+                  "AdamW: capturing a step for a parameter with no optimizer state on the "
+                  "device yet; run StepForeachCapturable eagerly once before capturing");
+    }
+  }
+  const std::vector<size_t> idx = WithGradients();
+  if (idx.empty()) return;
+  RefreshDeviceSteps(idx);
+  std::vector<torch::Tensor> p, g, m, v, steps;
+  for (size_t i : idx) {
+    State& s = state_[i];
+    // While capturing, this counts the capture, not the replays: SyncHostSteps fixes t after.
+    s.t += 1;
+    s.device_t = s.t;
+    p.push_back(params_[i]);
+    g.push_back(params_[i].grad());
+    m.push_back(s.m);
+    v.push_back(s.v);
+    steps.push_back(s.step);
+  }
+  at::_foreach_add_(steps, 1.0);
+  at::_foreach_mul_(m, o.beta1);
+  at::_foreach_add_(m, g, 1 - o.beta1);
+  at::_foreach_mul_(v, o.beta2);
+  at::_foreach_addcmul_(v, g, g, 1 - o.beta2);
+  std::vector<torch::Tensor> update = at::_foreach_sqrt(v);
+  at::_foreach_add_(update, o.eps);
+  update = at::_foreach_div(m, update);  // m / (sqrt(v) + eps)
+  // α_t on the device, in float64: 1 − β^t as −expm1(t·ln β), which keeps its
+  // digits (1 − 0.999^1 in float32 is off by 1.3e-5 relative).
+  const torch::Tensor t = at::stack(steps).to(torch::kFloat64);
+  const torch::Tensor bc1 = -torch::expm1(t * std::log(o.beta1));
+  const torch::Tensor bc2 = -torch::expm1(t * std::log(o.beta2));
+  const torch::Tensor alpha = (o.lr * torch::sqrt(bc2) / bc1).to(p.front().scalar_type());
+  at::_foreach_mul_(update, alpha.unbind(0));  // each update times its 0-dim α_t
+  at::_foreach_sub_(p, update);
+  at::_foreach_add_(p, p, -o.lr * o.weight_decay);
+}
+
+void AdamW::SyncHostSteps() {
+  // Parameters whose step tensor the host believes current: after graph
+  // replays their device value is the truth (it may be ahead of t).
+  std::vector<size_t> idx;
+  std::vector<torch::Tensor> steps;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const State& s = state_[i];
+    if (s.step.defined() && s.device_t == s.t) {
+      idx.push_back(i);
+      steps.push_back(s.step);
+    }
+  }
+  if (idx.empty()) return;
+  const torch::Tensor host = at::stack(steps).to(torch::kCPU, torch::kFloat64);
+  const auto values = host.accessor<double, 1>();
+  for (size_t k = 0; k < idx.size(); ++k) {
+    State& s = state_[idx[k]];
+    s.t = s.device_t = std::llround(values[static_cast<int64_t>(k)]);
+  }
+}
+
+std::vector<int64_t> AdamW::Steps() const {
+  std::vector<int64_t> out;
+  out.reserve(state_.size());
+  for (const State& s : state_) out.push_back(s.t);
+  return out;
+}
+
+}  // namespace benchd::worker

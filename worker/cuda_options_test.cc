@@ -1,0 +1,162 @@
+// The options on the first GPU: CUDA-graph replay against eager steps, the
+// forced SDPA backends, TF32. Skipped where CUDA is not available.
+#include <gtest/gtest.h>
+
+#include <ATen/Context.h>
+
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/model_config.h"
+#include "common/options.h"
+#include "worker/benchmark.h"
+
+namespace benchd::worker {
+namespace {
+
+v1::BenchmarkSpec Spec(v1::BenchmarkMode mode, v1::Precision precision, int64_t warmup,
+                       int64_t measure) {
+  v1::BenchmarkSpec b;
+  b.mutable_model()->set_preset("tiny");
+  b.set_mode(mode);
+  b.set_precision(precision);
+  b.set_batch_size(4);
+  b.set_context_length(64);
+  b.set_warmup_steps(warmup);
+  b.set_measure_steps(measure);
+  b.set_seed(7);
+  if (mode == v1::MODE_TRAIN_STEP) b.set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+  return b;
+}
+
+v1::BenchmarkSpec Resolved(const v1::BenchmarkSpec& b) {
+  v1::JobSpec job;
+  *job.mutable_benchmark() = b;
+  auto resolved = ResolveJobSpec(job);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return resolved.ok() ? resolved->benchmark() : v1::BenchmarkSpec();
+}
+
+std::vector<double> Losses(const v1::BenchmarkResult& r) {
+  std::vector<double> out;
+  for (const auto& s : r.steps()) out.push_back(s.loss());
+  return out;
+}
+
+class CudaOptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    torch::empty({1}, torch::kCUDA);
+    device_ = *ParseWorkerDevice("cuda:0");
+  }
+  WorkerDevice device_{"", torch::kCPU, ""};
+};
+
+TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
+  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP}) {
+    for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
+      SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
+      auto spec = Spec(mode, precision, /*warmup=*/3, /*measure=*/5);
+      ModelCache eager_cache(device_), graph_cache(device_);
+      auto eager = RunBenchmark(Resolved(spec), eager_cache);
+      ASSERT_TRUE(eager.ok()) << eager.status();
+      spec.set_cuda_graph(true);
+      auto graph = RunBenchmark(Resolved(spec), graph_cache);
+      ASSERT_TRUE(graph.ok()) << graph.status();
+
+      EXPECT_TRUE(graph->cuda_graph());
+      EXPECT_EQ(graph->graph_eager_steps(), kGraphEagerSteps);
+      EXPECT_FALSE(graph->has_forward());
+      EXPECT_FALSE(graph->has_backward());
+      EXPECT_FALSE(graph->has_optimizer());
+      EXPECT_EQ(graph->step().count(), 5);
+      ASSERT_EQ(graph->steps_size(), 8);
+      for (int i = 0; i < 8; ++i) {
+        const auto& t = graph->steps(i);
+        EXPECT_GT(t.step_seconds(), 0);
+        // The eager steps have phases; the replays cannot.
+        EXPECT_EQ(t.forward_seconds() > 0, i < kGraphEagerSteps) << i;
+      }
+      // Same seed, same kernels: every step's loss (the training ones too, so
+      // the replayed optimizer updates the weights as eager steps do).
+      const auto e = Losses(*eager), g = Losses(*graph);
+      ASSERT_EQ(e.size(), g.size());
+      const double tol = precision == v1::PRECISION_FP32 ? 1e-5 : 1e-3;
+      for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], tol * e[i]) << "step " << i;
+      if (mode == v1::MODE_TRAIN_STEP) EXPECT_LT(g.back(), g.front() - 1e-3);  // it trained
+    }
+  }
+}
+
+TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
+  // A graph job of 2 eager + 4 replayed train steps, then a faithful eager
+  // job on the same resident model, against 6 foreach steps then the same
+  // faithful job: the bias correction of the 7th step must use t = 7.
+  ModelCache graph_cache(device_), eager_cache(device_);
+  auto spec = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32, 2, 4);
+  auto eager = RunBenchmark(Resolved(spec), eager_cache);
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  spec.set_cuda_graph(true);
+  auto graph = RunBenchmark(Resolved(spec), graph_cache);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  bool resident = false;
+  auto model = graph_cache.Acquire(graph->model(), v1::PRECISION_FP32, 7, &resident);
+  ASSERT_TRUE(resident);
+  for (int64_t t : model->optimizer->Steps()) EXPECT_EQ(t, 6);
+  model.reset();
+
+  auto next = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32, 0, 2);
+  next.set_optimizer_impl(v1::OPTIMIZER_FAITHFUL);
+  auto a = RunBenchmark(Resolved(next), eager_cache);
+  auto b = RunBenchmark(Resolved(next), graph_cache);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NEAR(b->steps(i).loss(), a->steps(i).loss(), 1e-5 * a->steps(i).loss()) << i;
+  }
+}
+
+TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
+  ModelCache cache(device_);
+  auto base = Spec(v1::MODE_FORWARD_BACKWARD, v1::PRECISION_BF16, 1, 2);
+  auto faithful = RunBenchmark(Resolved(base), cache);
+  ASSERT_TRUE(faithful.ok()) << faithful.status();
+  for (auto a : {v1::ATTENTION_SDPA, v1::ATTENTION_SDPA_FLASH, v1::ATTENTION_SDPA_EFFICIENT,
+                 v1::ATTENTION_SDPA_CUDNN, v1::ATTENTION_SDPA_MATH}) {
+    SCOPED_TRACE(AttentionName(a));
+    auto spec = base;
+    spec.set_attention(a);
+    auto r = RunBenchmark(Resolved(spec), cache);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->attention(), a);
+    // bf16: the kernels round differently; the loss agrees to bf16 precision.
+    EXPECT_NEAR(r->steps(0).loss(), faithful->steps(0).loss(), 1e-2 * faithful->steps(0).loss());
+  }
+  EXPECT_TRUE(at::globalContext().userEnabledMathSDP());
+  EXPECT_TRUE(at::globalContext().userEnabledFlashSDP());
+
+  // fp32 flash is refused up front, naming the field.
+  auto fp32 = Spec(v1::MODE_FORWARD, v1::PRECISION_FP32, 1, 1);
+  fp32.set_attention(v1::ATTENTION_SDPA_FLASH);
+  auto refused = RunBenchmark(Resolved(fp32), cache);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("benchmark.attention"), std::string::npos);
+}
+
+TEST_F(CudaOptionsTest, Tf32IsOnForTheJobOnly) {
+  ModelCache cache(device_);
+  auto spec = Spec(v1::MODE_FORWARD, v1::PRECISION_FP32, 1, 2);
+  auto full = RunBenchmark(Resolved(spec), cache);
+  spec.set_allow_tf32(true);
+  auto tf32 = RunBenchmark(Resolved(spec), cache);
+  ASSERT_TRUE(full.ok() && tf32.ok());
+  EXPECT_TRUE(tf32->allow_tf32());
+  EXPECT_FALSE(full->allow_tf32());
+  // TF32 keeps 10 mantissa bits: close, not (necessarily) equal.
+  EXPECT_NEAR(tf32->steps(0).loss(), full->steps(0).loss(), 1e-2 * full->steps(0).loss());
+  EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
+}
+
+}  // namespace
+}  // namespace benchd::worker

@@ -1,0 +1,77 @@
+#include "worker/job_options.h"
+
+#include <ATen/Context.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/model_config.h"
+#include "common/options.h"
+
+namespace benchd::worker {
+
+absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDevice& device) {
+  if (spec.cuda_graph() && !device.is_cuda()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device.name));
+  }
+  const v1::AttentionImpl a = spec.attention();
+  if (!device.is_cuda() && (a == v1::ATTENTION_SDPA_EFFICIENT || a == v1::ATTENTION_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ",
+        device.name,
+        " is a CPU; on a CPU use faithful, sdpa, flash (ATen's CPU flash-attention kernel) or "
+        "math"));
+  }
+  if (device.is_cuda() && spec.precision() == v1::PRECISION_FP32 &&
+      (a == v1::ATTENTION_SDPA_FLASH || a == v1::ATTENTION_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.attention: the ", AttentionName(a),
+        " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ", device.name,
+        "; use precision bf16 or fp16, or attention efficient or math"));
+  }
+  return absl::OkStatus();
+}
+
+Tf32Guard::Tf32Guard(bool allow_tf32) {
+  if (!allow_tf32) return;
+  auto& ctx = at::globalContext();
+  active_ = true;
+  matmul_ = ctx.float32MatmulPrecision();
+  cudnn_ = ctx.allowTF32CuDNN();
+  ctx.setFloat32MatmulPrecision("high");
+  ctx.setAllowTF32CuBLAS(true);
+  ctx.setAllowTF32CuDNN(true);
+}
+
+Tf32Guard::~Tf32Guard() {
+  if (!active_) return;
+  auto& ctx = at::globalContext();
+  // setFloat32MatmulPrecision sets the legacy field and the per-backend
+  // matmul precisions together, so the state stays one the getters accept.
+  switch (matmul_) {
+    case at::Float32MatmulPrecision::HIGHEST: ctx.setFloat32MatmulPrecision("highest"); break;
+    case at::Float32MatmulPrecision::HIGH: ctx.setFloat32MatmulPrecision("high"); break;
+    case at::Float32MatmulPrecision::MEDIUM: ctx.setFloat32MatmulPrecision("medium"); break;
+  }
+  ctx.setAllowTF32CuDNN(cudnn_);
+}
+
+void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec) {
+  if (spec.cuda_graph()) {
+    optimizer.StepForeachCapturable();
+    return;
+  }
+  switch (spec.optimizer_impl()) {
+    case v1::OPTIMIZER_FOREACH: optimizer.StepForeach(); break;
+    case v1::OPTIMIZER_FUSED: optimizer.StepFused(); break;
+    default: optimizer.Step(); break;
+  }
+}
+
+JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model)
+    : model_(std::move(model)), sdp_(spec.attention()), tf32_(spec.allow_tf32()) {
+  model_->SetAttention(spec.attention());
+}
+
+JobOptionsScope::~JobOptionsScope() { model_->SetAttention(v1::ATTENTION_FAITHFUL); }
+
+}  // namespace benchd::worker
