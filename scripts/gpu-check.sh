@@ -67,7 +67,17 @@ if [ -n "${GPU_CHECK_WARMUP:-}" ]; then
 fi
 
 # benchd vs the Python reference (GPU_CHECK_COMPARE="--presets small medium ...").
+# Several runs separated by ';', e.g. "--presets small ; --presets small --modes train_step
+# --precisions bf16 --compile small/train_step/bf16 --benchd-flags=--attention=flash,--optimizer=foreach"
+# (commas in --benchd-flags= stand for spaces, so the value stays one word here).
 if [ -n "${GPU_CHECK_COMPARE:-}" ]; then
-  echo "=== bench/compare.py $GPU_CHECK_COMPARE"
-  python3 bench/compare.py --benchctl "$BIN/benchctl" $GPU_CHECK_COMPARE | tee "$OUT/compare.md"
+  n=0
+  IFS=';' read -ra runs <<< "$GPU_CHECK_COMPARE"
+  for run in "${runs[@]}"; do
+    n=$((n + 1))
+    read -ra argv <<< "$run"
+    argv=("${argv[@]//,/ }")
+    echo "=== bench/compare.py ${argv[*]}"
+    python3 bench/compare.py --benchctl "$BIN/benchctl" "${argv[@]}" | tee "$OUT/compare-$n.md"
+  done
 fi
