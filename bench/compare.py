@@ -7,7 +7,9 @@ measured steps in this process, timed with CUDA events around the
 synchronized step exactly as benchd times its steps; then the same benchmark
 runs through a running benchd (benchctl). Prints both medians and the ratio
 benchd / reference (below 1.0: benchd is faster). With --compile the reference
-also runs with its model under torch.compile (optimizer not compiled).
+also runs with its model under torch.compile (optimizer not compiled). The
+last columns: benchd's roofline floor (its result's Roofline, from the peaks
+the worker measured) and how many floors benchd's median step takes.
 
 The reference frees its GPU memory before benchd runs, and benchd's resident
 models are evicted before each reference run, so neither crowds the other.
@@ -72,7 +74,7 @@ def reference_steps(args, preset, mode, precision, compiled):
     V, d, dff, L, H = PRESETS[preset]
     dev = torch.device(args.device)
     torch.manual_seed(0)
-    model = opt = None
+    model = opt = run = loss = x = y = None
     try:
         model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(dev)
         opt = ref.AdamW(model.parameters())
@@ -98,12 +100,14 @@ def reference_steps(args, preset, mode, precision, compiled):
     except (torch.OutOfMemoryError, MemoryError):
         return None
     finally:
-        del model, opt
+        # Everything that holds the model or the graph goes before the cache is
+        # emptied, or this process keeps the memory while benchd runs.
+        model = opt = run = loss = x = y = None
+        if compiled:
+            torch._dynamo.reset()
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-        if compiled:
-            torch._dynamo.reset()
 
 
 def benchd_steps(args, preset, mode, precision):
@@ -117,8 +121,9 @@ def benchd_steps(args, preset, mode, precision):
     job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
     benchctl(args, "evict", "--all")
     if job["state"] != "SUCCEEDED":
-        return None
-    return [s["stepSeconds"] for s in job["result"]["benchmark"]["steps"] if not s.get("warmup")]
+        return None, None
+    res = job["result"]["benchmark"]
+    return [s["stepSeconds"] for s in res["steps"] if not s.get("warmup")], res.get("roofline", {})
 
 
 def fmt(times):
@@ -153,21 +158,33 @@ def main():
           f"batch {args.batch_size}, context {args.context_length}, {args.warmup_steps} warm-up + "
           f"{args.steps} measured steps; median ± std ms; ratio = benchd / reference; "
           f"benchd flags: {args.benchd_flags or 'none (the faithful default)'}\n")
-    print("| model | mode | precision | reference | benchd | ratio | reference compiled | benchd / compiled |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | mode | precision | reference | benchd | ratio | reference compiled | benchd / compiled "
+          "| roofline floor | benchd / floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     benchctl(args, "evict", "--all")
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
                 r = reference_steps(args, preset, mode, precision, compiled=False)
-                b = benchd_steps(args, preset, mode, precision)
+                gc.collect()
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+                    held = torch.cuda.memory_reserved(dev)
+                    if held:
+                        print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
+                b, roof = benchd_steps(args, preset, mode, precision)
+                floor = (roof or {}).get("floorSeconds")
+                floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"
+                              if b and floor else "- | -")
                 ratio = (f"{statistics.median(b) / statistics.median(r):.3f}" if r and b else "-")
                 c, cratio = "", ""
                 if f"{preset}/{mode}/{precision}" in args.compile:
                     c_times = reference_steps(args, preset, mode, precision, compiled=True)
+                    c_times = c_times if c_times else None
                     c = fmt(c_times)
                     cratio = f"{statistics.median(b) / statistics.median(c_times):.3f}" if b and c_times else "-"
-                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {ratio} | {c} | {cratio} |",
+                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {ratio} | {c} | {cratio} "
+                      f"| {floor_cols} |",
                       flush=True)
 
 

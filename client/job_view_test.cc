@@ -33,6 +33,14 @@ TEST(StatsTable, SkipsPhasesTheModeDoesNotRun) {
   EXPECT_THAT(table, HasSubstr("forward"));
 }
 
+TEST(JobView, RooflineUnavailableSaysWhy) {
+  v1::Job job = testing::MakeSucceededJob();
+  job.mutable_result()->mutable_benchmark()->mutable_roofline()->Clear();
+  job.mutable_result()->mutable_benchmark()->mutable_roofline()->set_unavailable("no memory");
+  EXPECT_THAT(JobView(job), HasSubstr("Roofline     unavailable: no memory\n"));
+  EXPECT_THAT(JobView(job), Not(HasSubstr("Peaks")));
+}
+
 TEST(StepsTable, FlagsWarmup) {
   v1::BenchmarkResult r = testing::MakeSucceededJob().result().benchmark();
   EXPECT_EQ(StepsTable(r),
@@ -53,6 +61,10 @@ TEST(JobView, SucceededBenchmark) {
   EXPECT_THAT(view, HasSubstr("TFLOP/s      98.7\n"));
   EXPECT_THAT(view, HasSubstr("FLOPs/step   1.234e+12\n"));
   EXPECT_THAT(view, HasSubstr("Peak memory  5.00 GiB (cuda_caching_allocator)\n"));
+  EXPECT_THAT(view, HasSubstr("Roofline     floor 4.200 ms (matmul 3.100 + AdamW 1.100); "
+                              "this step reaches 33.6% of it\n"));
+  EXPECT_THAT(view, HasSubstr("Peaks        bf16 matmul 712 TFLOP/s (8192^3), copy 3,250 GB/s "
+                              "(512 MiB); measured by this job in 1.20 s\n"));
   EXPECT_THAT(view, HasSubstr("Model        built in 1.50 s\n"));
   EXPECT_THAT(view, HasSubstr("Versions     benchd 0.1.0, torch 2.11.0, CUDA 13.0\n"));
   EXPECT_THAT(view, HasSubstr("Statistics (ms over 2 measured steps)\n"));

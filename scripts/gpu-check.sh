@@ -3,6 +3,7 @@
 # machine's torch, run the unit tests, start benchd on the GPU and run
 # benchmarks through benchctl. Writes logs and JSON results to $OUT (or ./gpu-out).
 #   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context" to run
+#   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -22,7 +23,7 @@ cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMA
   -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 echo "gpu-check: built in $(( $(date +%s) - t0 )) s"
-ctest --test-dir "$BUILD" -E integration --output-on-failure > "$OUT/ctest.log" 2>&1 || grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest.log" | head -80
+ctest --test-dir "$BUILD" -E integration ${GPU_CHECK_CTEST:+-R "$GPU_CHECK_CTEST"} --output-on-failure > "$OUT/ctest.log" 2>&1 || grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest.log" | head -80
 tail -3 "$OUT/ctest.log"
 
 BIN=$BUILD/bin

@@ -217,6 +217,11 @@ class BenchmarkRun {
     result.set_model_was_resident(was_resident);
     result.set_model_build_seconds(was_resident ? 0.0 : model_->build_seconds);
     result.set_timer(clock_->name());
+    if (hooks_.peaks) {
+      // After the steps, so a first-use probe cannot disturb their timing.
+      doing_ = absl::StrCat("measuring the peak matmul rate and bandwidth of ", dev_.name);
+      FillRoofline(spec_, *hooks_.peaks, &result);
+    }
     return result;
   }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
+#include "worker/device_peaks.h"
 #include "worker/model_cache.h"
 
 namespace benchd::worker {
@@ -28,6 +29,9 @@ struct BenchmarkHooks {
   // Where a spec with export_parity writes its bundle (worker/parity_export.h);
   // empty: such a spec is refused with INVALID_ARGUMENT.
   std::string parity_bundle_path;
+  // The device's peak rates, for the result's roofline (worker/device_peaks.h);
+  // null: no roofline.
+  DevicePeaks* peaks = nullptr;
 };
 
 // `spec` must be resolved (benchd::ResolveJobSpec). Takes the model from

@@ -36,7 +36,7 @@ bool ForThisDevice(const std::string& requested, const WorkerDevice& device) {
 }  // namespace
 
 WorkerService::WorkerService(const WorkerDevice& device, std::string artifacts_dir)
-    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device) {}
+    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device), peaks_(device) {}
 
 grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
                                 grpc::ServerWriter<internal::WorkerEvent>* writer) {
@@ -96,6 +96,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   };
   hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
   hooks.parity_bundle_path = parity_path;
+  hooks.peaks = &peaks_;
 
   auto result = RunBenchmark(spec->benchmark(), cache_, hooks);
   if (result.ok()) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "benchd/internal/worker.grpc.pb.h"
+#include "worker/device_peaks.h"
 #include "worker/model_cache.h"
 
 namespace benchd::worker {
@@ -44,6 +45,7 @@ class WorkerService final : public internal::Worker::Service {
   const WorkerDevice device_;
   const std::string artifacts_dir_;
   ModelCache cache_;
+  DevicePeaks peaks_;  // measured on first use, kept for the worker's life
   std::mutex run_mu_;  // one job at a time
   std::atomic<bool> stopping_{false};
 };

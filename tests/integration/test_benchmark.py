@@ -55,10 +55,21 @@ def test_submit_watch_get(daemon):
     assert res.peak_memory_bytes > 0 and res.peak_memory_source == "host_max_rss"
     assert res.versions.torch.startswith("2.11.0")
     assert res.model_was_resident is False and res.model_build_seconds > 0
+    # The roofline floor: the model's FLOPs at the CPU's measured fp32 matmul
+    # peak plus AdamW's 28 bytes per parameter at its measured copy bandwidth.
+    roof = res.roofline
+    assert roof.unavailable == "" and roof.measured_now and roof.measure_seconds > 0
+    assert roof.matmul_dtype == "fp32" and roof.matmul_size > 0 and roof.copy_bytes > 0
+    assert abs(roof.matmul_seconds - res.flops_per_step / roof.peak_matmul_flops_per_second) < 1e-15
+    assert roof.optimizer_bytes == 28 * res.parameter_count
+    assert abs(roof.floor_seconds - roof.matmul_seconds - roof.optimizer_seconds) < 1e-15
+    assert abs(roof.fraction_of_floor - roof.floor_seconds / res.step.median) < 1e-12
+    assert 0 < roof.fraction_of_floor < 1  # a real step is slower than its floor
 
     # The human table and the CSV agree with the stored result.
     table = daemon.benchctl("get", job_id, check=0).stdout
     assert "succeeded" in table.lower() and "median" in table.lower()
+    assert "Roofline" in table and "measured by this job" in table
     rows = list(csv.DictReader(io.StringIO(daemon.benchctl("get", job_id, "--csv", check=0).stdout)))
     assert len(rows) == 6
     assert abs(float(rows[-1]["step_s"]) - res.steps[-1].step_seconds) < 1e-9
@@ -73,6 +84,9 @@ def test_second_request_finds_resident_model_and_evict_frees_it(daemon):
     b = wait_for_state(daemon.stub, second, [bench_pb2.SUCCEEDED]).result.benchmark
     assert not a.model_was_resident and a.model_build_seconds > 0
     assert b.model_was_resident and b.model_build_seconds == 0
+    # The second job on the worker finds the peaks cached: no probe, same peaks.
+    assert a.roofline.measured_now and not b.roofline.measured_now and b.roofline.measure_seconds == 0
+    assert b.roofline.peak_matmul_flops_per_second == a.roofline.peak_matmul_flops_per_second
 
     models = daemon.stub.ListModels(bench_pb2.ListModelsRequest()).models
     assert len(models) == 1 and models[0].parameter_count == tiny_params()
