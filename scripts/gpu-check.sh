@@ -2,7 +2,7 @@
 # On a GPU machine (after `source .gpu-debs/unpack.sh`): build with the
 # machine's torch, run the unit tests, start benchd on the GPU and run
 # benchmarks through benchctl. Writes logs and JSON results to $OUT (or ./gpu-out).
-#   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context" to run
+#   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context [more benchctl flags]" to run
 #   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,12 +38,13 @@ METRICS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metri
 
 CONFIGS=${GPU_CHECK_CONFIGS:-"small train_step bf16 4 128"}
 i=0
-while read -r preset mode precision batch ctx; do
+while read -r preset mode precision batch ctx extra; do
   [ -n "$preset" ] || continue
   i=$((i + 1))
-  echo "=== benchctl submit benchmark --preset $preset --mode $mode --precision $precision --batch-size $batch --context-length $ctx --warmup-steps 5 --steps 10 --watch"
+  echo "=== benchctl submit benchmark --preset $preset --mode $mode --precision $precision --batch-size $batch --context-length $ctx --warmup-steps 5 --steps 10 ${extra:-} --watch"
+  # shellcheck disable=SC2086  # extra: more flags, split on spaces
   "$BIN/benchctl" --timeout 60 submit benchmark --preset "$preset" --mode "$mode" --precision "$precision" \
-    --batch-size "$batch" --context-length "$ctx" --warmup-steps 5 --steps 10 --watch || true
+    --batch-size "$batch" --context-length "$ctx" --warmup-steps 5 --steps 10 ${extra:-} --watch || true
 done <<< "$CONFIGS"
 "$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
 curl -s "http://$METRICS/metrics" > "$OUT/metrics.txt" || true

@@ -34,9 +34,11 @@ class AdamW {
   // The same update through torch's _foreach_ ops: a few multi-tensor kernels
   // for all parameters instead of several kernels per parameter.
   void StepForeach();
-  // The same update through at::_fused_adam_ (one kernel per dtype/device
-  // group) with weight decay 0 and eps/sqrt(1-beta2^t), then the decay with a
-  // _foreach_ op (the algebra is in adamw_impls.cc). CPU and CUDA.
+  // The same update through at::_fused_adamw_, one kernel per group of
+  // parameters at the same step, decay included: torch's AdamW decays before
+  // the step and puts eps after the bias correction, so the kernel gets a
+  // rescaled lr, weight decay and eps (the algebra is in adamw_impls.cc).
+  // CPU and CUDA.
   void StepFused();
   // The foreach update with t kept on the device (a float32 step tensor per
   // parameter) and the bias correction computed there, so the step can be

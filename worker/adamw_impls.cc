@@ -21,16 +21,18 @@
 //     course and 1e-7/(3.16e-8 + 3.2e-10) = 3.13 for torch, 30% more; at 1e-4
 //     still 0.3% (3e-6 on a step of 1e-3). AdamWImplsTest shows it on real
 //     numbers.
-// So `_fused_adamw_(..., weight_decay=λ, eps=ε)` is not the same update. The
-// fused path instead calls _fused_adam_ (plain Adam) with weight decay 0 and
-// ε' = ε/√(1−β2^t), per group of parameters at the same t:
+// So `_fused_adamw_(..., lr, weight_decay=λ, eps=ε)` is not the same update.
+// Both differences go away with other arguments to the same kernel, per group
+// of parameters at the same t: lr' = lr·(1 − lr·λ), λ' = λ/(1 − lr·λ) and
+// ε' = ε/√(1−β2^t) give
 //
-//   p' = p − (lr/(1−β1^t))·m/(√v/√(1−β2^t) + ε/√(1−β2^t))
-//      = p − α_t·m/(√v + ε)
+//   p'' = (1 − lr'·λ')·p − (lr'/(1−β1^t))·m/(√v/√(1−β2^t) + ε/√(1−β2^t))
+//       = (1 − lr·λ)·p − (1 − lr·λ)·α_t·m/(√v + ε)  = (1 − lr·λ)·(p − α_t·u),
 //
-// exactly in real arithmetic, then decays p'' = p' − lr·λ·p' with
-// _foreach_add_(p, p, −lr·λ) as the faithful loop's p.add_(p, −lr·λ). What is
-// left is float32 rounding: a few ulps of the step.
+// the course's update exactly in real arithmetic, in one kernel that reads
+// and writes p, m and v once (an earlier version ran _fused_adam_ and then a
+// _foreach_ decay: one more pass over the weights). What is left is float32
+// rounding: a few ulps of the step.
 //
 // ε' is a host number that changes with t, which is why a CUDA graph (which
 // replays the scalars it captured) cannot use the fused path for the course's
@@ -130,11 +132,12 @@ void AdamW::StepFused() {
   const std::vector<size_t> idx = WithGradients();
   if (idx.empty()) return;
   RefreshDeviceSteps(idx);
-  std::vector<torch::Tensor> all_p, steps;
-  for (size_t i : idx) {
-    all_p.push_back(params_[i]);
-    steps.push_back(state_[i].step);
-  }
+  TORCH_CHECK(o.lr * o.weight_decay < 1, "AdamW fused: lr * weight_decay must be below 1, got ",
+              o.lr * o.weight_decay);
+  const double fused_lr = o.lr * (1 - o.lr * o.weight_decay);
+  const double fused_weight_decay = o.weight_decay / (1 - o.lr * o.weight_decay);
+  std::vector<torch::Tensor> steps;
+  for (size_t i : idx) steps.push_back(state_[i].step);
   // As torch.optim's fused Adam does: the kernel reads the step, the caller advances it.
   at::_foreach_add_(steps, 1.0);
   std::map<int64_t, std::vector<size_t>> by_step;
@@ -153,11 +156,14 @@ void AdamW::StepFused() {
       v.push_back(state_[i].v);
       st.push_back(state_[i].step);
     }
+    // The course's update, (θ − α_t·m/(√v+ε))·(1 − lr·λ), is torch's AdamW
+    // kernel's θ·(1 − lr'·λ') − lr'·√bc2/bc1·m/(√v + ε'·√bc2) with
+    // lr' = lr·(1 − lr·λ), λ' = λ/(1 − lr·λ) and ε' = ε/√bc2: one kernel reads
+    // and writes each tensor once, decay included.
     const double eps_t = o.eps / std::sqrt(1 - std::pow(o.beta2, static_cast<double>(t)));
-    at::_fused_adam_(p, g, m, v, /*max_exp_avg_sqs=*/{}, st, o.lr, o.beta1, o.beta2,
-                     /*weight_decay=*/0.0, eps_t, /*amsgrad=*/false, /*maximize=*/false);
+    at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, st, fused_lr, o.beta1, o.beta2,
+                      fused_weight_decay, eps_t, /*amsgrad=*/false, /*maximize=*/false);
   }
-  at::_foreach_add_(all_p, all_p, -o.lr * o.weight_decay);
 }
 
 void AdamW::StepForeachCapturable() {
