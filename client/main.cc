@@ -73,7 +73,8 @@ void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 for fp32 matmuls for this job");
   cmd->add_flag("--cuda-graph", o.cuda_graph,
                 "capture the whole step as a CUDA graph after 2 eager warm-up steps and replay "
-                "it (CUDA only; train_step needs --optimizer foreach; no per-phase times)");
+                "it (CUDA only; no forward/backward split; in train_step --optimizer foreach is "
+                "captured too, faithful and fused run eagerly after each replay)");
 }
 
 }  // namespace

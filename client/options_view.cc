@@ -55,7 +55,13 @@ std::string OptionsLine(const v1::BenchmarkResult& r) {
     parts.push_back("optimizer " + OptimizerImplName(r.optimizer_impl()));
   }
   if (r.allow_tf32()) parts.push_back("tf32 matmuls");
-  if (r.cuda_graph()) parts.push_back("cuda graph (phase times not measured)");
+  if (r.cuda_graph()) {
+    const bool optimizer_after = r.mode() == v1::MODE_TRAIN_STEP &&
+                                 r.optimizer_impl() != v1::OPTIMIZER_FOREACH;
+    parts.push_back(optimizer_after
+                        ? "cuda graph of forward+backward, optimizer eager after each replay"
+                        : "cuda graph (phase times not measured)");
+  }
   if (parts.empty()) return "faithful (course attention and AdamW, fp32 matmuls, eager)";
   return absl::StrJoin(parts, ", ");
 }

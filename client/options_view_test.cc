@@ -134,7 +134,7 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   EXPECT_THAT(view, HasSubstr("50 warm-up (auto: capped before converging, cap 50) + 2 measured; "
                               "the first 2 eager, then CUDA-graph replays\n"));
   EXPECT_THAT(view, HasSubstr("attention sdpa (PyTorch picks the kernel)"));
-  EXPECT_THAT(view, HasSubstr("cuda graph (phase times not measured)"));
+  EXPECT_THAT(view, HasSubstr("cuda graph of forward+backward, optimizer eager after each replay"));
 }
 
 }  // namespace

@@ -119,17 +119,9 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
           " replays at least, so the cap must be at least ", kGraphEagerSteps + kWarmupWindow,
           ", got ", b.warmup_max_steps()));
     }
-    if (b.mode() == v1::MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_FOREACH) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "benchmark.optimizer_impl: cuda_graph with train_step needs optimizer_impl foreach, got ",
-          OptimizerImplName(b.optimizer_impl()),
-          ": a graph replays the numbers it was captured with, and the ",
-          b.optimizer_impl() == v1::OPTIMIZER_FUSED
-              ? "fused kernel's eps (eps/sqrt(1-beta2^t) for the course's update)"
-              : "faithful loop's bias correction lr*sqrt(1-beta2^t)/(1-beta1^t)",
-          " is a host number that changes every step; foreach computes it on the device from a "
-          "step tensor"));
-    }
+    // train_step: foreach is captured in the graph (its capturable form); the
+    // faithful loop and the fused kernel take host numbers that change every
+    // step, so they run eagerly after each replay of forward+backward.
   }
   return absl::OkStatus();
 }

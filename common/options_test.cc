@@ -106,16 +106,6 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
          b->set_warmup_auto(true);
          b->set_warmup_max_steps(4);
        }},
-      {"benchmark.optimizer_impl: cuda_graph with train_step needs optimizer_impl foreach, got "
-       "faithful",
-       v1::MODE_TRAIN_STEP, [](v1::BenchmarkSpec* b) { b->set_cuda_graph(true); }},
-      {"benchmark.optimizer_impl: cuda_graph with train_step needs optimizer_impl foreach, got "
-       "fused",
-       v1::MODE_TRAIN_STEP,
-       [](v1::BenchmarkSpec* b) {
-         b->set_cuda_graph(true);
-         b->set_optimizer_impl(v1::OPTIMIZER_FUSED);
-       }},
   };
   for (const Case& c : cases) {
     v1::JobSpec in = Tiny(c.mode);

@@ -90,6 +90,28 @@ TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
   }
 }
 
+TEST_F(CudaOptionsTest, FusedAndFaithfulRunEagerlyAfterTheReplayedForwardBackward) {
+  for (auto impl : {v1::OPTIMIZER_FUSED, v1::OPTIMIZER_FAITHFUL}) {
+    SCOPED_TRACE(OptimizerImplName(impl));
+    auto spec = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
+    spec.set_optimizer_impl(impl);
+    ModelCache eager_cache(device_), graph_cache(device_);
+    auto eager = RunBenchmark(Resolved(spec), eager_cache);
+    ASSERT_TRUE(eager.ok()) << eager.status();
+    spec.set_cuda_graph(true);
+    auto graph = RunBenchmark(Resolved(spec), graph_cache);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    EXPECT_FALSE(graph->has_forward());
+    EXPECT_TRUE(graph->has_optimizer());
+    EXPECT_GT(graph->optimizer().median(), 0);
+    EXPECT_LT(graph->optimizer().median(), graph->step().median());
+    const auto e = Losses(*eager), g = Losses(*graph);
+    ASSERT_EQ(e.size(), g.size());
+    for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-3 * e[i]) << "step " << i;
+    EXPECT_LT(g.back(), g.front() - 1e-3);  // the eager optimizer did update the replayed weights
+  }
+}
+
 TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
   // A graph job of 2 eager + 4 replayed train steps, then a faithful eager
   // job on the same resident model, against 6 foreach steps then the same

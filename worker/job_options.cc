@@ -56,7 +56,7 @@ Tf32Guard::~Tf32Guard() {
 }
 
 void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec) {
-  if (spec.cuda_graph()) {
+  if (spec.cuda_graph() && spec.optimizer_impl() == v1::OPTIMIZER_FOREACH) {
     optimizer.StepForeachCapturable();
     return;
   }

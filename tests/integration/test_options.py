@@ -107,7 +107,8 @@ def test_cuda_only_options_fail_on_a_cpu_worker(daemon, args, field, text):
     (["--warmup", "auto", "--warmup-max-steps", "2"], "benchmark.warmup_max_steps"),
     (["--warmup-max-steps", "9"], "benchmark.warmup_max_steps: applies only with warmup_auto"),
     (["--optimizer", "fused"], "benchmark.optimizer_impl: fused changes the AdamW step"),
-    (["--mode", "train_step", "--cuda-graph"], "needs optimizer_impl foreach"),
+    (["--mode", "train_step", "--cuda-graph", "--warmup-steps", "1"],
+     "benchmark.warmup_steps: cuda_graph needs at least 2"),
 ])
 def test_bad_option_flags_exit_2_naming_them(daemon, args, text):
     r = daemon.benchctl("submit", "benchmark", *TINY, *args, check=2)
