@@ -183,7 +183,9 @@ class BenchmarkRun {
                             ", batch ", spec_.batch_size(), " x context ", spec_.context_length(),
                             " on ", key);
       if (i == warmup) {
-        model_->model->zero_grad(/*set_to_none=*/true);
+        // Not under a graph: its replays write the gradients into the buffers
+        // the capture attached to the parameters, which must stay attached.
+        if (!graph_) model_->model->zero_grad(/*set_to_none=*/true);
         ResetPeakMemory(dev_);
       }
       if (spec_.cuda_graph() && i == kGraphEagerSteps) {
@@ -301,6 +303,10 @@ class BenchmarkRun {
   // .item() inside: the graph holds kernels only.
   void CaptureGraph() {
     model_->model->zero_grad(/*set_to_none=*/true);
+    // The graph allocates from a private pool, which cannot reuse the blocks the
+    // eager steps left cached; hand those back first, or a model that fits
+    // eagerly runs out of memory at the capture.
+    ReleaseCachedMemory(dev_);
     const v1::BenchmarkMode mode = spec_.mode();
     graph_ = std::make_unique<CudaGraphStep>(dev_, [&] {
       torch::Tensor loss;
