@@ -103,3 +103,33 @@ def test_memory_viz_reads_the_fixture(tmp_path):
                            "-o", str(html)], capture_output=True, text=True)
     assert plot.returncode == 0, plot.stderr
     assert "Active Memory Timeline" in html.read_text()
+
+
+def test_memory_table_markdown(tmp_path):
+    from google.protobuf import json_format
+    job = bench_pb2.Job(id="12", state=bench_pb2.SUCCEEDED)
+    r = job.result.memory
+    r.model.preset = "small"
+    r.parameter_count = 128625408
+    r.device = "cuda:0"
+    ok = r.runs.add(name="ctx128-train_step-bf16", mode=bench_pb2.MODE_TRAIN_STEP,
+                    precision=bench_pb2.PRECISION_BF16, batch_size=4, context_length=128,
+                    peak_allocated_bytes=3 << 30, peak_reserved_bytes=4 << 30,
+                    baseline_allocated_bytes=2 << 30, allocator_peak_allocated_bytes=3 << 30,
+                    activation_bytes=4 * 128 * 768 * 2)
+    ok.phases.add(name="forward", peak_allocated_bytes=5 << 29)
+    ok.largest_allocations.add(size_bytes=150 << 20, phase="forward", count=2,
+                               origin="transformer.cc:182:benchd::worker::TransformerLMImpl::forward")
+    r.runs.add(name="ctx512-train_step-fp32", mode=bench_pb2.MODE_TRAIN_STEP,
+               precision=bench_pb2.PRECISION_FP32, context_length=512, out_of_memory=True,
+               oom_allocated_bytes=79 << 30, oom_reserved_bytes=79 << 30,
+               oom_device_total_bytes=80 << 30, oom_device_free_bytes=1 << 29)
+    path = tmp_path / "job.json"
+    # As benchctl get --json prints it: lowerCamelCase names, int64 as strings.
+    path.write_text(json_format.MessageToJson(job))
+    out = subprocess.run([sys.executable, os.path.join(SRC, "bench/memory_table.py"), str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| 128 | train_step | bf16 | 3.00 GiB | 4.00 GiB | 2.00 GiB | 2.50 GiB | - | - | 0.8 MiB |" in out, out
+    assert "| 512 | train_step | fp32 | 79.00 GiB | 79.00 GiB | - |" in out, out
+    assert "OOM: allocated 79.00 GiB, reserved 79.00 GiB, device free 512.0 MiB of 80.00 GiB" in out
+    assert "150.0 MiB x2 in forward at transformer.cc:182" in out
