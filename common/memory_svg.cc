@@ -224,12 +224,15 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                           "<title>%s</title></rect>\n",
                           x0, top, std::max(x1 - x0, 0.5), ph, PhaseColor(iv.name),
                           Escape(iv.name));
-    const double label_w = 7.0 * static_cast<double>(iv.name.size());
-    if (x1 - x0 >= label_w && x0 > last_label_end) {
+    // The name, or a short one where the phase is narrow ("optimizer_step" -> "opt").
+    std::string label = iv.name;
+    if (x1 - x0 < 7.0 * static_cast<double>(label.size())) label = label.substr(0, 3);
+    const double label_w = 7.0 * static_cast<double>(label.size());
+    if (x1 - x0 >= label_w && (x0 + x1) / 2 - label_w / 2 > last_label_end) {
       absl::StrAppendFormat(&svg,
                             "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\" text-anchor=\"middle\">%s"
                             "</text>\n",
-                            (x0 + x1) / 2, top - 6, Escape(iv.name));
+                            (x0 + x1) / 2, top - 6, Escape(label));
       last_label_end = (x0 + x1) / 2 + label_w / 2;
     }
   }

@@ -93,6 +93,8 @@ TEST(MemorySnapshotTest, TimelineOfTheFixture) {
   const std::string svg = memory::RenderTimelineSvg(*s, *a, o);
   EXPECT_NE(svg.find("40 largest allocations"), std::string::npos);
   EXPECT_NE(svg.find("48 smaller ones"), std::string::npos);  // 88 allocations in all
+  // Narrow at 1200 px: named "opt" above its band (and in full in the legend).
+  EXPECT_NE(svg.find(">opt</text>"), std::string::npos);
   EXPECT_NE(svg.find(">optimizer_step</text>"), std::string::npos);
   EXPECT_NE(svg.find("TransformerLMImpl::forward"), std::string::npos);  // a band's origin
   EXPECT_LT(svg.size(), 200u * 1024);
