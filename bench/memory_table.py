@@ -70,6 +70,9 @@ def table(job):
                      phase_peak(run, "backward"), phase_peak(run, "optimizer_step")]
             agree = run.get("allocatorPeakAllocatedBytes") == run.get("peakAllocatedBytes")
             note = "" if agree else (f"allocator's own peak {size(run.get('allocatorPeakAllocatedBytes'))}")
+            if run.get("maxMemoryAllocatedBytes"):
+                note = (note + "; " if note else "") + \
+                    f"max_memory_allocated {size(run.get('maxMemoryAllocatedBytes'))}"
             if run.get("traceWrapped"):
                 note = (note + "; " if note else "") + "history wrapped"
         out.append(f"| {ctx} | {mode} | {precision} | " + " | ".join(cells) + f" | {act} | {note} |")

@@ -102,12 +102,14 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
       out += phases.Render("  ");
     }
     if (run.allocator_peak_allocated_bytes() > 0) {
-      out += fmt::format("  allocator's own peak counters: allocated {}, reserved {}{}\n",
+      const bool agree = run.allocator_peak_allocated_bytes() == run.peak_allocated_bytes() &&
+                         run.allocator_peak_reserved_bytes() == run.peak_reserved_bytes();
+      out += fmt::format("  allocator's own peaks: requested {}, reserved {}{}; "
+                         "max_memory_allocated (512 B blocks) {}\n",
                          Bytes(run.allocator_peak_allocated_bytes()),
                          Bytes(run.allocator_peak_reserved_bytes()),
-                         run.allocator_peak_allocated_bytes() == run.peak_allocated_bytes()
-                             ? " (agree with the trace)"
-                             : " (differ from the trace's)");
+                         agree ? " (agree with the trace)" : " (differ from the trace's)",
+                         Bytes(run.max_memory_allocated_bytes()));
     }
     if (run.largest_allocations_size() > 0) {
       out += fmt::format("  largest allocations\n");

@@ -26,6 +26,7 @@ v1::MemoryResult Result() {
   ok->set_peak_reserved_bytes(int64_t{4} << 30);
   ok->set_baseline_allocated_bytes(int64_t{2} << 30);
   ok->set_allocator_peak_allocated_bytes(int64_t{3} << 30);
+  ok->set_allocator_peak_reserved_bytes(int64_t{4} << 30);
   ok->set_activation_bytes(4 * 128 * 768 * 4);
   ok->set_recorded_steps(2);
   ok->set_warmup_steps(5);

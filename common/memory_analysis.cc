@@ -117,7 +117,9 @@ absl::StatusOr<Analysis> Analyze(const Snapshot& s, const AnalysisOptions& o) {
     if (seg.device != a.device) continue;
     a.final_reserved += seg.total_size;
     for (const Block& b : seg.blocks) {
-      if (HeldAtEnd(b)) a.final_allocated += b.size;
+      // The trace counts requested bytes (the allocator's orig_size), not the
+      // block sizes rounded up to 512 B; so does the baseline.
+      if (HeldAtEnd(b)) a.final_allocated += b.requested_size;
     }
   }
   a.baseline_allocated = a.final_allocated - net_allocated;

@@ -3,8 +3,10 @@
 // phase, memory at the start of each phase, and the largest allocations with
 // their phase and stack.
 //
-// Accounting is memory_viz's "Active Memory Timeline": an alloc adds its block
-// size, a free_completed takes it away (free_requested only marks it); a
+// Accounting is memory_viz's "Active Memory Timeline": an alloc adds its size
+// as the trace records it (the requested bytes, not the block rounded up to
+// 512 B: torch.cuda.memory_stats' requested_bytes, not allocated_bytes), a
+// free_completed takes it away (free_requested only marks it); a
 // segment_alloc / segment_map adds to reserved, segment_free / segment_unmap
 // takes away. What was resident before the first recorded event (weights,
 // optimizer state) is the baseline: the bytes the snapshot's segments hold at

@@ -30,9 +30,10 @@ Frames Stack(const std::string& ours) {
       {"__libc_start_main", "", 0}});
 }
 
-// A weight (1 KiB) resident before recording in segment 1; recording sees a
-// new 2 MiB segment, a (512 B, kept), b (4 KiB, freed in backward) in
-// forward, c (2 KiB) in backward, freed after it.
+// A weight (1000 B in a 1 KiB block) resident before recording in segment 1;
+// recording sees a new 2 MiB segment, a (500 B in a 512 B block, kept), b (4 KiB,
+// freed in backward) in forward, c (2 KiB) in backward, freed after it. Sizes
+// are the requested bytes, as the trace and the blocks' requested_size carry them.
 Snapshot Fixture() {
   Snapshot s;
   Segment seg1{0, 0x1000000, 2 * kMiB, {{1024, 1000, "active_allocated"},
@@ -43,7 +44,7 @@ Snapshot Fixture() {
   s.device_traces.resize(1);
   s.device_traces[0] = {
       Ev(Action::kSegmentAlloc, 0x2000000, 2 * kMiB, 9),
-      Ev(Action::kAlloc, 0x2000000, 512, 10, Stack("benchd::worker::A()")),
+      Ev(Action::kAlloc, 0x2000000, 500, 10, Stack("benchd::worker::A()")),
       Ev(Action::kAlloc, 0x2000200, 4096, 11, Stack("benchd::worker::B()")),
       Ev(Action::kFreeRequested, 0x2000200, 4096, 19),
       Ev(Action::kFreeCompleted, 0x2000200, 4096, 21),
@@ -61,32 +62,32 @@ TEST(MemoryAnalysisTest, BaselinePeaksAndPhases) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->device, 0);
   EXPECT_EQ(a->entries, 8);
-  EXPECT_EQ(a->final_allocated, 1024 + 512);
-  EXPECT_EQ(a->baseline_allocated, 1024);
+  EXPECT_EQ(a->final_allocated, 1000 + 500);
+  EXPECT_EQ(a->baseline_allocated, 1000);
   EXPECT_EQ(a->baseline_reserved, 2 * kMiB);
   EXPECT_EQ(a->final_reserved, 4 * kMiB);
-  EXPECT_EQ(a->peak_allocated, 1024 + 512 + 4096);
+  EXPECT_EQ(a->peak_allocated, 1000 + 500 + 4096);
   EXPECT_EQ(a->peak_reserved, 4 * kMiB);
 
   ASSERT_EQ(a->phases.size(), 3u);
   const PhaseStats& fwd = a->phases[0];
   EXPECT_EQ(fwd.name, "forward");
   EXPECT_TRUE(fwd.seen);
-  EXPECT_EQ(fwd.start_allocated, 1024);
+  EXPECT_EQ(fwd.start_allocated, 1000);
   EXPECT_EQ(fwd.start_reserved, 2 * kMiB);
-  EXPECT_EQ(fwd.peak_allocated, 1024 + 512 + 4096);
+  EXPECT_EQ(fwd.peak_allocated, 1000 + 500 + 4096);
   EXPECT_EQ(fwd.peak_reserved, 4 * kMiB);
   const PhaseStats& bwd = a->phases[1];
   EXPECT_EQ(bwd.name, "backward");
   // b is still held when backward starts (its free completes at t=21).
-  EXPECT_EQ(bwd.start_allocated, 1024 + 512 + 4096);
-  EXPECT_EQ(bwd.peak_allocated, 1024 + 512 + 4096);
+  EXPECT_EQ(bwd.start_allocated, 1000 + 500 + 4096);
+  EXPECT_EQ(bwd.peak_allocated, 1000 + 500 + 4096);
   EXPECT_FALSE(a->phases[2].seen);
 
   EXPECT_EQ(a->phase_of[1], "forward");
   EXPECT_EQ(a->phase_of[4], "backward");
   EXPECT_EQ(a->phase_of[7], "");  // after backward ended
-  EXPECT_EQ(a->allocated_after.back(), 1024 + 512);
+  EXPECT_EQ(a->allocated_after.back(), 1000 + 500);
 }
 
 TEST(MemoryAnalysisTest, LargestAllocationsWithPhaseAndOrigin) {
@@ -121,7 +122,7 @@ TEST(MemoryAnalysisTest, RepeatedAllocationsAreCounted) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->largest[0].size, 8192);
   EXPECT_EQ(a->largest[0].count, 2);
-  EXPECT_EQ(a->peak_allocated, 1024 + 512 + 4096 + 8192);
+  EXPECT_EQ(a->peak_allocated, 1000 + 500 + 4096 + 8192);
 }
 
 TEST(MemoryAnalysisTest, InconsistentSnapshotIsRefused) {

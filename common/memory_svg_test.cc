@@ -26,10 +26,10 @@ TraceEvent Ev(Action a, int64_t addr, int64_t size, int64_t t) {
 Snapshot Fixture() {
   Snapshot s;
   s.segments = {Segment{0, 0, 32 * kMiB,
-                        {{1 * kMiB, 0, "active_allocated"},
-                         {4 * kMiB, 0, "active_allocated"},
-                         {2 * kMiB, 0, "active_allocated"},
-                         {1 * kMiB, 0, "active_allocated"},
+                        {{1 * kMiB, 1 * kMiB, "active_allocated"},
+                         {4 * kMiB, 4 * kMiB, "active_allocated"},
+                         {2 * kMiB, 2 * kMiB, "active_allocated"},
+                         {1 * kMiB, 1 * kMiB, "active_allocated"},
                          {24 * kMiB, 0, "inactive"}}}};
   s.device_traces = {{
       Ev(Action::kAlloc, 100, 8 * kMiB, 10),

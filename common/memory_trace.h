@@ -53,7 +53,7 @@ enum class Action {
 struct TraceEvent {
   Action action = Action::kOther;
   int64_t addr = 0;
-  int64_t size = 0;
+  int64_t size = 0;  // requested bytes (alloc/free), or the segment's size
   int64_t time_us = 0;
   int64_t device_free = 0;  // oom only
   Frames frames;            // may be null

@@ -178,7 +178,10 @@ class Recording {
 };
 
 struct CudaMemory {
-  int64_t allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0, total = 0, free = 0;
+  int64_t allocated = 0, reserved = 0, total = 0, free = 0;
+  // Peaks since the last reset: requested bytes (the trace's measure),
+  // blocks (torch.cuda.max_memory_allocated) and segments.
+  int64_t peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
 };
 
 CudaMemory CudaMemoryNow(const WorkerDevice& dev) {
@@ -187,6 +190,7 @@ CudaMemory CudaMemoryNow(const WorkerDevice& dev) {
   CudaMemory m;
   m.allocated = stats.allocated_bytes[kAll].current;
   m.reserved = stats.reserved_bytes[kAll].current;
+  m.peak_requested = stats.requested_bytes[kAll].peak;
   m.peak_allocated = stats.allocated_bytes[kAll].peak;
   m.peak_reserved = stats.reserved_bytes[kAll].peak;
   c10::cuda::CUDAGuard guard(dev.device.index());
@@ -325,8 +329,9 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
         run.set_oom_device_free_bytes(at_oom->free);
       }
     } else if (at_end) {
-      run.set_allocator_peak_allocated_bytes(at_end->peak_allocated);
+      run.set_allocator_peak_allocated_bytes(at_end->peak_requested);
       run.set_allocator_peak_reserved_bytes(at_end->peak_reserved);
+      run.set_max_memory_allocated_bytes(at_end->peak_allocated);
     }
     std::string svg;
     if (!pickled.empty()) {
