@@ -19,6 +19,7 @@ class CudaMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    setenv("TORCH_SYMBOLIZE_MODE", "fast", /*overwrite=*/0);  // as benchd-worker's main does
     torch::empty({1}, torch::kCUDA);
     cache_ = std::make_unique<ModelCache>(*ParseWorkerDevice("cuda:0"));
     char tmpl[] = "/tmp/benchd-memory-test-XXXXXX";

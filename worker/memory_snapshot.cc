@@ -147,14 +147,22 @@ class Parser {
   }
 
  private:
-  // The pickler memoizes a stack shared by many events, and the unpickler
-  // gives them one list: parse each list once.
+  // Identical stacks become one shared vector. LibTorch symbolizes each
+  // allocation's traceback into a list of its own, but the frame dicts in
+  // them are shared (one per distinct frame, memoized by the pickler), so a
+  // list's key is the sequence of its frames' identities: the same call path
+  // in two steps is one stack, which is what groups the largest allocations.
   memory::Frames Frames(const IValue& v, const std::string& path) {
     if (!v.isList()) Fail(path, absl::StrCat("expected a list, got ", TypeName(v)));
-    const void* key = v.internalToPointer();
+    auto list = v.toListRef();
+    std::string key;
+    key.reserve(list.size() * sizeof(void*));
+    for (const IValue& f : list) {
+      const void* p = f.isGenericDict() ? f.internalToPointer() : nullptr;
+      key.append(reinterpret_cast<const char*>(&p), sizeof p);
+    }
     if (auto it = frames_.find(key); it != frames_.end()) return it->second;
     auto out = std::make_shared<std::vector<memory::Frame>>();
-    auto list = v.toListRef();
     out->reserve(list.size());
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string fpath = absl::StrCat(path, "[", i, "]");
@@ -162,12 +170,12 @@ class Parser {
       out->push_back({Str(f, "name", fpath), Str(f, "filename", fpath), Int(f, "line", fpath)});
     }
     memory::Frames shared = std::move(out);
-    frames_.emplace(key, shared);
-    keep_.push_back(v);  // the key stays valid while the list lives
+    frames_.emplace(std::move(key), shared);
+    keep_.push_back(v);  // its frames' addresses stay valid (and unique) while it lives
     return shared;
   }
 
-  std::unordered_map<const void*, memory::Frames> frames_;
+  std::unordered_map<std::string, memory::Frames> frames_;
   std::vector<IValue> keep_;
 };
 

@@ -35,7 +35,8 @@ TEST(MemorySnapshotTest, ParsesTheFixture) {
   int allocs = 0;
   for (const auto& e : s->device_traces[0]) allocs += e.action == memory::Action::kAlloc;
   EXPECT_EQ(allocs, expected["alloc_events"].get<int>());
-  // Stacks shared in the pickle stay shared.
+  // Each allocation has a stack list of its own in the pickle (as LibTorch
+  // writes them); identical stacks come out as one shared vector.
   const auto& t = s->device_traces[0];
   const memory::TraceEvent* first = nullptr;
   for (const auto& e : t) {
