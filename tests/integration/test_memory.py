@@ -133,3 +133,33 @@ def test_memory_table_markdown(tmp_path):
     assert "| 512 | train_step | fp32 | 79.00 GiB | 79.00 GiB | - |" in out, out
     assert "OOM: allocated 79.00 GiB, reserved 79.00 GiB, device free 512.0 MiB of 80.00 GiB" in out
     assert "150.0 MiB x2 in forward at transformer.cc:182" in out
+
+
+def test_libtorch_pickler_bytes_and_our_svg_are_read_by_python_tools(tmp_path):
+    """worker_test writes a snapshot pickled by LibTorch's own Pickler (as
+    _memory_snapshot_pickled does) and the timeline SVG of the fixture:
+    memory_viz must read the first, an XML parser the second."""
+    pytest.importorskip("torch")
+    from conftest import BIN
+    worker_test = os.path.join(BIN, "worker_test")
+    if not os.path.exists(worker_test):
+        pytest.skip("worker_test not built")
+    env = dict(os.environ, BENCHD_TEST_OUTPUT=str(tmp_path))
+    r = subprocess.run([worker_test, "--gtest_filter=MemorySnapshotTest.ReadsWhatLibTorchsPicklerWrites:"
+                        "MemorySnapshotTest.TimelineOfTheFixture"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    pickled = tmp_path / "torch-pickler-snapshot.pickle"
+    stats = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats", str(pickled)],
+                           capture_output=True, text=True)
+    assert stats.returncode == 0, stats.stderr
+    assert "total_reserved: 20.0MiB" in stats.stdout, stats.stdout
+    plot = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", str(pickled),
+                           "-o", str(tmp_path / "p.html")], capture_output=True, text=True)
+    assert plot.returncode == 0, plot.stderr
+    import xml.etree.ElementTree as ET
+    svg = ET.parse(tmp_path / "fixture-timeline.svg").getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    polygons = svg.findall("{http://www.w3.org/2000/svg}polygon")
+    assert len(polygons) == 41  # 40 largest allocations + the summed band
+    assert all(p.find("{http://www.w3.org/2000/svg}title") is not None for p in polygons)
