@@ -1,7 +1,14 @@
 #include "client/memory_view.h"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "client/commands.h"
+#include "client/job_view.h"
 #include "client/spec_builder.h"
 #include "gtest/gtest.h"
 
@@ -133,6 +140,83 @@ TEST(MemorySpecBuilderTest, BadFlagsAreNamed) {
   o = {};
   o.step.mode = "back";
   check(o, "--mode:");
+}
+
+}  // namespace
+}  // namespace benchd::client
+
+namespace benchd::client {
+namespace {
+
+TEST(MemoryJobViewTest, GetAndFinalLineShowTheMemoryResult) {
+  v1::Job job;
+  job.set_id("7");
+  job.set_kind("memory");
+  job.set_state(v1::SUCCEEDED);
+  v1::MemorySpec* m = job.mutable_spec()->mutable_memory();
+  m->mutable_step()->mutable_model()->set_preset("small");
+  m->mutable_step()->set_batch_size(4);
+  m->mutable_step()->set_context_length(128);
+  m->set_record_steps(2);
+  m->set_stacks(v1::MEMORY_STACKS_CPP);
+  m->add_modes(v1::MODE_FORWARD);
+  m->add_modes(v1::MODE_TRAIN_STEP);
+  v1::MemoryRun* run = job.mutable_result()->mutable_memory()->add_runs();
+  run->set_name("ctx128-forward-fp32");
+  run->set_peak_allocated_bytes(int64_t{3} << 30);
+  v1::MemoryRun* oom = job.mutable_result()->mutable_memory()->add_runs();
+  oom->set_name("ctx128-train_step-fp32");
+  oom->set_out_of_memory(true);
+  const std::string view = JobView(job);
+  EXPECT_NE(view.find("small forward/train_step fp32 batch 4 ctx 128, 2 recorded steps (2 runs, stacks cpp)"),
+            std::string::npos)
+      << view;
+  EXPECT_NE(view.find("Peak memory per run"), std::string::npos) << view;
+  EXPECT_EQ(FinalStateLine(job),
+            "job 7 succeeded: 2 memory runs, highest peak allocated 3.00 GiB, 1 out of memory");
+  EXPECT_EQ(ShortSpecSummary(job.spec()).rfind("memory small", 0), 0u);
+}
+
+}  // namespace
+}  // namespace benchd::client
+
+namespace benchd::client {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(SaveTimelinesTest, FromTheResultOrTheArtifactOnThisHost) {
+  char tmpl[] = "/tmp/benchctl-svg-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string artifacts = dir + "/artifacts";
+  mkdir(artifacts.c_str(), 0755);
+  std::ofstream(artifacts + "/timeline-b.svg") << "<svg>b</svg>";
+  v1::Job job;
+  job.set_id("9");
+  v1::MemoryResult* r = job.mutable_result()->mutable_memory();
+  r->set_artifacts_dir(artifacts);
+  v1::MemoryRun* a = r->add_runs();
+  a->set_name("a");
+  a->set_timeline_artifact("timeline-a.svg");
+  a->set_timeline_svg("<svg>a</svg>");
+  v1::MemoryRun* b = r->add_runs();  // left out of the result for size
+  b->set_name("b");
+  b->set_timeline_artifact("timeline-b.svg");
+  v1::MemoryRun* c = r->add_runs();  // neither in the result nor readable here
+  c->set_name("c");
+  c->set_timeline_artifact("timeline-c.svg");
+  r->add_runs()->set_name("d");  // out of memory before recording: no timeline
+  const auto lines = SaveTimelines(job, dir);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "timeline of a saved to " + dir + "/9-timeline-a.svg");
+  EXPECT_EQ(Slurp(dir + "/9-timeline-a.svg"), "<svg>a</svg>");
+  EXPECT_EQ(Slurp(dir + "/9-timeline-b.svg"), "<svg>b</svg>");
+  EXPECT_NE(lines[2].find("not in the result"), std::string::npos) << lines[2];
 }
 
 }  // namespace
