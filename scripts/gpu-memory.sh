@@ -14,7 +14,11 @@
 #   GPU_MEMORY_SWEEPS  lines of "preset batch contexts modes precisions stacks"
 #                      (default: 2.7B and small, contexts 128,256,512,
 #                      forward+train_step, fp32+bf16, batch 4, C++ stacks)
+#                      ("none": build and unit tests only, e.g. as a first
+#                      device call when one call of 10 minutes is too short)
 #   GPU_MEMORY_SKIP_BUILD=1  use build-gpu as it is
+# Frames show function names in a Release build; file:line need debug info
+# (configure build-gpu with -DCMAKE_BUILD_TYPE=RelWithDebInfo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -50,6 +54,7 @@ export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.ar
 
 SWEEPS=${GPU_MEMORY_SWEEPS:-"2.7B 4 128,256,512 forward,train_step fp32,bf16 cpp
 small 4 128,256,512 forward,train_step fp32,bf16 cpp"}
+[ "$SWEEPS" = none ] && SWEEPS=""
 jsons=()
 while read -r preset batch contexts modes precisions stacks; do
   [ -n "$preset" ] || continue
