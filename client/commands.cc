@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -15,6 +17,7 @@
 #include "client/job_view.h"
 #include "client/json.h"
 #include "client/list_views.h"
+#include "client/memory_view.h"
 #include "client/progress.h"
 #include "client/rpc.h"
 
@@ -127,6 +130,69 @@ int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, 
   // so a hiccup after the job ran doesn't lose its report.
   absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
   Print("\n" + JobView(stored.ok() ? *stored : final_job));
+  return code;
+}
+
+std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir) {
+  std::vector<std::string> lines;
+  if (!job.result().has_memory()) return lines;
+  const v1::MemoryResult& r = job.result().memory();
+  const std::string dir = svg_dir.empty() ? "." : svg_dir;
+  for (int i = 0; i < r.runs_size(); ++i) {
+    const v1::MemoryRun& run = r.runs(i);
+    if (run.timeline_artifact().empty()) continue;  // out of memory before recording began
+    const std::string path = dir + "/" + TimelineFileName(job.id(), r, i);
+    std::string svg = run.timeline_svg();
+    if (svg.empty()) {
+      // Left out of the result for size: read the artifact where the daemon
+      // wrote it, which works when benchctl runs on the daemon's host.
+      // TODO(lead): once issue 4's FetchArtifact RPC is in, fetch
+      // r.artifacts_dir()/run.timeline_artifact() through it instead.
+      std::ifstream in(r.artifacts_dir() + "/" + run.timeline_artifact(), std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      svg = ss.str();
+    }
+    if (svg.empty()) {
+      lines.push_back(fmt::format("timeline of {}: not in the result and {}/{} is not readable "
+                                  "here; fetch it from the daemon's host",
+                                  run.name(), r.artifacts_dir(), run.timeline_artifact()));
+      continue;
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << svg;
+    out.close();
+    lines.push_back(out ? fmt::format("timeline of {} saved to {}", run.name(), path)
+                        : fmt::format("timeline of {}: could not write {}", run.name(), path));
+  }
+  return lines;
+}
+
+int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool detach, bool json,
+                     const std::string& svg_dir) {
+  absl::StatusOr<v1::JobSpec> spec = BuildMemorySpec(options);
+  if (!spec.ok()) return ReportError(spec.status());
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::Job> job = client.Submit(*spec);
+  if (!job.ok()) return ReportError(job.status());
+  if (detach) {
+    Print(json ? ToJson(*job) : job->id() + "\n");
+    return kExitOk;
+  }
+  if (!json) Print(fmt::format("submitted memory job {}\n", job->id()));
+  v1::Job final_job;
+  const int code = WatchJob(client, job->id(), json, &final_job);
+  if (code != kExitOk && code != kExitJobFailed) return code;
+  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
+  const v1::Job& done = stored.ok() ? *stored : final_job;
+  if (!json) Print("\n" + JobView(done));
+  for (const std::string& line : SaveTimelines(done, svg_dir)) {
+    if (json) {
+      std::fprintf(stderr, "benchctl: %s\n", line.c_str());
+    } else {
+      Print(line + "\n");
+    }
+  }
   return code;
 }
 

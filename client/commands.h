@@ -5,6 +5,7 @@
 #define BENCHD_CLIENT_COMMANDS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,15 @@ int ReportError(const absl::Status& status);
 
 int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, bool watch,
                        bool json);
+// `benchctl memory`: submits a memory request, follows it, prints the peak
+// tables and the largest allocations and saves each run's timeline SVG in
+// `svg_dir` (<job>-timeline.svg; <job>-timeline-<run>.svg in a sweep). With
+// `detach`, prints the job id and returns.
+int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool detach, bool json,
+                     const std::string& svg_dir);
+// Writes the timelines of a finished memory job (see RunMemoryRequest) and
+// returns the lines saying where they went (or why one could not be saved).
+std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir);
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
 // Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
 int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv);

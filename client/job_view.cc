@@ -1,5 +1,6 @@
 #include "client/job_view.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/memory_view.h"
 #include "client/options_view.h"
 #include "client/table.h"
 #include "common/job_spec.h"
@@ -22,6 +24,7 @@ using KeyValueList = std::vector<std::pair<std::string, std::string>>;
 constexpr size_t kKeyWidth = 11;
 
 bool HasResult(const v1::Job& job) { return job.result().has_benchmark(); }
+bool HasMemoryResult(const v1::Job& job) { return job.result().has_memory(); }
 
 // "floor 4.210 ms (matmul 3.100 + AdamW 1.110); this step reaches 35.2% of it"
 // and the peaks behind it, or why there are none.
@@ -61,6 +64,7 @@ std::string ModelSummary(const v1::ModelConfig& m) {
 }
 
 std::string SpecSummary(const v1::JobSpec& spec) {
+  if (spec.has_memory()) return MemorySpecSummary(spec.memory());
   if (!spec.has_benchmark()) {
     const std::string kind = JobKindName(spec);
     return kind.empty() ? "-" : kind;
@@ -85,6 +89,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 }
 
 std::string ShortSpecSummary(const v1::JobSpec& spec) {
+  if (spec.has_memory()) return "memory " + MemorySpecSummary(spec.memory());
   if (!spec.has_benchmark()) return JobKindName(spec);
   const v1::BenchmarkSpec& b = spec.benchmark();
   const v1::ModelConfig& m = b.model();
@@ -204,6 +209,7 @@ std::string JobView(const v1::Job& job) {
   }
   std::string out = KeyValues(kv, kKeyWidth);
   if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
+  if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());
   return out;
 }
 
@@ -215,6 +221,18 @@ std::string FinalStateLine(const v1::Job& job) {
         const v1::BenchmarkResult& r = job.result().benchmark();
         line += fmt::format(": median step {} ms, {} tokens/s, {} TFLOP/s", FormatMs(r.step().median()),
                             FormatRate(r.tokens_per_second()), FormatRate(r.tflops_per_second()));
+      }
+      if (HasMemoryResult(job)) {
+        const v1::MemoryResult& r = job.result().memory();
+        int64_t peak = 0;
+        int oom = 0;
+        for (const v1::MemoryRun& run : r.runs()) {
+          peak = std::max(peak, run.peak_allocated_bytes());
+          oom += run.out_of_memory() ? 1 : 0;
+        }
+        line += fmt::format(": {} memory run{}, highest peak allocated {}{}", r.runs_size(),
+                            r.runs_size() == 1 ? "" : "s", FormatBytes(peak),
+                            oom > 0 ? fmt::format(", {} out of memory", oom) : "");
       }
       return line;
     }

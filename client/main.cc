@@ -37,7 +37,9 @@ std::string PresetHelp() {
   return "model preset: " + absl::StrJoin(names, ", ") + " (size flags override its values)";
 }
 
-void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
+// The flags that say what one step is: model, mode, precision, batch,
+// warm-up and the speed options (shared by `submit benchmark` and `memory`).
+void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--device", o.device, "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
   cmd->add_option("--preset", o.preset, PresetHelp());
   cmd->add_option("--vocab-size", o.vocab_size, "vocabulary size");
@@ -51,12 +53,8 @@ void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--batch-size", o.batch_size, "batch size (default 4)");
   cmd->add_option("--context-length", o.context_length, "tokens per sequence (default 128)");
   cmd->add_option("--warmup-steps", o.warmup_steps, "warm-up steps, timed but not in the statistics (default 5)");
-  cmd->add_option("--steps", o.measure_steps, "measured steps (default 10)");
   cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")
       ->check(kNonNegative);
-  cmd->add_flag("--export-parity", o.export_parity,
-                "build the model fresh from the seed and write a parity bundle (weights, batch, "
-                "first logits) for bench/reference/parity.py; `get` shows its path");
   // Options: each off unless asked (docs/architecture.md "Options").
   cmd->add_option("--warmup", o.warmup,
                   "auto: warm up until the last 3 step times are within 2% of their median "
@@ -71,10 +69,36 @@ void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
                   "faithful|foreach|fused: the course's AdamW loop (default), or the same update "
                   "through torch's _foreach_ ops or its fused Adam kernel (train_step only)");
   cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 for fp32 matmuls for this job");
+}
+
+void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
+  AddStepFlags(cmd, o);
+  cmd->add_option("--steps", o.measure_steps, "measured steps (default 10)");
+  cmd->add_flag("--export-parity", o.export_parity,
+                "build the model fresh from the seed and write a parity bundle (weights, batch, "
+                "first logits) for bench/reference/parity.py; `get` shows its path");
   cmd->add_flag("--cuda-graph", o.cuda_graph,
                 "capture the whole step as a CUDA graph after 2 eager warm-up steps and replay "
                 "it (CUDA only; no forward/backward split; in train_step --optimizer foreach is "
                 "captured too, faithful and fused run eagerly after each replay)");
+}
+
+void AddMemoryFlags(CLI::App* cmd, benchd::client::MemoryOptions& o) {
+  AddStepFlags(cmd, o.step);
+  cmd->add_option("--record-steps", o.record_steps,
+                  "steps recorded after the warm-up (default 2)");
+  cmd->add_option("--max-entries", o.max_entries,
+                  "allocator history entries kept per run (default 100000)");
+  cmd->add_option("--stacks", o.stacks,
+                  "none|cpp|all: C++ stacks of every allocation (cpp, the default; all = cpp, "
+                  "the worker has no Python), or none (smaller, faster)");
+  cmd->add_option("--top", o.top_allocations, "largest allocations to list per run (default 10)");
+  cmd->add_option("--contexts", o.contexts,
+                  "sweep: context lengths, e.g. 128,256,512 (default: --context-length)");
+  cmd->add_option("--modes", o.modes,
+                  "sweep: modes, e.g. forward,train_step (default: --mode)");
+  cmd->add_option("--precisions", o.precisions,
+                  "sweep: precisions, e.g. fp32,bf16 (default: --precision)");
 }
 
 }  // namespace
@@ -115,6 +139,20 @@ int main(int argc, char** argv) {
   AddBenchmarkFlags(benchmark, bench);
   benchmark->add_flag("--watch", watch, "follow the job like `watch`, then print it like `get`");
   add_json(benchmark, "print the Job as JSON (with --watch: NDJSON events like `watch --json`)");
+
+  // memory
+  CLI::App* memory_cmd = app.add_subcommand(
+      "memory",
+      "record the CUDA allocator's history of a few steps (or a sweep of contexts x modes x "
+      "precisions): peak tables, largest allocations, timeline SVGs, memory_viz snapshots");
+  benchd::client::MemoryOptions memory;
+  AddMemoryFlags(memory_cmd, memory);
+  bool detach = false;
+  std::string svg_dir = ".";
+  memory_cmd->add_flag("--detach", detach, "print the job id and return (then `get` / `watch`)");
+  memory_cmd->add_option("--svg-dir", svg_dir,
+                         "where to save the timelines: <job>-timeline[-<run>].svg (default .)");
+  add_json(memory_cmd, "print NDJSON events like `watch --json` (with --detach: the Job)");
 
   std::string job_id;
   CLI::App* watch_cmd = app.add_subcommand("watch", "follow a job's events until it ends");
@@ -173,6 +211,7 @@ int main(int argc, char** argv) {
   }
 
   if (*benchmark) return bc::RunSubmitBenchmark(g, bench, watch, json);
+  if (*memory_cmd) return bc::RunMemoryRequest(g, memory, detach, json, svg_dir);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);
   if (*get) return bc::RunGet(g, job_id, json, csv);
   if (*list) return bc::RunList(g, limit, state, json);

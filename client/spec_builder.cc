@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/model_config.h"
 #include "common/options.h"
@@ -87,6 +88,69 @@ absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& o) {
   if (o.seed) b->set_seed(*o.seed);
   if (o.export_parity) b->set_export_parity(true);
   if (absl::Status s = ApplyOptionFlags(o, *b); !s.ok()) return s;
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& o) {
+  if (o.step.measure_steps) {
+    return absl::InvalidArgumentError(
+        "--steps: a memory request records --record-steps steps after the warm-up; give that");
+  }
+  if (o.step.export_parity) {
+    return absl::InvalidArgumentError("--export-parity: only `submit benchmark` writes parity bundles");
+  }
+  if (o.step.cuda_graph) {
+    return absl::InvalidArgumentError(
+        "--cuda-graph: not supported by a memory request (a graph replays its own memory pool)");
+  }
+  auto bench = BuildBenchmarkSpec(o.step);
+  if (!bench.ok()) return bench.status();
+  v1::JobSpec spec;
+  spec.set_device(bench->device());
+  v1::MemorySpec* m = spec.mutable_memory();
+  *m->mutable_step() = bench->benchmark();
+  if (o.record_steps) m->set_record_steps(*o.record_steps);
+  if (o.max_entries) m->set_max_entries(*o.max_entries);
+  if (o.top_allocations) m->set_top_allocations(*o.top_allocations);
+  if (!o.stacks.empty()) {
+    const std::string l = absl::AsciiStrToLower(o.stacks);
+    if (l == "none") {
+      m->set_stacks(v1::MEMORY_STACKS_NONE);
+    } else if (l == "cpp" || l == "c++") {
+      m->set_stacks(v1::MEMORY_STACKS_CPP);
+    } else if (l == "all") {
+      m->set_stacks(v1::MEMORY_STACKS_ALL);
+    } else if (l == "python") {
+      m->set_stacks(v1::MEMORY_STACKS_PYTHON);  // the daemon says why it refuses it
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stacks: unknown value '", o.stacks, "'; expected none, cpp or all"));
+    }
+  }
+  for (absl::string_view item : absl::StrSplit(o.contexts, ',', absl::SkipWhitespace())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(item, &n) || n <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--contexts: expected positive numbers separated by commas, got '", item, "'"));
+    }
+    m->add_context_lengths(n);
+  }
+  for (absl::string_view item : absl::StrSplit(o.modes, ',', absl::SkipWhitespace())) {
+    auto mode = ParseMode(std::string(absl::StripAsciiWhitespace(item)));
+    if (!mode.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--modes: unknown mode '", item, "'; expected forward, forward_backward or train_step"));
+    }
+    m->add_modes(*mode);
+  }
+  for (absl::string_view item : absl::StrSplit(o.precisions, ',', absl::SkipWhitespace())) {
+    auto p = ParsePrecision(std::string(absl::StripAsciiWhitespace(item)));
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--precisions: unknown precision '", item, "'; expected fp32, bf16 or fp16"));
+    }
+    m->add_precisions(*p);
+  }
   return spec;
 }
 

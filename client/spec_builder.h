@@ -37,6 +37,21 @@ struct BenchmarkOptions {
 // --optimizer) and what it accepts.
 absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& options);
 
+// `benchctl memory`: the step flags of `submit benchmark` (less --steps,
+// --export-parity and --cuda-graph, which a memory request refuses) plus the
+// recording and sweep flags. Lists are comma-separated ("128,256,512").
+struct MemoryOptions {
+  BenchmarkOptions step;
+  std::optional<int64_t> record_steps, max_entries, top_allocations;
+  std::string stacks;      // none|cpp|all ("" = cpp)
+  std::string contexts;    // --contexts 128,256,512
+  std::string modes;       // --modes forward,train_step
+  std::string precisions;  // --precisions fp32,bf16
+};
+
+// INVALID_ARGUMENT naming the flag.
+absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& options);
+
 }  // namespace benchd::client
 
 #endif  // BENCHD_CLIENT_SPEC_BUILDER_H_

@@ -1,7 +1,10 @@
 #include "common/job_spec.h"
 
 #include "absl/status/status.h"
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/model_config.h"
 #include "common/options.h"
 
@@ -54,7 +57,144 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   return out;
 }
 
+absl::Status CheckMemoryRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory.", field, ": expected ", lo, "..", hi, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// The step is a benchmark's (ResolveBenchmark: same defaults, same checks);
+// the fields that only mean something to a timed benchmark are refused.
+absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
+  v1::MemorySpec out = in;
+  const v1::BenchmarkSpec& step = in.step();
+  if (step.has_measure_steps()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory.step.measure_steps: not used by a memory request (got ", step.measure_steps(),
+        "); give memory.record_steps, the steps recorded after the warm-up"));
+  }
+  if (step.cuda_graph()) {
+    return absl::InvalidArgumentError(
+        "memory.step.cuda_graph: not supported by a memory request; a graph replays its own "
+        "memory pool, so the allocator's history would not show the step's allocations");
+  }
+  if (step.export_parity()) {
+    return absl::InvalidArgumentError(
+        "memory.step.export_parity: only a benchmark request writes parity bundles");
+  }
+  if (!out.has_record_steps()) out.set_record_steps(kDefaultMemoryRecordSteps);
+  if (!out.has_max_entries()) out.set_max_entries(kDefaultMemoryMaxEntries);
+  if (!out.has_top_allocations()) out.set_top_allocations(kDefaultMemoryTopAllocations);
+  absl::Status s;
+  if (!(s = CheckMemoryRange("record_steps", out.record_steps(), 1, kMaxMemoryRecordSteps)).ok())
+    return s;
+  if (!(s = CheckMemoryRange("max_entries", out.max_entries(), kMinMemoryMaxEntries,
+                             kMaxMemoryMaxEntries)).ok())
+    return s;
+  if (!(s = CheckMemoryRange("top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
+  if (!v1::MemoryStacks_IsValid(in.stacks())) {
+    return absl::InvalidArgumentError(absl::StrCat("memory.stacks: unknown value ", in.stacks(),
+                                                   "; expected none, cpp or all"));
+  }
+  if (in.stacks() == v1::MEMORY_STACKS_PYTHON) {
+    return absl::InvalidArgumentError(
+        "memory.stacks: python stacks would be empty: benchd-worker runs the model from C++ "
+        "and has no Python interpreter; expected none, cpp or all (all = cpp here)");
+  }
+  if (out.stacks() == v1::MEMORY_STACKS_UNSPECIFIED) out.set_stacks(v1::MEMORY_STACKS_CPP);
+
+  for (int i = 0; i < in.context_lengths_size(); ++i) {
+    if (!(s = CheckMemoryRange(absl::StrCat("context_lengths[", i, "]").c_str(),
+                               in.context_lengths(i), 1, kMaxContext)).ok())
+      return s;
+  }
+  for (int i = 0; i < in.modes_size(); ++i) {
+    if (!v1::BenchmarkMode_IsValid(in.modes(i)) || in.modes(i) == v1::MODE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "memory.modes[", i, "]: unknown value ", in.modes(i),
+          "; expected forward, forward_backward or train_step"));
+    }
+  }
+  for (int i = 0; i < in.precisions_size(); ++i) {
+    if (!v1::Precision_IsValid(in.precisions(i)) || in.precisions(i) == v1::PRECISION_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat("memory.precisions[", i, "]: unknown value ",
+                                                     in.precisions(i),
+                                                     "; expected fp32, bf16 or fp16"));
+    }
+  }
+  const int64_t runs = std::max(1, in.context_lengths_size()) * std::max(1, in.modes_size()) *
+                       std::max(1, in.precisions_size());
+  if (runs > kMaxMemoryRuns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory: the sweep has ", runs, " runs (context_lengths x modes x precisions); at most ",
+        kMaxMemoryRuns, " in one request"));
+  }
+
+  // Each run of the sweep must be a valid benchmark step on its own: resolve
+  // them all here so a bad cell (an optimizer for forward, say) is refused now.
+  auto resolved = ResolveBenchmark(step);
+  if (!resolved.ok()) {
+    return absl::Status(resolved.status().code(),
+                        absl::StrCat("memory.step.", absl::StripPrefix(resolved.status().message(),
+                                                                        "benchmark.")));
+  }
+  for (const v1::BenchmarkSpec& cell : MemoryRunSpecs(out, *resolved)) {
+    auto r = ResolveBenchmark(cell);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("memory (run ", MemoryRunName(cell), "): ",
+                                       r.status().message()));
+    }
+  }
+  resolved->clear_measure_steps();
+  *out.mutable_step() = *resolved;
+  return out;
+}
+
 }  // namespace
+
+std::string MemoryRunName(const v1::BenchmarkSpec& cell) {
+  return absl::StrCat("ctx", cell.context_length(), "-", ModeName(cell.mode()), "-",
+                      PrecisionName(cell.precision()));
+}
+
+std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
+                                              const v1::BenchmarkSpec& step) {
+  std::vector<int64_t> contexts(memory.context_lengths().begin(), memory.context_lengths().end());
+  std::vector<v1::BenchmarkMode> modes;
+  for (int m : memory.modes()) modes.push_back(static_cast<v1::BenchmarkMode>(m));
+  std::vector<v1::Precision> precisions;
+  for (int p : memory.precisions()) precisions.push_back(static_cast<v1::Precision>(p));
+  if (contexts.empty()) contexts.push_back(step.context_length());
+  if (modes.empty()) modes.push_back(step.mode());
+  if (precisions.empty()) precisions.push_back(step.precision());
+  std::vector<v1::BenchmarkSpec> cells;
+  for (int64_t c : contexts) {
+    for (v1::BenchmarkMode m : modes) {
+      for (v1::Precision p : precisions) {
+        v1::BenchmarkSpec cell = step;
+        cell.set_context_length(c);
+        cell.set_mode(m);
+        cell.set_precision(p);
+        cell.set_measure_steps(memory.record_steps() > 0 ? memory.record_steps()
+                                                         : kDefaultMemoryRecordSteps);
+        cells.push_back(std::move(cell));
+      }
+    }
+  }
+  return cells;
+}
+
+absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device) {
+  if (spec.kind_case() == v1::JobSpec::kMemory && device.rfind("cuda:", 0) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "memory: needs a CUDA device (it records the CUDA caching allocator's history); ",
+        device, " is not one; submit it with --device cuda:N on a GPU node"));
+  }
+  return absl::OkStatus();
+}
 
 std::string JobKindName(const v1::JobSpec& spec) {
   switch (spec.kind_case()) {
@@ -78,6 +218,12 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_benchmark() = *b;
       return out;
     }
+    case v1::JobSpec::kMemory: {
+      auto m = ResolveMemory(spec.memory());
+      if (!m.ok()) return m.status();
+      *out.mutable_memory() = *m;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       return absl::InvalidArgumentError(
           "spec: no request kind set; expected one of benchmark, profile, memory, attention, "
@@ -85,7 +231,7 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     default:
       return absl::UnimplementedError(absl::StrCat(
           "spec.", JobKindName(spec), ": the ", JobKindName(spec),
-          " request is not implemented in this version of benchd; only benchmark runs today"));
+          " request is not implemented in this version of benchd; benchmark and memory run today"));
   }
 }
 

@@ -5,6 +5,7 @@
 #define BENCHD_COMMON_JOB_SPEC_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
@@ -18,6 +19,15 @@ inline constexpr int64_t kMaxContext = 1 << 20;
 // export_parity writes every weight in fp32 to one file: 8 GB at this limit.
 inline constexpr int64_t kMaxParityParameters = 2'000'000'000;
 
+// The memory request's limits and defaults (v1::MemorySpec).
+inline constexpr int64_t kDefaultMemoryRecordSteps = 2;
+inline constexpr int64_t kMaxMemoryRecordSteps = 100;
+inline constexpr int64_t kDefaultMemoryMaxEntries = 100000;
+inline constexpr int64_t kMinMemoryMaxEntries = 1000;
+inline constexpr int64_t kMaxMemoryMaxEntries = 10000000;
+inline constexpr int64_t kDefaultMemoryTopAllocations = 10;
+inline constexpr int64_t kMaxMemoryRuns = 64;
+
 // "benchmark", "profile", ..., or "" when no kind is set.
 std::string JobKindName(const v1::JobSpec& spec);
 
@@ -27,6 +37,18 @@ std::string JobKindName(const v1::JobSpec& spec);
 // (the options' checks: common/options.h), or UNIMPLEMENTED for a kind not built yet.
 // The device is not checked here: only the daemon knows its devices.
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
+
+// The runs of a resolved memory request, in sweep order (context lengths,
+// then modes, then precisions), each a benchmark step with measure_steps =
+// record_steps. `step` is the request's resolved step.
+std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
+                                              const v1::BenchmarkSpec& step);
+// "ctx128-train_step-bf16".
+std::string MemoryRunName(const v1::BenchmarkSpec& cell);
+
+// FAILED_PRECONDITION when the kind cannot run on that device at all (memory
+// on a CPU). The daemon calls it at Submit with the resolved device name.
+absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device);
 
 }  // namespace benchd
 

@@ -1,6 +1,8 @@
 #include "common/job_spec.h"
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
@@ -140,6 +142,130 @@ TEST(JobSpecTest, KindNames) {
   in.mutable_ddp();
   EXPECT_EQ(JobKindName(in), "ddp");
   EXPECT_EQ(ResolveJobSpec(in).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+v1::JobSpec Memory(const std::string& preset = "tiny") {
+  v1::JobSpec spec;
+  spec.mutable_memory()->mutable_step()->mutable_model()->set_preset(preset);
+  return spec;
+}
+
+TEST(MemorySpecTest, DefaultsFilled) {
+  auto out = ResolveJobSpec(Memory());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::MemorySpec& m = out->memory();
+  EXPECT_EQ(m.record_steps(), kDefaultMemoryRecordSteps);
+  EXPECT_EQ(m.max_entries(), kDefaultMemoryMaxEntries);
+  EXPECT_EQ(m.top_allocations(), kDefaultMemoryTopAllocations);
+  EXPECT_EQ(m.stacks(), v1::MEMORY_STACKS_CPP);
+  // The step is a resolved benchmark step, without a measured-step count.
+  EXPECT_EQ(m.step().mode(), v1::MODE_FORWARD);
+  EXPECT_EQ(m.step().batch_size(), 4);
+  EXPECT_EQ(m.step().context_length(), 128);
+  EXPECT_EQ(m.step().warmup_steps(), 5);
+  EXPECT_FALSE(m.step().has_measure_steps());
+  EXPECT_EQ(m.step().model().d_model(), 64);
+  EXPECT_EQ(JobKindName(*out), "memory");
+}
+
+TEST(MemorySpecTest, SweepRunsInOrder) {
+  v1::JobSpec in = Memory();
+  in.mutable_memory()->add_context_lengths(128);
+  in.mutable_memory()->add_context_lengths(256);
+  in.mutable_memory()->add_modes(v1::MODE_FORWARD);
+  in.mutable_memory()->add_modes(v1::MODE_TRAIN_STEP);
+  in.mutable_memory()->add_precisions(v1::PRECISION_FP32);
+  in.mutable_memory()->add_precisions(v1::PRECISION_BF16);
+  in.mutable_memory()->set_record_steps(3);
+  auto out = ResolveJobSpec(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto runs = MemoryRunSpecs(out->memory(), out->memory().step());
+  ASSERT_EQ(runs.size(), 8u);
+  EXPECT_EQ(MemoryRunName(runs[0]), "ctx128-forward-fp32");
+  EXPECT_EQ(MemoryRunName(runs[1]), "ctx128-forward-bf16");
+  EXPECT_EQ(MemoryRunName(runs[2]), "ctx128-train_step-fp32");
+  EXPECT_EQ(MemoryRunName(runs[7]), "ctx256-train_step-bf16");
+  for (const auto& r : runs) EXPECT_EQ(r.measure_steps(), 3);
+}
+
+TEST(MemorySpecTest, NoSweepIsOneRunOfTheStep) {
+  v1::JobSpec in = Memory();
+  in.mutable_memory()->mutable_step()->set_mode(v1::MODE_TRAIN_STEP);
+  in.mutable_memory()->mutable_step()->set_context_length(64);
+  auto out = ResolveJobSpec(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto runs = MemoryRunSpecs(out->memory(), out->memory().step());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(MemoryRunName(runs[0]), "ctx64-train_step-fp32");
+}
+
+TEST(MemorySpecTest, BadInputNamesTheField) {
+  struct Case {
+    std::function<void(v1::MemorySpec&)> edit;
+    std::string field;
+    std::string detail;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& m) { m.set_record_steps(0); }, "memory.record_steps", "expected 1..100, got 0"},
+      {[](auto& m) { m.set_max_entries(10); }, "memory.max_entries", "got 10"},
+      {[](auto& m) { m.set_top_allocations(0); }, "memory.top_allocations", "got 0"},
+      {[](auto& m) { m.set_stacks(v1::MEMORY_STACKS_PYTHON); }, "memory.stacks",
+       "no Python interpreter"},
+      {[](auto& m) { m.set_stacks(static_cast<v1::MemoryStacks>(42)); }, "memory.stacks",
+       "unknown value 42"},
+      {[](auto& m) { m.add_context_lengths(-3); }, "memory.context_lengths[0]", "got -3"},
+      {[](auto& m) { m.add_modes(static_cast<v1::BenchmarkMode>(9)); }, "memory.modes[0]",
+       "unknown value 9"},
+      {[](auto& m) { m.add_precisions(v1::PRECISION_UNSPECIFIED); }, "memory.precisions[0]",
+       "expected fp32, bf16 or fp16"},
+      {[](auto& m) { m.mutable_step()->set_measure_steps(4); }, "memory.step.measure_steps",
+       "record_steps"},
+      {[](auto& m) { m.mutable_step()->set_cuda_graph(true); }, "memory.step.cuda_graph", ""},
+      {[](auto& m) { m.mutable_step()->set_export_parity(true); }, "memory.step.export_parity",
+       ""},
+      {[](auto& m) { m.mutable_step()->set_batch_size(0); }, "memory.step.batch_size",
+       "got 0"},
+      {[](auto& m) { m.mutable_step()->mutable_model()->set_preset("huge"); },
+       "memory.step.model.preset", "huge"},
+      // A cell of the sweep that is not a valid step: an optimizer for forward.
+      {[](auto& m) {
+         m.mutable_step()->set_mode(v1::MODE_TRAIN_STEP);
+         m.mutable_step()->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+         m.add_modes(v1::MODE_FORWARD);
+       },
+       "memory (run ctx128-forward-fp32)", "optimizer_impl"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec in = Memory();
+    c.edit(*in.mutable_memory());
+    auto out = ResolveJobSpec(in);
+    ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    const std::string msg(out.status().message());
+    EXPECT_EQ(msg.rfind(c.field, 0), 0u) << msg;
+    EXPECT_PRED_FORMAT2(IsSubstring, c.detail, msg);
+  }
+}
+
+TEST(MemorySpecTest, TooBigASweepIsRefused) {
+  v1::JobSpec in = Memory();
+  for (int i = 1; i <= 9; ++i) in.mutable_memory()->add_context_lengths(16 * i);
+  for (auto m : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP})
+    in.mutable_memory()->add_modes(m);
+  for (auto p : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16})
+    in.mutable_memory()->add_precisions(p);
+  auto out = ResolveJobSpec(in);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "81 runs", std::string(out.status().message()));
+}
+
+TEST(MemorySpecTest, NeedsACudaDevice) {
+  v1::JobSpec in = Memory();
+  const absl::Status s = CheckKindForDevice(in, "cpu:0");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_PRED_FORMAT2(IsSubstring, "memory: needs a CUDA device", std::string(s.message()));
+  EXPECT_PRED_FORMAT2(IsSubstring, "cpu:0", std::string(s.message()));
+  EXPECT_TRUE(CheckKindForDevice(in, "cuda:1").ok());
+  EXPECT_TRUE(CheckKindForDevice(Benchmark(), "cpu:0").ok());
 }
 
 }  // namespace

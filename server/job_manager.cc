@@ -114,6 +114,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
                                                      absl::StrJoin(devices_, ", ")));
     }
   }
+  if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
   v1::Job job;
   *job.mutable_spec() = *spec;
   job.set_state(v1::QUEUED);

@@ -187,6 +187,7 @@ class BenchmarkRun {
         // the capture attached to the parameters, which must stay attached.
         if (!graph_) model_->model->zero_grad(/*set_to_none=*/true);
         ResetPeakMemory(dev_);
+        if (hooks_.on_measure_start) hooks_.on_measure_start();
       }
       if (spec_.cuda_graph() && i == kGraphEagerSteps) {
         doing_ = absl::StrCat("capturing the step as a CUDA graph on ", key);
@@ -209,6 +210,7 @@ class BenchmarkRun {
       if (hooks_.on_step) hooks_.on_step(*t, total);
     }
     const int64_t peak = PeakMemory(dev_);
+    if (hooks_.on_measure_end) hooks_.on_measure_end();
     Cleanup();
 
     Summarize(result);
@@ -439,6 +441,13 @@ class BenchmarkRun {
   }
 
   absl::Status OutOfMemory(const std::string& torch_message) {
+    if (hooks_.on_out_of_memory) {
+      try {
+        hooks_.on_out_of_memory();
+      } catch (const std::exception&) {
+        // What it wanted to keep is lost; the failure below still says what happened.
+      }
+    }
     const std::string figures = MemoryFigures(dev_);
     const std::string key = ModelCache::Key(dev_.name, spec_.model(), spec_.precision());
     inputs_ = targets_ = torch::Tensor();

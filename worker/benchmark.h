@@ -32,6 +32,16 @@ struct BenchmarkHooks {
   // The device's peak rates, for the result's roofline (worker/device_peaks.h);
   // null: no roofline.
   DevicePeaks* peaks = nullptr;
+  // The memory request (worker/memory_run.cc) records the measured steps:
+  // on_measure_start runs once, after the warm-up, the gradients dropped and
+  // the peak statistics reset, just before the first measured step;
+  // on_measure_end after the last measured step, before its tensors are let
+  // go; on_out_of_memory when the device ran out of memory, before anything
+  // is freed (the figures and the history are still those of the failure).
+  // On the job's thread, like the steps.
+  std::function<void()> on_measure_start;
+  std::function<void()> on_measure_end;
+  std::function<void()> on_out_of_memory;
 };
 
 // `spec` must be resolved (benchd::ResolveJobSpec). Takes the model from

@@ -91,6 +91,12 @@ int main(int argc, char** argv) {
   }
 
   if (!ApplyThreadsFromEnv()) return 2;
+  // The memory request's C++ stacks are symbolized by LibTorch when the
+  // snapshot is taken. Its default mode may run addr2line over every library
+  // (slow on libtorch_cuda) or use dladdr (exported symbols only: none of our
+  // own functions); "fast" is its in-process ELF/DWARF reader. Set before any
+  // thread starts (LibTorch reads it once); a value from the environment wins.
+  setenv("TORCH_SYMBOLIZE_MODE", "fast", /*overwrite=*/0);
   auto device = benchd::worker::ParseWorkerDevice(device_text, "--device");
   if (!device.ok()) {
     std::cerr << "benchd-worker: " << device.status().message() << "\n";

@@ -12,6 +12,7 @@
 #include "common/job_spec.h"
 #include "worker/benchmark.h"
 #include "worker/device_info.h"
+#include "worker/memory_run.h"
 #include "worker/parity_export.h"
 
 namespace benchd::worker {
@@ -69,10 +70,12 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
                    absl::StrCat("spec.device: this worker serves ", device_.name, ", not ",
                                 spec->device()));
   }
-  if (spec->kind_case() != v1::JobSpec::kBenchmark) {
+  if (spec->kind_case() != v1::JobSpec::kBenchmark && spec->kind_case() != v1::JobSpec::kMemory) {
     return Failure(absl::StatusCode::kUnimplemented,
                    absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
   }
+
+  if (spec->kind_case() == v1::JobSpec::kMemory) return RunMemoryJob(context, request, *spec, writer);
 
   std::string parity_path;
   if (spec->benchmark().export_parity()) {
@@ -102,6 +105,51 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   if (result.ok()) {
     internal::WorkerEvent e;
     *e.mutable_result()->mutable_benchmark() = *std::move(result);
+    return e;
+  }
+  if (absl::IsCancelled(result.status())) {
+    internal::WorkerEvent e;
+    e.set_cancelled(true);
+    return e;
+  }
+  return Failure(result.status());
+}
+
+internal::WorkerEvent WorkerService::RunMemoryJob(grpc::ServerContext* context,
+                                                  const internal::RunRequest& request,
+                                                  const v1::JobSpec& spec,
+                                                  grpc::ServerWriter<internal::WorkerEvent>* writer) {
+  // Refused before touching the artifacts dir: a CPU worker cannot record.
+  if (!device_.is_cuda()) {
+    return Failure(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("memory: needs a CUDA device (it records the CUDA caching "
+                                "allocator's history); this worker is ", device_.name));
+  }
+  auto dir = MemoryArtifactsDir(artifacts_dir_, request.job_id());
+  if (!dir.ok()) return Failure(dir.status());
+
+  c10::OptionalDeviceGuard device_guard;
+  device_guard.reset_device(device_.device);
+  bool stream_broken = false;
+  MemoryHooks hooks;
+  hooks.on_step = [&](const v1::StepTiming& timing, int64_t total) {
+    internal::WorkerEvent e;
+    v1::StepEvent* step = timing.warmup() ? e.mutable_warmup_step() : e.mutable_step();
+    *step->mutable_timing() = timing;
+    step->set_total_steps(total);
+    if (!writer->Write(e)) stream_broken = true;
+  };
+  hooks.log = [&](const std::string& line) {
+    internal::WorkerEvent e;
+    e.set_log(line);
+    if (!writer->Write(e)) stream_broken = true;
+  };
+  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
+
+  auto result = RunMemory(spec.memory(), cache_, *dir, hooks);
+  if (result.ok()) {
+    internal::WorkerEvent e;
+    *e.mutable_result()->mutable_memory() = *std::move(result);
     return e;
   }
   if (absl::IsCancelled(result.status())) {

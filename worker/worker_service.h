@@ -41,6 +41,11 @@ class WorkerService final : public internal::Worker::Service {
   // The job's terminal event (steps are streamed from inside).
   internal::WorkerEvent RunJob(grpc::ServerContext* context, const internal::RunRequest& request,
                                grpc::ServerWriter<internal::WorkerEvent>* writer);
+  // The memory request (worker/memory_run.h); artifacts under <artifacts_dir>/<job id>.
+  internal::WorkerEvent RunMemoryJob(grpc::ServerContext* context,
+                                     const internal::RunRequest& request,
+                                     const v1::JobSpec& spec,
+                                     grpc::ServerWriter<internal::WorkerEvent>* writer);
 
   const WorkerDevice device_;
   const std::string artifacts_dir_;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The memory request on a GPU machine (after `source .gpu-debs/unpack.sh`):
+# builds into build-gpu (or reuses it), runs the CUDA memory unit tests, starts
+# benchd on the GPU and runs `benchctl memory` sweeps, then checks every
+# snapshot pickle with PyTorch's own memory_viz and writes the peak tables.
+# Everything lands in $OUT (default gpu-out):
+#   memory-<preset>.txt        what benchctl memory printed (tables, allocations)
+#   memory-<preset>.json       the job (benchctl get --json)
+#   svg/<job>-timeline-*.svg   benchd's own timeline pictures
+#   pickles/<preset>-*.pickle  the snapshots (pytorch.org/memory_viz reads them)
+#   html/<preset>-*.html       memory_viz trace_plot of each
+#   memory_viz.txt             PASS/FAIL per pickle for `stats` and `trace_plot`
+#   peaks.md                   the peak tables (bench/memory_table.py)
+#   GPU_MEMORY_SWEEPS  lines of "preset batch contexts modes precisions stacks"
+#                      (default: 2.7B and small, contexts 128,256,512,
+#                      forward+train_step, fp32+bf16, batch 4, C++ stacks)
+#                      ("none": build and unit tests only, e.g. as a first
+#                      device call when one call of 10 minutes is too short)
+#   GPU_MEMORY_SKIP_BUILD=1  use build-gpu as it is
+# Frames show function names in a Release build; file:line need debug info
+# (configure build-gpu with -DCMAKE_BUILD_TYPE=RelWithDebInfo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT/svg" "$OUT/pickles" "$OUT/html"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
+if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
+  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if [ -z "${GPU_MEMORY_SKIP_BUILD:-}" ]; then
+  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+  t0=$(date +%s)
+  cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+    -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  echo "gpu-memory: built in $(( $(date +%s) - t0 )) s"
+fi
+# The memory unit tests that need the GPU (they skip without one).
+ctest --test-dir "$BUILD" -R "CudaMemory|MemorySnapshot|MemoryRun" --output-on-failure > "$OUT/ctest-memory.log" 2>&1 \
+  && echo "PASS ctest memory ($(grep -c Passed "$OUT/ctest-memory.log") passed)" \
+  || { echo "FAIL ctest memory"; grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest-memory.log" | head -60; }
+
+BIN=$BUILD/bin
+DATA=$(mktemp -d /tmp/benchd-gpu-memory-XXXXXX)
+"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 2>"$OUT/benchd.log" &
+DAEMON=$!
+trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
+for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
+export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+"$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
+
+SWEEPS=${GPU_MEMORY_SWEEPS:-"2.7B 4 128,256,512 forward,train_step fp32,bf16 cpp
+small 4 128,256,512 forward,train_step fp32,bf16 cpp"}
+[ "$SWEEPS" = none ] && SWEEPS=""
+jsons=()
+while read -r preset batch contexts modes precisions stacks; do
+  [ -n "$preset" ] || continue
+  echo "=== benchctl memory --preset $preset --batch-size $batch --contexts $contexts --modes $modes --precisions $precisions --stacks $stacks"
+  t0=$(date +%s)
+  "$BIN/benchctl" --timeout 120 memory --device cuda:0 --preset "$preset" --batch-size "$batch" \
+    --contexts "$contexts" --modes "$modes" --precisions "$precisions" --stacks "$stacks" \
+    --warmup-steps 2 --record-steps 2 --svg-dir "$OUT/svg" < /dev/null > "$OUT/memory-$preset.txt" 2>&1 || true
+  echo "gpu-memory: $preset sweep took $(( $(date +%s) - t0 )) s"
+  tail -n +1 "$OUT/memory-$preset.txt" | sed -n '/^Peak memory per run/,/^$/p'
+  id=$(sed -n 's/^submitted memory job \([0-9]*\).*/\1/p' "$OUT/memory-$preset.txt")
+  if [ -z "$id" ]; then echo "FAIL $preset: no job submitted"; cat "$OUT/memory-$preset.txt"; continue; fi
+  "$BIN/benchctl" get "$id" --json < /dev/null > "$OUT/memory-$preset.json" || true
+  jsons+=("$OUT/memory-$preset.json")
+  for p in "$DATA/artifacts/$id"/*.pickle; do
+    [ -e "$p" ] || continue
+    name="$preset-$(basename "$p" .pickle)"
+    cp "$p" "$OUT/pickles/$name.pickle"
+    if python3 -m torch.cuda._memory_viz stats "$p" > "$OUT/html/$name.stats.txt" 2>&1; then
+      echo "PASS memory_viz stats $name ($(grep total_reserved "$OUT/html/$name.stats.txt"))"
+    else
+      echo "FAIL memory_viz stats $name: $(tail -1 "$OUT/html/$name.stats.txt")"
+    fi
+    if python3 -m torch.cuda._memory_viz trace_plot "$p" -o "$OUT/html/$name.html" > "$OUT/html/$name.plot.txt" 2>&1 \
+       && grep -q "Active Memory Timeline" "$OUT/html/$name.html"; then
+      echo "PASS memory_viz trace_plot $name ($(du -h "$OUT/html/$name.html" | cut -f1))"
+    else
+      echo "FAIL memory_viz trace_plot $name: $(tail -1 "$OUT/html/$name.plot.txt")"
+    fi
+  done < /dev/null 2>&1 | tee -a "$OUT/memory_viz.txt"
+done <<< "$SWEEPS"
+
+if [ ${#jsons[@]} -gt 0 ]; then
+  { echo "# Peak memory through benchd ($(cut -d, -f1 "$OUT/gpu.txt"))"; echo;
+    python3 bench/memory_table.py "${jsons[@]}"; } > "$OUT/peaks.md" && cat "$OUT/peaks.md"
+fi
+ls "$OUT/svg" | sed 's/^/svg: /'
