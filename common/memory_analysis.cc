@@ -78,7 +78,10 @@ std::string FormatFrame(const Frame& f) {
 bool KeepFrame(const Frame& f) {
   static const char* const kOmitFunctions[] = {
       "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-      "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"};
+      "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_",
+      // Not in memory_viz's list: the allocator's own frames say nothing about
+      // who allocated, and in backward they would name every allocation.
+      "CUDACachingAllocator::"};
   static const char* const kOmitFiles[] = {
       "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
       "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",

@@ -150,6 +150,9 @@ TEST(MemoryAnalysisTest, FrameFormatAndFilterMatchMemoryViz) {
   EXPECT_FALSE(KeepFrame({"CapturedTraceback::gather", "x.cc", 1}));
   EXPECT_FALSE(KeepFrame({"at::foo", "/aten/src/ATen/core/boxing/impl.h", 1}));
   EXPECT_TRUE(KeepFrame({"benchd::worker::X()", "/src/worker/x.cc", 1}));
+  EXPECT_FALSE(KeepFrame({"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
+                          "unsigned long, CUstream_st*)",
+                          "libc10_cuda.so", 273026}));
 }
 
 }  // namespace
