@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The host cost of one eager op: C++ (LibTorch, bench/op_overhead/op_overhead.cc)
+against Python (the same ops, the same tensors, the same loop), on one device,
+in one command. A step bound by its own launch overhead (the small and medium
+presets at batch 4 on an H100) can be at best about this ratio faster in C++
+than in Python while issuing the same ops.
+
+  bench/op_overhead/op_overhead.py --binary build/bin/op_overhead --device cuda:0
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import time
+
+import torch
+
+
+def python_cases(device):
+    a = torch.randn(256, device=device)
+    b = torch.randn(256, device=device)
+    ag = torch.randn(256, device=device).requires_grad_()
+    inplace = torch.randn(256, device=device)
+    x = torch.randn(16, 64, device=device)
+    w = torch.randn(64, 64, device=device).requires_grad_()
+    wc = torch.randn(256, device=device).requires_grad_()
+
+    def add():
+        a + b
+
+    def add_autograd():
+        ag + b
+
+    def mul_inplace():
+        with torch.no_grad():
+            inplace.mul_(0.999)
+
+    def linear_autograd():
+        torch.nn.functional.linear(x, w)
+
+    def chain_fwd_bwd():
+        y = a
+        for _ in range(8):
+            y = y * wc + b
+        y.sum().backward()
+
+    return [("add", 1, add), ("add_autograd", 1, add_autograd), ("mul_inplace", 1, mul_inplace),
+            ("linear_autograd", 1, linear_autograd), ("chain_fwd_bwd", 17, chain_fwd_bwd)]
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def run_python(device, iters, repeats):
+    rows = {}
+    for name, ops_per_iter, body in python_cases(device):
+        for _ in range(200):
+            body()
+        sync(device)
+        issue, total = [], []
+        for _ in range(repeats):
+            sync(device)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                body()
+            t1 = time.perf_counter()
+            sync(device)
+            t2 = time.perf_counter()
+            ops = iters * ops_per_iter
+            issue.append((t1 - t0) * 1e6 / ops)
+            total.append((t2 - t0) * 1e6 / ops)
+        rows[name] = {"issue_us_median": statistics.median(issue), "issue_us_min": min(issue),
+                      "issue_us_max": max(issue), "total_us_median": statistics.median(total)}
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--binary", required=True, help="the op_overhead executable (build/bin/op_overhead)")
+    p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args()
+
+    out = subprocess.run([args.binary, "--device", args.device, "--iters", str(args.iters),
+                          "--repeats", str(args.repeats)], check=True, capture_output=True, text=True)
+    cpp = {r["case"]: r for r in map(json.loads, out.stdout.splitlines())}
+    py = run_python(args.device, args.iters, args.repeats)
+
+    name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+    print(f"host cost per eager op on {args.device} ({name}), torch {torch.__version__}, "
+          f"median of {args.repeats} x {args.iters} iterations (min-max)")
+    print("| case | C++ µs/op | Python µs/op | C++ / Python |")
+    print("| --- | --- | --- | --- |")
+    for case, r in py.items():
+        c = cpp[case]
+        print(f"| {case} | {c['issue_us_median']:.2f} ({c['issue_us_min']:.2f}-{c['issue_us_max']:.2f}) "
+              f"| {r['issue_us_median']:.2f} ({r['issue_us_min']:.2f}-{r['issue_us_max']:.2f}) "
+              f"| {c['issue_us_median'] / r['issue_us_median']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
