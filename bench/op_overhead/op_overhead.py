@@ -9,11 +9,19 @@ than in Python while issuing the same ops.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+import cs336_lm as ref  # noqa: E402
+
+PRESETS = {"small": (10000, 768, 3072, 12, 12), "medium": (10000, 1024, 4096, 24, 16)}
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def python_cases(device):
@@ -76,12 +84,60 @@ def run_python(device, iters, repeats):
     return rows
 
 
+def step_kernels(device, preset, batch, context, steps):
+    """Kernels one reference step launches (torch.profiler's CUDA kernel events)
+    and its median time: the time per kernel of a step bound by launches."""
+    V, d, dff, L, H = PRESETS[preset]
+    torch.manual_seed(0)
+    model = ref.TransformerLM(V, context, d, L, H, dff).to(device)
+    opt = ref.AdamW(model.parameters())
+    x = torch.randint(0, V, (batch, context), device=device)
+    y = torch.randint(0, V, (batch, context), device=device)
+    rows = []
+    for mode in ("forward", "forward_backward", "train_step"):
+        for precision, dtype in DTYPES.items():
+            def step():
+                model.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+                    loss = ref.cross_entropy(model(x), y)
+                if mode != "forward":
+                    loss.backward()
+                if mode == "train_step":
+                    opt.step()
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                step()
+                torch.cuda.synchronize()
+            kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                          and not e.name.startswith("Memcpy") and not e.name.startswith("Memset"))
+            med = statistics.median(times)
+            rows.append((mode, precision, kernels, med, med / kernels))
+    print(f"\nreference {preset} batch {batch} context {context}: kernels per step and host time per kernel "
+          f"(median of {steps} synchronized steps)")
+    print("| mode | precision | kernels | step ms | µs per kernel |")
+    print("| --- | --- | --- | --- | --- |")
+    for mode, precision, kernels, med, per in rows:
+        print(f"| {mode} | {precision} | {kernels} | {med * 1e3:.2f} | {per * 1e6:.2f} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--binary", required=True, help="the op_overhead executable (build/bin/op_overhead)")
     p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     p.add_argument("--iters", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--step-kernels", nargs="*", default=[], choices=sorted(PRESETS),
+                   help="also count the kernels of the reference's steps of these presets (CUDA only)")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--context-length", type=int, default=256)
     args = p.parse_args()
 
     out = subprocess.run([args.binary, "--device", args.device, "--iters", str(args.iters),
@@ -99,6 +155,8 @@ def main():
         print(f"| {case} | {c['issue_us_median']:.2f} ({c['issue_us_min']:.2f}-{c['issue_us_max']:.2f}) "
               f"| {r['issue_us_median']:.2f} ({r['issue_us_min']:.2f}-{r['issue_us_max']:.2f}) "
               f"| {c['issue_us_median'] / r['issue_us_median']:.3f} |")
+    for preset in args.step_kernels:
+        step_kernels(args.device, preset, args.batch_size, args.context_length, 10)
 
 
 if __name__ == "__main__":
