@@ -19,6 +19,7 @@
 #include "client/list_views.h"
 #include "client/memory_view.h"
 #include "client/progress.h"
+#include "client/table.h"
 #include "client/rpc.h"
 
 namespace benchd::client {
@@ -80,6 +81,38 @@ int WatchJob(BenchClient& client, const std::string& job_id, bool json, v1::Job*
   return code;
 }
 
+ArtifactFetcher FetcherOf(BenchClient& client) {
+  return [&client](const std::string& job_id,
+                   const std::string& name) -> absl::StatusOr<std::string> {
+    std::string bytes;
+    absl::StatusOr<int64_t> size =
+        client.FetchArtifact(job_id, name, [&](const std::string& chunk) { bytes += chunk; });
+    if (!size.ok()) return size.status();
+    return bytes;
+  };
+}
+
+// Fetches an artifact into `path` through `path`.part, renamed when whole.
+absl::Status FetchToFile(BenchClient& client, const std::string& job_id, const std::string& name,
+                         const std::string& path, int64_t* size) {
+  const std::string part = path + ".part";
+  std::ofstream out(part, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::FailedPreconditionError(fmt::format("cannot write {}", part));
+  absl::StatusOr<int64_t> got =
+      client.FetchArtifact(job_id, name, [&](const std::string& chunk) { out << chunk; });
+  out.close();
+  if (!got.ok() || !out) {
+    std::remove(part.c_str());
+    return got.ok() ? absl::DataLossError(fmt::format("writing {} failed", part)) : got.status();
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) {
+    std::remove(part.c_str());
+    return absl::FailedPreconditionError(fmt::format("cannot write {}", path));
+  }
+  *size = *got;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name) {
@@ -133,7 +166,8 @@ int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, 
   return code;
 }
 
-std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir) {
+std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir,
+                                       const ArtifactFetcher& fetch) {
   std::vector<std::string> lines;
   if (!job.result().has_memory()) return lines;
   const v1::MemoryResult& r = job.result().memory();
@@ -144,20 +178,15 @@ std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& sv
     const std::string path = dir + "/" + TimelineFileName(job.id(), r, i);
     std::string svg = run.timeline_svg();
     if (svg.empty()) {
-      // Left out of the result for size: read the artifact where the daemon
-      // wrote it, which works when benchctl runs on the daemon's host.
-      // TODO(lead): once issue 4's FetchArtifact RPC is in, fetch
-      // r.artifacts_dir()/run.timeline_artifact() through it instead.
-      std::ifstream in(r.artifacts_dir() + "/" + run.timeline_artifact(), std::ios::binary);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      svg = ss.str();
-    }
-    if (svg.empty()) {
-      lines.push_back(fmt::format("timeline of {}: not in the result and {}/{} is not readable "
-                                  "here; fetch it from the daemon's host",
-                                  run.name(), r.artifacts_dir(), run.timeline_artifact()));
-      continue;
+      // Left out of the result for size: the daemon serves it as an artifact.
+      absl::StatusOr<std::string> fetched = fetch(job.id(), run.timeline_artifact());
+      if (!fetched.ok()) {
+        lines.push_back(fmt::format("timeline of {}: not in the result, and fetching {} failed: {}",
+                                    run.name(), run.timeline_artifact(),
+                                    ErrorMessage(fetched.status())));
+        continue;
+      }
+      svg = *std::move(fetched);
     }
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << svg;
@@ -186,7 +215,7 @@ int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool 
   absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
   const v1::Job& done = stored.ok() ? *stored : final_job;
   if (!json) Print("\n" + JobView(done));
-  for (const std::string& line : SaveTimelines(done, svg_dir)) {
+  for (const std::string& line : SaveTimelines(done, svg_dir, FetcherOf(client))) {
     if (json) {
       std::fprintf(stderr, "benchctl: %s\n", line.c_str());
     } else {
@@ -194,6 +223,75 @@ int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool 
     }
   }
   return code;
+}
+
+int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach,
+                      bool json, const ProfileViewOptions& view, const std::string& trace_path) {
+  absl::StatusOr<v1::JobSpec> spec = BuildProfileSpec(options);
+  if (!spec.ok()) return ReportError(spec.status());
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::Job> job = client.Submit(*spec);
+  if (!job.ok()) return ReportError(job.status());
+  if (detach) {
+    Print(json ? ToJson(*job) : job->id() + "\n");
+    return kExitOk;
+  }
+  if (!json) Print(fmt::format("submitted profile job {}\n", job->id()));
+  v1::Job final_job;
+  const int code = WatchJob(client, job->id(), json, &final_job);
+  if (code != kExitOk && code != kExitJobFailed) return code;
+  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
+  const v1::Job& done = stored.ok() ? *stored : final_job;
+  if (!json) Print("\n" + JobView(done, view));
+  if (code == kExitOk && !trace_path.empty() && done.result().has_profile()) {
+    int64_t size = 0;
+    absl::Status s =
+        FetchToFile(client, job->id(), done.result().profile().trace_artifact(), trace_path, &size);
+    if (!s.ok()) return ReportError(s);
+    const std::string line = fmt::format("trace saved to {} ({})", trace_path, FormatBytes(size));
+    if (json) {
+      std::fprintf(stderr, "benchctl: %s\n", line.c_str());
+    } else {
+      Print(line + "\n");
+    }
+  }
+  return code;
+}
+
+int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json) {
+  BenchClient client = MakeClient(g);
+  absl::StatusOr<v1::ListArtifactsResponse> response = client.ListArtifacts(job_id);
+  if (!response.ok()) return ReportError(response.status());
+  if (json) {
+    Print(ToJson(*response));
+    return kExitOk;
+  }
+  if (response->artifacts().empty()) {
+    Print(fmt::format("job {} has no artifacts\n", job_id));
+    return kExitOk;
+  }
+  Table t({{"name"}, {"size", Table::Align::kRight}});
+  for (const v1::Artifact& a : response->artifacts()) t.AddRow({a.name(), FormatBytes(a.size_bytes())});
+  Print(t.Render() + fmt::format("in {} on the daemon's host\n", response->artifacts_dir()));
+  return kExitOk;
+}
+
+int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std::string& name,
+                    const std::string& out_path) {
+  BenchClient client = MakeClient(g);
+  if (out_path == "-") {
+    absl::StatusOr<int64_t> got = client.FetchArtifact(
+        job_id, name, [](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
+    std::fflush(stdout);
+    return got.ok() ? kExitOk : ReportError(got.status());
+  }
+  const std::string path = out_path.empty() ? name : out_path;
+  int64_t size = 0;
+  if (absl::Status s = FetchToFile(client, job_id, name, path, &size); !s.ok()) {
+    return ReportError(s);
+  }
+  std::fprintf(stderr, "%s\n", fmt::format("saved {} ({})", path, FormatBytes(size)).c_str());
+  return kExitOk;
 }
 
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json) {

@@ -4,12 +4,14 @@
 #ifndef BENCHD_CLIENT_COMMANDS_H_
 #define BENCHD_CLIENT_COMMANDS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
+#include "client/profile_view.h"
 #include "client/spec_builder.h"
 
 namespace benchd::client {
@@ -36,9 +38,26 @@ int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, 
 // `detach`, prints the job id and returns.
 int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool detach, bool json,
                      const std::string& svg_dir);
-// Writes the timelines of a finished memory job (see RunMemoryRequest) and
-// returns the lines saying where they went (or why one could not be saved).
-std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir);
+// Reads one artifact of a job whole (the daemon's FetchArtifact).
+using ArtifactFetcher =
+    std::function<absl::StatusOr<std::string>(const std::string& job_id, const std::string& name)>;
+// Writes the timelines of a finished memory job (see RunMemoryRequest), from
+// the result or, when left out of it for size, fetched as artifacts; returns
+// the lines saying where they went (or why one could not be saved).
+std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir,
+                                       const ArtifactFetcher& fetch);
+// `benchctl profile`: submits a profile request, follows it and prints the
+// ranges and kernel tables (`view` says how many rows); with `trace_path`
+// fetches the Chrome trace there. With `detach`, prints the job id and returns.
+int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach,
+                      bool json, const ProfileViewOptions& view, const std::string& trace_path);
+// `benchctl artifacts list JOB`.
+int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json);
+// `benchctl artifacts get JOB NAME [-o PATH]`: to PATH (default NAME here;
+// "-" = stdout), written through a temporary file so a failed fetch leaves
+// no partial file behind.
+int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std::string& name,
+                    const std::string& out_path);
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
 // Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
 int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/memory_view.h"
+#include "client/profile_view.h"
 #include "client/options_view.h"
 #include "client/table.h"
 #include "common/job_spec.h"
@@ -25,6 +26,7 @@ constexpr size_t kKeyWidth = 11;
 
 bool HasResult(const v1::Job& job) { return job.result().has_benchmark(); }
 bool HasMemoryResult(const v1::Job& job) { return job.result().has_memory(); }
+bool HasProfileResult(const v1::Job& job) { return job.result().has_profile(); }
 
 // "floor 4.210 ms (matmul 3.100 + AdamW 1.110); this step reaches 35.2% of it"
 // and the peaks behind it, or why there are none.
@@ -65,6 +67,7 @@ std::string ModelSummary(const v1::ModelConfig& m) {
 
 std::string SpecSummary(const v1::JobSpec& spec) {
   if (spec.has_memory()) return MemorySpecSummary(spec.memory());
+  if (spec.has_profile()) return ProfileSpecSummary(spec.profile());
   if (!spec.has_benchmark()) {
     const std::string kind = JobKindName(spec);
     return kind.empty() ? "-" : kind;
@@ -90,6 +93,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 
 std::string ShortSpecSummary(const v1::JobSpec& spec) {
   if (spec.has_memory()) return "memory " + MemorySpecSummary(spec.memory());
+  if (spec.has_profile()) return "profile " + ProfileSpecSummary(spec.profile());
   if (!spec.has_benchmark()) return JobKindName(spec);
   const v1::BenchmarkSpec& b = spec.benchmark();
   const v1::ModelConfig& m = b.model();
@@ -184,7 +188,7 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
   return out;
 }
 
-std::string JobView(const v1::Job& job) {
+std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   KeyValueList kv = {
       {"Job", job.id()},
       {"Kind", job.kind().empty() ? JobKindName(job.spec()) : job.kind()},
@@ -210,6 +214,7 @@ std::string JobView(const v1::Job& job) {
   std::string out = KeyValues(kv, kKeyWidth);
   if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
   if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());
+  if (HasProfileResult(job)) out += "\n" + ProfileResultView(job.result().profile(), profile);
   return out;
 }
 
@@ -233,6 +238,14 @@ std::string FinalStateLine(const v1::Job& job) {
         line += fmt::format(": {} memory run{}, highest peak allocated {}{}", r.runs_size(),
                             r.runs_size() == 1 ? "" : "s", FormatBytes(peak),
                             oom > 0 ? fmt::format(", {} out of memory", oom) : "");
+      }
+      if (HasProfileResult(job)) {
+        const v1::ProfileResult& r = job.result().profile();
+        line += fmt::format(": {} ranges over {} profiled step{}, step {} ms profiled vs {} ms "
+                            "unprofiled",
+                            r.ranges_size(), r.profile_steps(), r.profile_steps() == 1 ? "" : "s",
+                            FormatMs(r.profiled_step().median()),
+                            FormatMs(r.unprofiled_step().median()));
       }
       return line;
     }

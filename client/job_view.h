@@ -6,6 +6,7 @@
 #include <string>
 
 #include "benchd/v1/bench.pb.h"
+#include "client/profile_view.h"
 
 namespace benchd::client {
 
@@ -24,7 +25,7 @@ std::string StepsTable(const v1::BenchmarkResult& result, const std::string& ind
 // Config, statistics, throughput, memory, versions and steps.
 std::string BenchmarkResultView(const v1::BenchmarkResult& result);
 // `benchctl get`: state, times, spec, error or result.
-std::string JobView(const v1::Job& job);
+std::string JobView(const v1::Job& job, const ProfileViewOptions& profile = {});
 // What `watch` prints when the job ends: "job X succeeded: median step ...".
 std::string FinalStateLine(const v1::Job& job);
 

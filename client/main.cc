@@ -101,6 +101,17 @@ void AddMemoryFlags(CLI::App* cmd, benchd::client::MemoryOptions& o) {
                   "sweep: precisions, e.g. fp32,bf16 (default: --precision)");
 }
 
+void AddProfileFlags(CLI::App* cmd, benchd::client::ProfileOptions& o) {
+  AddStepFlags(cmd, o.step);
+  cmd->add_option("--steps", o.step.measure_steps,
+                  "measured steps of the unprofiled run the profile is compared with (default 10)");
+  cmd->add_option("--profile-steps", o.profile_steps, "steps recorded by the profiler (default 3)");
+  cmd->add_option("--activities", o.activities,
+                  "cpu and/or cuda, e.g. cpu,cuda (default: cpu+cuda on a GPU, cpu on a CPU)");
+  cmd->add_flag("--record-shapes", o.record_shapes, "record every operator's input shapes (in the trace)");
+  cmd->add_flag("--profile-memory", o.profile_memory, "record allocator events (in the trace)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,7 +165,36 @@ int main(int argc, char** argv) {
                          "where to save the timelines: <job>-timeline[-<run>].svg (default .)");
   add_json(memory_cmd, "print NDJSON events like `watch --json` (with --detach: the Job)");
 
+  // profile
+  CLI::App* profile_cmd = app.add_subcommand(
+      "profile",
+      "profile a few steps with the PyTorch profiler: nsys-style kernel tables per named range "
+      "(step, forward, backward, optimizer_step, attention parts) and a Chrome trace");
+  benchd::client::ProfileOptions profile;
+  AddProfileFlags(profile_cmd, profile);
+  benchd::client::ProfileViewOptions profile_view;
+  std::string trace_path;
+  profile_cmd->add_flag("--detach", detach, "print the job id and return (then `get` / `watch`)");
+  profile_cmd->add_option("--top", profile_view.top, "kernels shown per range (default 10)")
+      ->check(CLI::PositiveNumber);
+  profile_cmd->add_flag("--all", profile_view.all, "show every kernel of every range");
+  profile_cmd->add_option("--trace", trace_path,
+                          "save the Chrome trace here (ui.perfetto.dev, chrome://tracing)");
+  add_json(profile_cmd, "print NDJSON events like `watch --json` (with --detach: the Job)");
+
   std::string job_id;
+  CLI::App* artifacts = app.add_subcommand("artifacts", "list or fetch the files a job wrote");
+  artifacts->require_subcommand(1);
+  CLI::App* artifacts_list = artifacts->add_subcommand("list", "list a job's artifacts");
+  artifacts_list->add_option("JOB", job_id, "job id")->required();
+  add_json(artifacts_list, "print the ListArtifactsResponse as JSON");
+  CLI::App* artifacts_get = artifacts->add_subcommand("get", "fetch one artifact of a job");
+  std::string artifact_name, artifact_out;
+  artifacts_get->add_option("JOB", job_id, "job id")->required();
+  artifacts_get->add_option("NAME", artifact_name, "artifact name (from `artifacts list`)")
+      ->required();
+  artifacts_get->add_option("-o,--output", artifact_out, "where to write it (default: NAME here; - = stdout)");
+
   CLI::App* watch_cmd = app.add_subcommand("watch", "follow a job's events until it ends");
   watch_cmd->add_option("JOB", job_id, "job id")->required();
   add_json(watch_cmd, "print one JobEvent per line (NDJSON)");
@@ -212,6 +252,11 @@ int main(int argc, char** argv) {
 
   if (*benchmark) return bc::RunSubmitBenchmark(g, bench, watch, json);
   if (*memory_cmd) return bc::RunMemoryRequest(g, memory, detach, json, svg_dir);
+  if (*profile_cmd) {
+    return bc::RunProfileRequest(g, profile, detach, json, profile_view, trace_path);
+  }
+  if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
+  if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);
   if (*get) return bc::RunGet(g, job_id, json, csv);
   if (*list) return bc::RunList(g, limit, state, json);

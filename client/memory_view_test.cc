@@ -190,16 +190,12 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-TEST(SaveTimelinesTest, FromTheResultOrTheArtifactOnThisHost) {
+TEST(SaveTimelinesTest, FromTheResultOrFetchedAsAnArtifact) {
   char tmpl[] = "/tmp/benchctl-svg-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  const std::string artifacts = dir + "/artifacts";
-  mkdir(artifacts.c_str(), 0755);
-  std::ofstream(artifacts + "/timeline-b.svg") << "<svg>b</svg>";
   v1::Job job;
   job.set_id("9");
   v1::MemoryResult* r = job.mutable_result()->mutable_memory();
-  r->set_artifacts_dir(artifacts);
   v1::MemoryRun* a = r->add_runs();
   a->set_name("a");
   a->set_timeline_artifact("timeline-a.svg");
@@ -207,16 +203,26 @@ TEST(SaveTimelinesTest, FromTheResultOrTheArtifactOnThisHost) {
   v1::MemoryRun* b = r->add_runs();  // left out of the result for size
   b->set_name("b");
   b->set_timeline_artifact("timeline-b.svg");
-  v1::MemoryRun* c = r->add_runs();  // neither in the result nor readable here
+  v1::MemoryRun* c = r->add_runs();  // left out, and the daemon cannot serve it
   c->set_name("c");
   c->set_timeline_artifact("timeline-c.svg");
   r->add_runs()->set_name("d");  // out of memory before recording: no timeline
-  const auto lines = SaveTimelines(job, dir);
+  std::vector<std::string> fetched;
+  const ArtifactFetcher fetch = [&](const std::string& job_id,
+                                    const std::string& name) -> absl::StatusOr<std::string> {
+    fetched.push_back(job_id + "/" + name);
+    if (name == "timeline-b.svg") return std::string("<svg>b</svg>");
+    return absl::NotFoundError("job 9 has no artifact 'timeline-c.svg'");
+  };
+  const auto lines = SaveTimelines(job, dir, fetch);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], "timeline of a saved to " + dir + "/9-timeline-a.svg");
   EXPECT_EQ(Slurp(dir + "/9-timeline-a.svg"), "<svg>a</svg>");
   EXPECT_EQ(Slurp(dir + "/9-timeline-b.svg"), "<svg>b</svg>");
-  EXPECT_NE(lines[2].find("not in the result"), std::string::npos) << lines[2];
+  EXPECT_EQ(fetched, (std::vector<std::string>{"9/timeline-b.svg", "9/timeline-c.svg"}));
+  EXPECT_NE(lines[2].find("not in the result, and fetching timeline-c.svg failed: NOT_FOUND"),
+            std::string::npos)
+      << lines[2];
 }
 
 }  // namespace

@@ -134,6 +134,48 @@ absl::StatusOr<v1::NodeInfo> BenchClient::GetNodeInfo() {
       [&](grpc::ClientContext* c, v1::NodeInfo* r) { return stub_->GetNodeInfo(c, request, r); });
 }
 
+absl::StatusOr<v1::ListArtifactsResponse> BenchClient::ListArtifacts(const std::string& job_id) {
+  v1::ListArtifactsRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::ListArtifactsResponse>(
+      [&](grpc::ClientContext* c, v1::ListArtifactsResponse* r) {
+        return stub_->ListArtifacts(c, request, r);
+      });
+}
+
+absl::StatusOr<int64_t> BenchClient::FetchArtifact(
+    const std::string& job_id, const std::string& name,
+    const std::function<void(const std::string&)>& on_chunk) {
+  if (absl::Status s = Connect(std::chrono::system_clock::now() + timeout_); !s.ok()) return s;
+  grpc::ClientContext context;
+  v1::FetchArtifactRequest request;
+  request.set_job_id(job_id);
+  request.set_name(name);
+  std::unique_ptr<grpc::ClientReader<v1::ArtifactChunk>> reader =
+      stub_->FetchArtifact(&context, request);
+  v1::ArtifactChunk chunk;
+  int64_t received = 0, total = -1;
+  while (reader->Read(&chunk)) {
+    if (chunk.offset() != received) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return absl::DataLossError(fmt::format("artifact {} of job {}: a chunk at offset {} came "
+                                             "after {} bytes",
+                                             name, job_id, chunk.offset(), received));
+    }
+    total = chunk.total_bytes();
+    received += static_cast<int64_t>(chunk.data().size());
+    on_chunk(chunk.data());
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return Convert(status);
+  if (received != total) {
+    return absl::DataLossError(fmt::format("artifact {} of job {}: {} of {} bytes arrived", name,
+                                           job_id, received, total < 0 ? 0 : total));
+  }
+  return received;
+}
+
 absl::StatusOr<v1::JobEvent> BenchClient::Watch(
     const std::string& job_id, const std::function<void(const v1::JobEvent&)>& on_event) {
   if (absl::Status s = Connect(std::chrono::system_clock::now() + timeout_); !s.ok()) return s;

@@ -32,6 +32,12 @@ class BenchClient {
   absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
   absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
   absl::StatusOr<v1::NodeInfo> GetNodeInfo();
+  absl::StatusOr<v1::ListArtifactsResponse> ListArtifacts(const std::string& job_id);
+  // Streams the artifact's chunks to `on_chunk` in order (no overall
+  // deadline: a trace may be large); returns its size. DATA_LOSS when the
+  // chunks do not add up to the size the daemon announced.
+  absl::StatusOr<int64_t> FetchArtifact(const std::string& job_id, const std::string& name,
+                                        const std::function<void(const std::string&)>& on_chunk);
 
   // Streams the job's events to `on_event` until a terminal one, which is
   // returned. No overall deadline (jobs take as long as they take), but the

@@ -154,4 +154,36 @@ absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& o) {
   return spec;
 }
 
+absl::StatusOr<v1::JobSpec> BuildProfileSpec(const ProfileOptions& o) {
+  if (o.step.export_parity) {
+    return absl::InvalidArgumentError("--export-parity: only `submit benchmark` writes parity bundles");
+  }
+  if (o.step.cuda_graph) {
+    return absl::InvalidArgumentError(
+        "--cuda-graph: not supported by a profile request (a graph replay has no operators or "
+        "ranges to attribute its kernels to)");
+  }
+  auto bench = BuildBenchmarkSpec(o.step);
+  if (!bench.ok()) return bench.status();
+  v1::JobSpec spec;
+  spec.set_device(bench->device());
+  v1::ProfileSpec* p = spec.mutable_profile();
+  *p->mutable_step() = bench->benchmark();
+  if (o.profile_steps) p->set_profile_steps(*o.profile_steps);
+  for (absl::string_view item : absl::StrSplit(o.activities, ',', absl::SkipWhitespace())) {
+    const std::string l = absl::AsciiStrToLower(absl::StripAsciiWhitespace(item));
+    if (l == "cpu") {
+      p->add_activities(v1::PROFILER_ACTIVITY_CPU);
+    } else if (l == "cuda" || l == "gpu") {
+      p->add_activities(v1::PROFILER_ACTIVITY_CUDA);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--activities: unknown activity '", item, "'; expected cpu and/or cuda"));
+    }
+  }
+  p->set_record_shapes(o.record_shapes);
+  p->set_profile_memory(o.profile_memory);
+  return spec;
+}
+
 }  // namespace benchd::client

@@ -52,6 +52,20 @@ struct MemoryOptions {
 // INVALID_ARGUMENT naming the flag.
 absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& options);
 
+// `benchctl profile`: the step flags of `submit benchmark` (--steps are the
+// unprofiled run's measured steps; --export-parity and --cuda-graph are
+// refused) plus the profiler's.
+struct ProfileOptions {
+  BenchmarkOptions step;
+  std::optional<int64_t> profile_steps;
+  std::string activities;  // --activities cpu,cuda ("" = the worker's default)
+  bool record_shapes = false;
+  bool profile_memory = false;
+};
+
+// INVALID_ARGUMENT naming the flag.
+absl::StatusOr<v1::JobSpec> BuildProfileSpec(const ProfileOptions& options);
+
 }  // namespace benchd::client
 
 #endif  // BENCHD_CLIENT_SPEC_BUILDER_H_

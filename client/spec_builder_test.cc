@@ -111,5 +111,41 @@ TEST(BuildBenchmarkSpec, ExportParityOnlyWhenAsked) {
   EXPECT_TRUE(BuildBenchmarkSpec(o)->benchmark().export_parity());
 }
 
+TEST(BuildProfileSpec, StepFlagsAndProfilerFlags) {
+  ProfileOptions o;
+  o.step.preset = "small";
+  o.step.device = "cuda:1";
+  o.step.measure_steps = 7;
+  o.profile_steps = 2;
+  o.activities = "cpu, CUDA";
+  o.record_shapes = true;
+  auto spec = BuildProfileSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device(), "cuda:1");
+  const v1::ProfileSpec& p = spec->profile();
+  EXPECT_EQ(p.step().model().preset(), "small");
+  EXPECT_EQ(p.step().measure_steps(), 7);
+  EXPECT_EQ(p.profile_steps(), 2);
+  ASSERT_EQ(p.activities_size(), 2);
+  EXPECT_EQ(p.activities(0), v1::PROFILER_ACTIVITY_CPU);
+  EXPECT_EQ(p.activities(1), v1::PROFILER_ACTIVITY_CUDA);
+  EXPECT_TRUE(p.record_shapes());
+  EXPECT_FALSE(p.profile_memory());
+}
+
+TEST(BuildProfileSpec, RefusalsNameTheFlag) {
+  ProfileOptions o;
+  o.step.preset = "tiny";
+  o.activities = "cpu,tpu";
+  EXPECT_THAT(std::string(BuildProfileSpec(o).status().message()),
+              HasSubstr("--activities: unknown activity 'tpu'"));
+  o.activities = "";
+  o.step.cuda_graph = true;
+  EXPECT_THAT(std::string(BuildProfileSpec(o).status().message()), HasSubstr("--cuda-graph"));
+  o.step.cuda_graph = false;
+  o.step.mode = "sideways";
+  EXPECT_THAT(std::string(BuildProfileSpec(o).status().message()), HasSubstr("--mode"));
+}
+
 }  // namespace
 }  // namespace benchd::client

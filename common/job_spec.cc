@@ -153,6 +153,63 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   return out;
 }
 
+// The step is a benchmark's (ResolveBenchmark: same defaults, same checks);
+// what a profile cannot attribute or does not write is refused.
+absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
+  v1::ProfileSpec out = in;
+  if (in.step().cuda_graph()) {
+    return absl::InvalidArgumentError(
+        "profile.step.cuda_graph: not supported by a profile request; a graph replay has no "
+        "operators or named ranges to attribute its kernels to (profile the eager step, or "
+        "benchmark the graph)");
+  }
+  if (in.step().export_parity()) {
+    return absl::InvalidArgumentError(
+        "profile.step.export_parity: only a benchmark request writes parity bundles");
+  }
+  if (in.with_stack()) {
+    return absl::InvalidArgumentError(
+        "profile.with_stack: the PyTorch profiler's stacks are Python stacks, and benchd-worker "
+        "runs the model from C++ with no Python interpreter, so they would be empty; the named "
+        "ranges (forward, attention.softmax, ...) and record_shapes say where an operator comes "
+        "from, and the memory request records C++ stacks of allocations");
+  }
+  auto step = ResolveBenchmark(in.step());
+  if (!step.ok()) {
+    return absl::Status(step.status().code(),
+                        absl::StrCat("profile.step.", absl::StripPrefix(step.status().message(),
+                                                                         "benchmark.")));
+  }
+  *out.mutable_step() = *step;
+  if (!out.has_profile_steps()) out.set_profile_steps(kDefaultProfileSteps);
+  if (out.profile_steps() < 1 || out.profile_steps() > kMaxProfileSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("profile.profile_steps: expected 1..",
+                                                   kMaxProfileSteps, ", got ",
+                                                   out.profile_steps()));
+  }
+  bool seen[3] = {false, false, false};
+  for (int i = 0; i < in.activities_size(); ++i) {
+    const int a = in.activities(i);
+    if (a != v1::PROFILER_ACTIVITY_CPU && a != v1::PROFILER_ACTIVITY_CUDA) {
+      return absl::InvalidArgumentError(absl::StrCat("profile.activities[", i,
+                                                     "]: unknown value ", a,
+                                                     "; expected cpu or cuda"));
+    }
+    if (seen[a]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile.activities[", i, "]: ", a == 1 ? "cpu" : "cuda",
+                       " given twice"));
+    }
+    seen[a] = true;
+  }
+  if (seen[v1::PROFILER_ACTIVITY_CUDA] && !seen[v1::PROFILER_ACTIVITY_CPU]) {
+    return absl::InvalidArgumentError(
+        "profile.activities: cuda without cpu cannot attribute kernels to the named ranges "
+        "(they are host-side events); expected cpu, or cpu and cuda");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string MemoryRunName(const v1::BenchmarkSpec& cell) {
@@ -188,10 +245,20 @@ std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
 }
 
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device) {
-  if (spec.kind_case() == v1::JobSpec::kMemory && device.rfind("cuda:", 0) != 0) {
+  const bool cuda = device.rfind("cuda:", 0) == 0;
+  if (spec.kind_case() == v1::JobSpec::kMemory && !cuda) {
     return absl::FailedPreconditionError(absl::StrCat(
         "memory: needs a CUDA device (it records the CUDA caching allocator's history); ",
         device, " is not one; submit it with --device cuda:N on a GPU node"));
+  }
+  if (spec.kind_case() == v1::JobSpec::kProfile && !cuda) {
+    for (int a : spec.profile().activities()) {
+      if (a == v1::PROFILER_ACTIVITY_CUDA) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "profile.activities: cuda needs a CUDA device; ", device,
+            " is not one (profile it with the cpu activity only, or submit with --device cuda:N)"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -224,6 +291,12 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_memory() = *m;
       return out;
     }
+    case v1::JobSpec::kProfile: {
+      auto p = ResolveProfile(spec.profile());
+      if (!p.ok()) return p.status();
+      *out.mutable_profile() = *p;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       return absl::InvalidArgumentError(
           "spec: no request kind set; expected one of benchmark, profile, memory, attention, "
@@ -231,7 +304,8 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     default:
       return absl::UnimplementedError(absl::StrCat(
           "spec.", JobKindName(spec), ": the ", JobKindName(spec),
-          " request is not implemented in this version of benchd; benchmark and memory run today"));
+          " request is not implemented in this version of benchd; benchmark, profile and memory "
+          "run today"));
   }
 }
 

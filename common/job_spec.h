@@ -28,6 +28,10 @@ inline constexpr int64_t kMaxMemoryMaxEntries = 10000000;
 inline constexpr int64_t kDefaultMemoryTopAllocations = 10;
 inline constexpr int64_t kMaxMemoryRuns = 64;
 
+// The profile request's (v1::ProfileSpec).
+inline constexpr int64_t kDefaultProfileSteps = 3;
+inline constexpr int64_t kMaxProfileSteps = 100;
+
 // "benchmark", "profile", ..., or "" when no kind is set.
 std::string JobKindName(const v1::JobSpec& spec);
 

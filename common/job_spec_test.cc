@@ -127,13 +127,78 @@ TEST(JobSpecTest, NoKindIsInvalidArgument) {
   EXPECT_EQ(JobKindName(v1::JobSpec()), "");
 }
 
-TEST(JobSpecTest, ProfileIsUnimplemented) {
-  v1::JobSpec in;
-  in.mutable_profile();
-  auto out = ResolveJobSpec(in);
-  ASSERT_EQ(out.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_PRED_FORMAT2(IsSubstring, "profile", std::string(out.status().message()));
-  EXPECT_EQ(JobKindName(in), "profile");
+v1::JobSpec Profile(const std::string& preset = "tiny") {
+  v1::JobSpec spec;
+  spec.mutable_profile()->mutable_step()->mutable_model()->set_preset(preset);
+  return spec;
+}
+
+TEST(JobSpecTest, ProfileTakesTheBenchmarksStepAndDefaults) {
+  auto out = ResolveJobSpec(Profile());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::ProfileSpec& p = out->profile();
+  EXPECT_EQ(JobKindName(*out), "profile");
+  EXPECT_EQ(p.profile_steps(), kDefaultProfileSteps);
+  EXPECT_EQ(p.step().warmup_steps(), 5);
+  EXPECT_EQ(p.step().measure_steps(), 10);
+  EXPECT_EQ(p.step().model().d_model(), 64);  // the preset resolved
+  EXPECT_TRUE(p.activities().empty());        // the worker picks for its device
+}
+
+TEST(JobSpecTest, ProfileRefusals) {
+  auto code_and_message = [](const v1::JobSpec& in) {
+    auto out = ResolveJobSpec(in);
+    EXPECT_FALSE(out.ok());
+    return std::make_pair(out.status().code(), std::string(out.status().message()));
+  };
+  v1::JobSpec in = Profile();
+  in.mutable_profile()->mutable_step()->set_cuda_graph(true);
+  auto [code, message] = code_and_message(in);
+  EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "profile.step.cuda_graph", message);
+
+  in = Profile();
+  in.mutable_profile()->set_with_stack(true);
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "no Python interpreter", message);
+
+  in = Profile();
+  in.mutable_profile()->set_profile_steps(0);
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_EQ(message, "profile.profile_steps: expected 1..100, got 0");
+
+  in = Profile();
+  in.mutable_profile()->mutable_step()->set_batch_size(0);
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_EQ(message, "profile.step.batch_size: expected 1..65536, got 0");
+
+  in = Profile();
+  in.mutable_profile()->add_activities(v1::PROFILER_ACTIVITY_CUDA);
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_PRED_FORMAT2(IsSubstring, "cuda without cpu", message);
+
+  in = Profile();
+  in.mutable_profile()->add_activities(v1::PROFILER_ACTIVITY_CPU);
+  in.mutable_profile()->add_activities(v1::PROFILER_ACTIVITY_CPU);
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_EQ(message, "profile.activities[1]: cpu given twice");
+
+  in = Profile();
+  in.mutable_profile()->add_activities(static_cast<v1::ProfilerActivity>(7));
+  std::tie(code, message) = code_and_message(in);
+  EXPECT_EQ(message, "profile.activities[0]: unknown value 7; expected cpu or cuda");
+}
+
+TEST(JobSpecTest, ProfileOfCudaActivityNeedsACudaDevice) {
+  v1::JobSpec in = Profile();
+  in.mutable_profile()->add_activities(v1::PROFILER_ACTIVITY_CPU);
+  EXPECT_TRUE(CheckKindForDevice(in, "cpu:0").ok());
+  in.mutable_profile()->add_activities(v1::PROFILER_ACTIVITY_CUDA);
+  const absl::Status s = CheckKindForDevice(in, "cpu:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_PRED_FORMAT2(IsSubstring, "cuda needs a CUDA device", std::string(s.message()));
+  EXPECT_TRUE(CheckKindForDevice(in, "cuda:0").ok());
 }
 
 TEST(JobSpecTest, KindNames) {

@@ -126,6 +126,18 @@ double StepFlops(const v1::ModelConfig& m, v1::BenchmarkMode mode, int64_t batch
   return mode == v1::MODE_FORWARD || mode == v1::MODE_UNSPECIFIED ? f : 3.0 * f;
 }
 
+AttentionFlops ForwardAttentionFlops(const v1::ModelConfig& m, int64_t batch, int64_t context) {
+  const double T = context, d = m.d_model();
+  const double scores_per_layer = static_cast<double>(batch) * m.num_heads() * T * T;
+  const double layers = static_cast<double>(m.num_layers());
+  AttentionFlops f;
+  f.scores = layers * (2.0 * batch * T * T * d + scores_per_layer);
+  f.mask = layers * scores_per_layer;
+  f.softmax = layers * 5.0 * scores_per_layer;
+  f.weighted_sum = layers * 2.0 * batch * T * T * d;
+  return f;
+}
+
 absl::StatusOr<v1::Precision> ParsePrecision(const std::string& s) {
   const std::string l = Lower(s);
   if (l == "fp32" || l == "float32" || l == "f32") return v1::PRECISION_FP32;

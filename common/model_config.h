@@ -47,6 +47,19 @@ double ForwardFlops(const v1::ModelConfig& resolved, int64_t batch, int64_t cont
 double StepFlops(const v1::ModelConfig& resolved, v1::BenchmarkMode mode, int64_t batch,
                  int64_t context);
 
+// The FLOPs of the attention core's parts in one forward over all layers
+// (the profile request's attention ranges), with T the context and H·d_k =
+// d_model: scores QKᵀ/√d_k (2·T·T·d_k per head, plus T·T for the scaling),
+// the causal mask (T·T), softmax (5 per score: max, subtract, exp, sum,
+// divide) and the weighted sum (2·T·T·d_k). The matmuls' part is what
+// ForwardFlops counts for attention.
+struct AttentionFlops {
+  double scores = 0, mask = 0, softmax = 0, weighted_sum = 0;
+  double total() const { return scores + mask + softmax + weighted_sum; }
+};
+AttentionFlops ForwardAttentionFlops(const v1::ModelConfig& resolved, int64_t batch,
+                                     int64_t context);
+
 // Parses "fp32", "bf16", "fp16" (and "float32", "bfloat16", "float16").
 absl::StatusOr<v1::Precision> ParsePrecision(const std::string& s);
 absl::StatusOr<v1::BenchmarkMode> ParseMode(const std::string& s);

@@ -80,6 +80,22 @@ TEST(FlopsTest, HandWorkedExample) {
   EXPECT_DOUBLE_EQ(StepFlops(*m, v1::MODE_TRAIN_STEP, 2, 3), 8064.0);
 }
 
+// Same model: B=2, H=2, T=3, d=4, L=1. Scores per layer B·H·T·T = 36.
+//   scores 2·B·T·T·d + 36 = 144 + 36 = 180; mask 36; softmax 5·36 = 180;
+//   weighted sum 144. The matmuls (144 + 144) are ForwardFlops' attention
+//   term: 2·3 tokens · 48 = 288.
+TEST(FlopsTest, AttentionPartsHandWorked) {
+  auto m = ResolveModelConfig(Explicit(10, 4, 8, 1, 2));
+  ASSERT_TRUE(m.ok()) << m.status();
+  const AttentionFlops f = ForwardAttentionFlops(*m, 2, 3);
+  EXPECT_DOUBLE_EQ(f.scores, 180.0);
+  EXPECT_DOUBLE_EQ(f.mask, 36.0);
+  EXPECT_DOUBLE_EQ(f.softmax, 180.0);
+  EXPECT_DOUBLE_EQ(f.weighted_sum, 144.0);
+  EXPECT_DOUBLE_EQ(f.total(), 540.0);
+  EXPECT_DOUBLE_EQ(f.scores - 36.0 + f.weighted_sum, 288.0);
+}
+
 TEST(ResolveModelConfigTest, FillsPresetAndRopeTheta) {
   auto m = ResolveModelConfig(Named("small"));
   ASSERT_TRUE(m.ok()) << m.status();

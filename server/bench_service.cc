@@ -120,6 +120,60 @@ absl::Status CheckJobId(const std::string& id) {
   return absl::OkStatus();
 }
 
+// A stream that ends at once with `status` (a refused request).
+template <typename T>
+grpc::ServerWriteReactor<T>* Refused(const absl::Status& status) {
+  class Refuse : public grpc::ServerWriteReactor<T> {
+   public:
+    explicit Refuse(const absl::Status& s) { this->Finish(ToGrpc(s)); }
+    void OnDone() override { delete this; }
+  };
+  return new Refuse(status);
+}
+
+// Streams one artifact in chunks of at most kArtifactChunkBytes, reading the
+// next chunk only when the previous one is written (memory stays one chunk).
+class FetchReactor final : public grpc::ServerWriteReactor<v1::ArtifactChunk> {
+ public:
+  static constexpr size_t kArtifactChunkBytes = 1 << 20;
+
+  explicit FetchReactor(std::unique_ptr<ArtifactReader> reader) : reader_(std::move(reader)) {
+    Next();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    // An empty file is still one (empty) chunk, so the reader learns its size.
+    if (reader_->done() && sent_any_) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    chunk_.Clear();
+    chunk_.set_offset(reader_->offset());
+    chunk_.set_total_bytes(reader_->size());
+    auto data = reader_->Next(kArtifactChunkBytes);
+    if (!data.ok()) {
+      Finish(ToGrpc(data.status()));
+      return;
+    }
+    chunk_.set_data(*std::move(data));
+    sent_any_ = true;
+    StartWrite(&chunk_);
+  }
+
+  std::unique_ptr<ArtifactReader> reader_;
+  v1::ArtifactChunk chunk_;
+  bool sent_any_ = false;
+};
+
 }  // namespace
 
 grpc::Status ToGrpc(const absl::Status& s) {
@@ -136,14 +190,7 @@ grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext* ctx,
                                                             const v1::WatchRequest* req) {
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) {
-    class Refuse : public grpc::ServerWriteReactor<v1::JobEvent> {
-     public:
-      explicit Refuse(const absl::Status& s) { Finish(ToGrpc(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Refuse(s);
-  }
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::JobEvent>(s);
   return new WatchReactor(hub_, jobs_, req->job_id());
 }
 
@@ -223,6 +270,29 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
   resp->set_data_dir(node_.data_dir);
   resp->set_metrics_address(node_.metrics_address);
   return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListArtifactsRequest* req,
+                                                      v1::ListArtifactsResponse* resp) {
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+  if (auto job = jobs_->Get(req->job_id()); !job.ok()) return Done(ctx, ToGrpc(job.status()));
+  auto listed = artifacts_.List(req->job_id());
+  if (!listed.ok()) return Done(ctx, ToGrpc(listed.status()));
+  for (v1::Artifact& a : *listed) *resp->add_artifacts() = std::move(a);
+  resp->set_artifacts_dir(*artifacts_.JobDir(req->job_id()));
+  return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerWriteReactor<v1::ArtifactChunk>* BenchService::FetchArtifact(
+    grpc::CallbackServerContext*, const v1::FetchArtifactRequest* req) {
+  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::ArtifactChunk>(s);
+  if (auto job = jobs_->Get(req->job_id()); !job.ok()) {
+    return Refused<v1::ArtifactChunk>(job.status());
+  }
+  auto reader = artifacts_.Open(req->job_id(), req->name());
+  if (!reader.ok()) return Refused<v1::ArtifactChunk>(reader.status());
+  return new FetchReactor(*std::move(reader));
 }
 
 }  // namespace benchd::server

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "benchd/v1/bench.grpc.pb.h"
+#include "server/artifact_store.h"
 #include "server/event_hub.h"
 #include "server/job_manager.h"
 #include "server/supervisor.h"
@@ -20,9 +21,14 @@ class BenchService final : public v1::Bench::CallbackService {
   struct NodeDetails {
     std::string data_dir;
     std::string metrics_address;
+    std::string artifacts_dir;  // <data_dir>/artifacts: the workers write there
   };
   BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node)
-      : jobs_(jobs), hub_(hub), supervisor_(supervisor), node_(std::move(node)) {}
+      : jobs_(jobs),
+        hub_(hub),
+        supervisor_(supervisor),
+        node_(std::move(node)),
+        artifacts_(node_.artifacts_dir) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::Job* resp) override;
@@ -44,12 +50,18 @@ class BenchService final : public v1::Bench::CallbackService {
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
                                         const v1::GetNodeInfoRequest* req,
                                         v1::NodeInfo* resp) override;
+  grpc::ServerUnaryReactor* ListArtifacts(grpc::CallbackServerContext* ctx,
+                                          const v1::ListArtifactsRequest* req,
+                                          v1::ListArtifactsResponse* resp) override;
+  grpc::ServerWriteReactor<v1::ArtifactChunk>* FetchArtifact(
+      grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
 
  private:
   JobManager* const jobs_;
   EventHub* const hub_;
   Supervisor* const supervisor_;
   const NodeDetails node_;
+  const ArtifactStore artifacts_;
 };
 
 }  // namespace benchd::server

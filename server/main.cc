@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
       config.devices, registry.get());
   benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
   benchd::server::BenchService service(&jobs, &hub, &supervisor,
-                                       {data.string(), registry->BoundAddress()});
+                                       {data.string(), registry->BoundAddress(),
+                                        (data / "artifacts").string()});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -22,7 +22,7 @@
 #include "worker/cuda_graph_step.h"
 #include "worker/device_info.h"
 #include "worker/job_options.h"
-#include "worker/nvtx_range.h"
+#include "worker/named_range.h"
 #include "worker/parity_export.h"
 #include "worker/phase_clock.h"
 
@@ -240,20 +240,20 @@ class BenchmarkRun {
     targets_ = torch::randint(0, vocab, shape, gen, opts).to(dev_.device);
   }
 
-  // One synchronized step. Each phase is an NVTX range (for nsys) and a
-  // RECORD_USER_SCOPE (for the Kineto profiler); each scope macro declares a
-  // variable named `guard`, hence one block per phase.
+  // One synchronized step. The step and each phase are named ranges (NVTX for
+  // nsys, user scopes for the profile request), the step's ending with the
+  // synchronize, so that its device time is all in it.
   v1::StepTiming Step(int64_t index, bool warmup) {
     const v1::BenchmarkMode mode = spec_.mode();
     TransformerLM& model = model_->model;
+    auto step_range = std::make_unique<NamedRange>("step");
     model->zero_grad(/*set_to_none=*/true);
     clock_->Reset();
     const auto host_start = Clock::now();
     clock_->Mark();
     torch::Tensor loss;
     {
-      NvtxRange nvtx("forward");
-      RECORD_USER_SCOPE("forward");
+      NamedRange range("forward");
       AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
       torch::Tensor logits = model->forward(inputs_);
       if (parity_) parity_->SetLogits(logits);
@@ -264,8 +264,7 @@ class BenchmarkRun {
     double backward = 0, optimizer = 0;
     if (mode == v1::MODE_FORWARD_BACKWARD || mode == v1::MODE_TRAIN_STEP) {
       {
-        NvtxRange nvtx("backward");
-        RECORD_USER_SCOPE("backward");
+        NamedRange range("backward");
         loss.backward();
       }
       clock_->Mark();
@@ -273,8 +272,7 @@ class BenchmarkRun {
     }
     if (mode == v1::MODE_TRAIN_STEP) {
       {
-        NvtxRange nvtx("optimizer_step");
-        RECORD_USER_SCOPE("optimizer_step");
+        NamedRange range("optimizer_step");
         RunOptimizerStep(*model_->optimizer, spec_);
       }
       clock_->Mark();
@@ -282,6 +280,7 @@ class BenchmarkRun {
     }
     Synchronize(dev_);
     const double host = std::chrono::duration<double>(Clock::now() - host_start).count();
+    step_range.reset();
 
     if (marks > 2) backward = clock_->Seconds(1, 2);
     if (marks > 3) optimizer = clock_->Seconds(2, 3);
@@ -339,15 +338,13 @@ class BenchmarkRun {
     const auto host_start = Clock::now();
     clock_->Mark();
     {
-      NvtxRange nvtx("graph_replay");
-      RECORD_USER_SCOPE("graph_replay");
+      NamedRange range("graph_replay");
       graph_->Replay();
     }
     clock_->Mark();
     if (OptimizerAfterReplay()) {
       // The replay rewrote the gradients the capture attached to the parameters.
-      NvtxRange nvtx("optimizer_step");
-      RECORD_USER_SCOPE("optimizer_step");
+      NamedRange range("optimizer_step");
       RunOptimizerStep(*model_->optimizer, spec_);
       clock_->Mark();
     }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/artifacts.h"
 #include "common/job_spec.h"
 #include "common/memory_analysis.h"
 #include "common/memory_svg.h"
@@ -34,51 +35,6 @@ namespace {
 // they are only artifacts (a Job is one SQLite row and one gRPC message).
 constexpr size_t kMaxSvgBytesInResult = 2 << 20;
 
-bool PlainName(const std::string& s) {
-  if (s.empty() || s == "." || s == "..") return false;
-  for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  }
-  return true;
-}
-
-// POSIX calls only: LibTorch exports std::filesystem symbols of its own.
-absl::Status MakeDirs(const std::string& dir) {
-  for (size_t pos = 1; pos != std::string::npos;) {
-    pos = dir.find('/', pos + 1);
-    const std::string prefix = dir.substr(0, pos);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(absl::StrCat("mkdir ", prefix, ": ", std::strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Through a temporary file, so a reader never sees half an artifact.
-absl::Status WriteFile(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("open ", tmp, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = std::strerror(errno);
-      close(fd);
-      unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat("write ", tmp, ": ", err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("write ", path, ": ", err));
-  }
-  return absl::OkStatus();
-}
-
 std::string Title(const v1::ModelConfig& model, const v1::BenchmarkSpec& cell) {
   return absl::StrCat(model.preset().empty() ? "custom model" : model.preset(), " ",
                       ModeName(cell.mode()), " ", PrecisionName(cell.precision()), ", batch ",
@@ -93,7 +49,7 @@ absl::Status Summarize(const std::string& pickled, const v1::MemorySpec& spec,
                        bool sweep, v1::MemoryRun& run, std::string* svg_out,
                        std::vector<std::string>& artifacts) {
   const std::string snapshot_name = SnapshotArtifactName(run.name(), sweep);
-  if (absl::Status s = WriteFile(dir + "/" + snapshot_name, pickled); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(dir + "/" + snapshot_name, pickled); !s.ok()) return s;
   artifacts.push_back(snapshot_name);
   run.set_snapshot_artifact(snapshot_name);
 
@@ -134,7 +90,7 @@ absl::Status Summarize(const std::string& pickled, const v1::MemorySpec& spec,
                             run.out_of_memory() ? "; ran OUT OF MEMORY" : "");
   *svg_out = memory::RenderTimelineSvg(*snapshot, *a, t);
   const std::string timeline_name = TimelineArtifactName(run.name(), sweep);
-  if (absl::Status s = WriteFile(dir + "/" + timeline_name, *svg_out); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(dir + "/" + timeline_name, *svg_out); !s.ok()) return s;
   artifacts.push_back(timeline_name);
   run.set_timeline_artifact(timeline_name);
   return absl::OkStatus();
@@ -204,23 +160,6 @@ CudaMemory CudaMemoryNow(const WorkerDevice& dev) {
 #endif
 
 }  // namespace
-
-absl::StatusOr<std::string> MemoryArtifactsDir(const std::string& artifacts_dir,
-                                               const std::string& job_id) {
-  if (artifacts_dir.empty()) {
-    return absl::FailedPreconditionError(
-        "memory: this worker was started without --artifacts-dir, so it has nowhere to write "
-        "the snapshot (benchd passes <data-dir>/artifacts)");
-  }
-  if (!PlainName(job_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory: the job id '", job_id,
-        "' cannot name a directory (expected letters, digits, '_' or '-')"));
-  }
-  std::string dir = artifacts_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return absl::StrCat(dir, "/", job_id);
-}
 
 std::string SnapshotArtifactName(const std::string& run_name, bool sweep) {
   return sweep ? absl::StrCat("memory-", run_name, ".pickle") : "memory.pickle";

@@ -26,11 +26,6 @@ struct MemoryHooks {
   std::function<void(const std::string& line)> log;  // "run 2 of 12: ctx256-forward-bf16"
 };
 
-// <artifacts_dir>/<job_id>. FAILED_PRECONDITION without an artifacts dir,
-// INVALID_ARGUMENT for a job id that cannot name a directory.
-absl::StatusOr<std::string> MemoryArtifactsDir(const std::string& artifacts_dir,
-                                               const std::string& job_id);
-
 // Artifact names of a run: memory.pickle / timeline.svg for a single run,
 // memory-<name>.pickle / timeline-<name>.svg in a sweep.
 std::string SnapshotArtifactName(const std::string& run_name, bool sweep);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/artifacts.h"
 #include "common/model_config.h"
 
 namespace benchd::worker {
@@ -28,27 +29,6 @@ std::string Dirname(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// mkdir -p
-void MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i < dir.size() && dir[i] != '/') continue;
-    const std::string prefix = dir.substr(0, i);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      TORCH_CHECK(false, "cannot create ", prefix, ": ", std::strerror(errno));
-    }
-  }
-}
-
-bool PlainName(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (const char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // A CPU copy that shares no storage with `t` (on a CPU device .to(kCPU) would
 // return `t` itself, which the optimizer then updates in place).
 torch::Tensor CpuCopy(const torch::Tensor& t) {
@@ -59,19 +39,10 @@ torch::Tensor CpuCopy(const torch::Tensor& t) {
 
 absl::StatusOr<std::string> ParityBundlePath(const std::string& artifacts_dir,
                                              const std::string& job_id) {
-  if (artifacts_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "benchmark.export_parity: this worker was started without --artifacts-dir, so it has "
-        "nowhere to write the parity bundle (benchd passes <data-dir>/artifacts)");
-  }
-  if (!PlainName(job_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.export_parity: the job id '", job_id,
-        "' cannot name a directory (expected letters, digits, '_' or '-')"));
-  }
-  std::string dir = artifacts_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return absl::StrCat(dir, "/", job_id, "/parity.pt");
+  auto dir = JobArtifactsDir(artifacts_dir, job_id, "benchmark.export_parity");
+  // A refusal of the request's own field: INVALID_ARGUMENT, whatever the reason.
+  if (!dir.ok()) return absl::InvalidArgumentError(dir.status().message());
+  return absl::StrCat(*dir, "/parity.pt");
 }
 
 ParityBundle::ParityBundle(const v1::BenchmarkSpec& spec, const std::string& device_name,
@@ -128,7 +99,9 @@ void ParityBundle::Write(const std::string& path) const {
   pickler.pushIValue(bundle);
   pickler.stop();
 
-  MakeDirs(Dirname(path));
+  if (absl::Status made = MakeDirs(Dirname(path)); !made.ok()) {
+    TORCH_CHECK(false, "cannot write the parity bundle: ", made.message());
+  }
   const std::string tmp = path + ".tmp-" + std::to_string(getpid());
   try {
     caffe2::serialize::PyTorchStreamWriter writer(tmp);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/attention_backend.h"
+#include "worker/named_range.h"
 
 namespace benchd::worker {
 
@@ -44,14 +45,26 @@ torch::Tensor CausalMask(int64_t seq_len, const torch::Device& device) {
   return pos.unsqueeze(1) >= pos.unsqueeze(0);  // [query, key]
 }
 
+// Each part is a named range, so a profile can set softmax's time against
+// the matmuls' (the profile request's attention table).
 torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& mask) {
   const double d_k = static_cast<double>(k.size(-1));
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(d_k);
+  torch::Tensor scores, weights;
+  {
+    NamedRange range("attention.scores");
+    scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(d_k);
+  }
   if (mask.defined()) {
+    NamedRange range("attention.mask");
     scores = torch::where(mask, scores, -std::numeric_limits<double>::infinity());
   }
-  return torch::matmul(Softmax(scores, -1), v);
+  {
+    NamedRange range("attention.softmax");
+    weights = Softmax(scores, -1);
+  }
+  NamedRange range("attention.weighted_sum");
+  return torch::matmul(weights, v);
 }
 
 LinearImpl::LinearImpl(int64_t d_in, int64_t d_out, const torch::TensorOptions& options) {
@@ -138,10 +151,14 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
   const torch::Tensor q = rope_->forward(heads(q_proj->forward(x)));
   const torch::Tensor k = rope_->forward(heads(k_proj->forward(x)));
   const torch::Tensor v = heads(v_proj->forward(x));
-  const torch::Tensor out =
-      attention_ == v1::ATTENTION_FAITHFUL
-          ? ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()))
-          : SdpaCausalAttention(q, k, v, attention_);
+  torch::Tensor out;
+  {
+    // The attention core, after the projections and RoPE.
+    NamedRange range("attention");
+    out = attention_ == v1::ATTENTION_FAITHFUL
+              ? ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()))
+              : SdpaCausalAttention(q, k, v, attention_);
+  }
   return output_proj->forward(out.transpose(1, 2).reshape({batch, seq_len, d_model}).contiguous());
 }
 

@@ -9,11 +9,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/artifacts.h"
 #include "common/job_spec.h"
 #include "worker/benchmark.h"
 #include "worker/device_info.h"
 #include "worker/memory_run.h"
 #include "worker/parity_export.h"
+#include "worker/profile_run.h"
 
 namespace benchd::worker {
 namespace {
@@ -32,6 +34,62 @@ internal::WorkerEvent Failure(const absl::Status& s) {
 // A request is for this worker when it names no device or this one.
 bool ForThisDevice(const std::string& requested, const WorkerDevice& device) {
   return requested.empty() || requested == device.name;
+}
+
+// The job's stream: steps and log lines written as they come, and the
+// cancellation a job polls (the daemon cancelled, the worker stops, or the
+// stream broke).
+class JobStream {
+ public:
+  JobStream(grpc::ServerContext* context, grpc::ServerWriter<internal::WorkerEvent>* writer,
+            const std::atomic<bool>& stopping)
+      : context_(context), writer_(writer), stopping_(stopping) {}
+
+  void Step(const v1::StepTiming& timing, int64_t total) {
+    internal::WorkerEvent e;
+    v1::StepEvent* step = timing.warmup() ? e.mutable_warmup_step() : e.mutable_step();
+    *step->mutable_timing() = timing;
+    step->set_total_steps(total);
+    Write(e);
+  }
+  void Log(const std::string& line) {
+    internal::WorkerEvent e;
+    e.set_log(line);
+    Write(e);
+  }
+  bool Cancelled() const { return broken_ || stopping_ || context_->IsCancelled(); }
+
+  template <typename Hooks>
+  Hooks MakeHooks() {
+    Hooks hooks;
+    hooks.on_step = [this](const v1::StepTiming& t, int64_t total) { Step(t, total); };
+    hooks.cancelled = [this] { return Cancelled(); };
+    return hooks;
+  }
+
+ private:
+  void Write(const internal::WorkerEvent& e) {
+    if (!writer_->Write(e)) broken_ = true;
+  }
+  grpc::ServerContext* const context_;
+  grpc::ServerWriter<internal::WorkerEvent>* const writer_;
+  const std::atomic<bool>& stopping_;
+  bool broken_ = false;
+};
+
+// A job's outcome as its terminal event: the result, cancelled, or a failure.
+template <typename Result>
+internal::WorkerEvent Terminal(absl::StatusOr<Result> result,
+                               Result* (v1::JobResult::*mutable_field)()) {
+  internal::WorkerEvent e;
+  if (result.ok()) {
+    *(e.mutable_result()->*mutable_field)() = *std::move(result);
+  } else if (absl::IsCancelled(result.status())) {
+    e.set_cancelled(true);
+  } else {
+    e = Failure(result.status());
+  }
+  return e;
 }
 
 }  // namespace
@@ -70,94 +128,52 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
                    absl::StrCat("spec.device: this worker serves ", device_.name, ", not ",
                                 spec->device()));
   }
-  if (spec->kind_case() != v1::JobSpec::kBenchmark && spec->kind_case() != v1::JobSpec::kMemory) {
-    return Failure(absl::StatusCode::kUnimplemented,
-                   absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
+  switch (spec->kind_case()) {
+    case v1::JobSpec::kBenchmark:
+    case v1::JobSpec::kProfile:
+    case v1::JobSpec::kMemory:
+      break;
+    default:
+      return Failure(absl::StatusCode::kUnimplemented,
+                     absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
   }
-
-  if (spec->kind_case() == v1::JobSpec::kMemory) return RunMemoryJob(context, request, *spec, writer);
-
-  std::string parity_path;
-  if (spec->benchmark().export_parity()) {
-    auto path = ParityBundlePath(artifacts_dir_, request.job_id());
-    if (!path.ok()) return Failure(path.status());
-    parity_path = *std::move(path);
+  // Refused before touching the artifacts dir: a CPU worker cannot record.
+  if (spec->kind_case() == v1::JobSpec::kMemory && !device_.is_cuda()) {
+    return Failure(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("memory: needs a CUDA device (it records the CUDA caching "
+                                "allocator's history); this worker is ", device_.name));
   }
 
   // gRPC handlers run on pool threads, whose current CUDA device is not ours.
   c10::OptionalDeviceGuard device_guard;
   if (device_.is_cuda()) device_guard.reset_device(device_.device);
+  JobStream stream(context, writer, stopping_);
 
-  bool stream_broken = false;
-  BenchmarkHooks hooks;
-  hooks.on_step = [&](const v1::StepTiming& timing, int64_t total) {
-    internal::WorkerEvent e;
-    v1::StepEvent* step = timing.warmup() ? e.mutable_warmup_step() : e.mutable_step();
-    *step->mutable_timing() = timing;
-    step->set_total_steps(total);
-    if (!writer->Write(e)) stream_broken = true;
-  };
-  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
-  hooks.parity_bundle_path = parity_path;
-  hooks.peaks = &peaks_;
+  if (spec->kind_case() == v1::JobSpec::kBenchmark) {
+    BenchmarkHooks hooks = stream.MakeHooks<BenchmarkHooks>();
+    if (spec->benchmark().export_parity()) {
+      auto path = ParityBundlePath(artifacts_dir_, request.job_id());
+      if (!path.ok()) return Failure(path.status());
+      hooks.parity_bundle_path = *std::move(path);
+    }
+    hooks.peaks = &peaks_;
+    return Terminal(RunBenchmark(spec->benchmark(), cache_, hooks),
+                    &v1::JobResult::mutable_benchmark);
+  }
 
-  auto result = RunBenchmark(spec->benchmark(), cache_, hooks);
-  if (result.ok()) {
-    internal::WorkerEvent e;
-    *e.mutable_result()->mutable_benchmark() = *std::move(result);
-    return e;
-  }
-  if (absl::IsCancelled(result.status())) {
-    internal::WorkerEvent e;
-    e.set_cancelled(true);
-    return e;
-  }
-  return Failure(result.status());
-}
-
-internal::WorkerEvent WorkerService::RunMemoryJob(grpc::ServerContext* context,
-                                                  const internal::RunRequest& request,
-                                                  const v1::JobSpec& spec,
-                                                  grpc::ServerWriter<internal::WorkerEvent>* writer) {
-  // Refused before touching the artifacts dir: a CPU worker cannot record.
-  if (!device_.is_cuda()) {
-    return Failure(absl::StatusCode::kFailedPrecondition,
-                   absl::StrCat("memory: needs a CUDA device (it records the CUDA caching "
-                                "allocator's history); this worker is ", device_.name));
-  }
-  auto dir = MemoryArtifactsDir(artifacts_dir_, request.job_id());
+  const bool memory = spec->kind_case() == v1::JobSpec::kMemory;
+  auto dir = JobArtifactsDir(artifacts_dir_, request.job_id(), memory ? "memory" : "profile");
   if (!dir.ok()) return Failure(dir.status());
-
-  c10::OptionalDeviceGuard device_guard;
-  device_guard.reset_device(device_.device);
-  bool stream_broken = false;
-  MemoryHooks hooks;
-  hooks.on_step = [&](const v1::StepTiming& timing, int64_t total) {
-    internal::WorkerEvent e;
-    v1::StepEvent* step = timing.warmup() ? e.mutable_warmup_step() : e.mutable_step();
-    *step->mutable_timing() = timing;
-    step->set_total_steps(total);
-    if (!writer->Write(e)) stream_broken = true;
-  };
-  hooks.log = [&](const std::string& line) {
-    internal::WorkerEvent e;
-    e.set_log(line);
-    if (!writer->Write(e)) stream_broken = true;
-  };
-  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
-
-  auto result = RunMemory(spec.memory(), cache_, *dir, hooks);
-  if (result.ok()) {
-    internal::WorkerEvent e;
-    *e.mutable_result()->mutable_memory() = *std::move(result);
-    return e;
+  if (memory) {
+    MemoryHooks hooks = stream.MakeHooks<MemoryHooks>();
+    hooks.log = [&](const std::string& line) { stream.Log(line); };
+    return Terminal(RunMemory(spec->memory(), cache_, *dir, hooks),
+                    &v1::JobResult::mutable_memory);
   }
-  if (absl::IsCancelled(result.status())) {
-    internal::WorkerEvent e;
-    e.set_cancelled(true);
-    return e;
-  }
-  return Failure(result.status());
+  ProfileHooks hooks = stream.MakeHooks<ProfileHooks>();
+  hooks.log = [&](const std::string& line) { stream.Log(line); };
+  return Terminal(RunProfile(spec->profile(), cache_, *dir, hooks),
+                  &v1::JobResult::mutable_profile);
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const internal::GetInfoRequest*,

@@ -15,8 +15,9 @@ namespace benchd::worker {
 
 class WorkerService final : public internal::Worker::Service {
  public:
-  // `artifacts_dir`: where jobs write files (export_parity's bundle goes to
-  // <artifacts_dir>/<job id>/parity.pt); "" = none, such jobs are refused.
+  // `artifacts_dir`: where jobs write files, under <artifacts_dir>/<job id>/
+  // (export_parity's parity.pt, the memory request's snapshots and plots, the
+  // profile request's trace.json); "" = none, such jobs are refused.
   explicit WorkerService(const WorkerDevice& device, std::string artifacts_dir = "");
 
   // Streams warm-up and measured steps, then exactly one terminal event:
@@ -41,11 +42,6 @@ class WorkerService final : public internal::Worker::Service {
   // The job's terminal event (steps are streamed from inside).
   internal::WorkerEvent RunJob(grpc::ServerContext* context, const internal::RunRequest& request,
                                grpc::ServerWriter<internal::WorkerEvent>* writer);
-  // The memory request (worker/memory_run.h); artifacts under <artifacts_dir>/<job id>.
-  internal::WorkerEvent RunMemoryJob(grpc::ServerContext* context,
-                                     const internal::RunRequest& request,
-                                     const v1::JobSpec& spec,
-                                     grpc::ServerWriter<internal::WorkerEvent>* writer);
 
   const WorkerDevice device_;
   const std::string artifacts_dir_;

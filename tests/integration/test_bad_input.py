@@ -38,8 +38,8 @@ def test_grpc_status_codes(daemon):
         s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec()))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     with pytest.raises(grpc.RpcError) as e:
-        s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec(profile=bench_pb2.ProfileSpec())))
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and "profile" in e.value.details()
+        s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec(attention=bench_pb2.AttentionSpec())))
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and "attention" in e.value.details()
     with pytest.raises(grpc.RpcError) as e:
         spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
             model=bench_pb2.ModelConfig(preset="tiny"), precision=42))

@@ -1,0 +1,38 @@
+// Where a job's artifacts live and how they are named and written:
+// <artifacts dir>/<job id>/<name>. Shared by the worker, which writes them
+// (traces, snapshots, bundles), and the daemon, which lists and serves them
+// (Bench.ListArtifacts / FetchArtifact). POSIX calls only: LibTorch exports
+// std::filesystem symbols of its own.
+#ifndef BENCHD_COMMON_ARTIFACTS_H_
+#define BENCHD_COMMON_ARTIFACTS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace benchd {
+
+// A job id that can name a directory: 1..128 letters, digits, '_' or '-'.
+bool IsPlainJobId(const std::string& id);
+
+// An artifact name: one path component of 1..255 letters, digits, '_', '-'
+// or '.', not starting with '.' (so never "..", never hidden, never a path).
+bool IsArtifactName(const std::string& name);
+
+// <artifacts_dir>/<job_id>. `request` ("memory", "profile", ...) opens the
+// errors: FAILED_PRECONDITION without an artifacts dir, INVALID_ARGUMENT for
+// a job id that cannot name a directory.
+absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
+                                            const std::string& job_id, const std::string& request);
+
+// mkdir -p.
+absl::Status MakeDirs(const std::string& dir);
+
+// Writes through a temporary file renamed into place, so a reader never sees
+// half an artifact.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace benchd
+
+#endif  // BENCHD_COMMON_ARTIFACTS_H_

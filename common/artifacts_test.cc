@@ -1,0 +1,64 @@
+#include "common/artifacts.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace benchd {
+namespace {
+
+TEST(ArtifactsTest, JobIdsThatCanNameADirectory) {
+  EXPECT_TRUE(IsPlainJobId("17"));
+  EXPECT_TRUE(IsPlainJobId("job_a-1"));
+  EXPECT_FALSE(IsPlainJobId(""));
+  EXPECT_FALSE(IsPlainJobId(".."));
+  EXPECT_FALSE(IsPlainJobId("../etc"));
+  EXPECT_FALSE(IsPlainJobId("a/b"));
+  EXPECT_FALSE(IsPlainJobId(std::string(129, 'a')));
+}
+
+TEST(ArtifactsTest, ArtifactNamesAreOneComponentNeverHidden) {
+  EXPECT_TRUE(IsArtifactName("trace.json"));
+  EXPECT_TRUE(IsArtifactName("memory-ctx128-train_step-fp32.pickle"));
+  EXPECT_FALSE(IsArtifactName(""));
+  EXPECT_FALSE(IsArtifactName("."));
+  EXPECT_FALSE(IsArtifactName(".."));
+  EXPECT_FALSE(IsArtifactName(".hidden"));
+  EXPECT_FALSE(IsArtifactName("../17/trace.json"));
+  EXPECT_FALSE(IsArtifactName("/etc/passwd"));
+  EXPECT_FALSE(IsArtifactName(std::string("a\0b", 3)));
+}
+
+TEST(ArtifactsTest, JobArtifactsDir) {
+  EXPECT_EQ(*JobArtifactsDir("/data/artifacts/", "17", "profile"), "/data/artifacts/17");
+  const auto none = JobArtifactsDir("", "17", "profile");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.status().message().substr(0, 9), "profile: ");
+  EXPECT_EQ(JobArtifactsDir("/d", "../x", "memory").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ArtifactsTest, WritesThroughATemporaryFileIntoNewDirectories) {
+  char tmpl[] = "/tmp/benchd-artifacts-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/a/b";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_TRUE(MakeDirs(dir).ok());  // again: already there is fine
+  const std::string path = dir + "/x.json";
+  ASSERT_TRUE(WriteFileAtomically(path, std::string("{\"a\":\0}", 7)).ok());
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream got;
+  got << in.rdbuf();
+  EXPECT_EQ(got.str(), std::string("{\"a\":\0}", 7));
+  EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0);
+  EXPECT_FALSE(WriteFileAtomically(std::string(tmpl) + "/missing/x", "y").ok());
+  ASSERT_EQ(std::system(("rm -rf " + std::string(tmpl)).c_str()), 0);
+}
+
+}  // namespace
+}  // namespace benchd
