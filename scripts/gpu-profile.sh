@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The profile request on a GPU machine (after `source .gpu-debs/unpack.sh`):
+# builds into build-gpu (or reuses it), starts benchd on cuda:0, runs
+# bench/profile_compare.py (benchd's profile against torch.profiler on the
+# Python reference: small and xl, forward and train_step, fp32 and bf16, batch
+# 4, context 256) and fetches one trace through benchctl to check it is a
+# Chrome trace with the named ranges. Everything lands in $OUT (default gpu-out):
+#   profile.md                  the tables and checks (docs/results/<gpu>-profile.md)
+#   profile/profile-*.json|txt  each job (benchctl get --json, and as printed)
+#   trace-check.txt             the fetched trace's size, events and ranges
+#   GPU_PROFILE_SKIP_BUILD=1    use build-gpu as it is
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT/profile"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
+if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
+  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if [ -z "${GPU_PROFILE_SKIP_BUILD:-}" ]; then
+  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+  t0=$(date +%s)
+  cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+    -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j "$(nproc)" --target benchd benchd-worker benchctl > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  echo "gpu-profile: built in $(( $(date +%s) - t0 )) s"
+fi
+
+BIN=$BUILD/bin
+DATA=$(mktemp -d /tmp/benchd-gpu-profile-XXXXXX)
+"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --device cuda:0 2>"$OUT/benchd.log" &
+DAEMON=$!
+trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
+for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
+export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+"$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
+
+# One trace through FetchArtifact: valid JSON, kernels and the named ranges in it.
+"$BIN/benchctl" profile --preset small --context-length 256 --profile-steps 2 --trace "$OUT/trace-small.json" \
+  < /dev/null > "$OUT/profile-small-cli.txt" 2>&1 || { tail -30 "$OUT/profile-small-cli.txt"; exit 1; }
+python3 - "$OUT/trace-small.json" <<'PY' | tee "$OUT/trace-check.txt"
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+cats = {}
+for e in ev:
+    cats[e.get("cat")] = cats.get(e.get("cat"), 0) + 1
+ann = {e["name"] for e in ev if e.get("cat") == "gpu_user_annotation" or e.get("cat") == "user_annotation"}
+need = {"step", "forward", "attention.softmax"}
+print(f"trace {sys.argv[1]}: {len(ev)} events, by category {dict(sorted(cats.items(), key=lambda x: str(x[0])))}")
+print(("PASS" if need <= ann and cats.get("kernel", 0) > 0 else "FAIL") +
+      f" trace has kernels ({cats.get('kernel', 0)}) and the ranges {sorted(need & ann)}")
+PY
+rm -f "$OUT/trace-small.json"  # large; the check above is what comes back
+
+python3 bench/profile_compare.py --benchctl "$BIN/benchctl" --out "$OUT/profile" | tee "$OUT/profile.md"
