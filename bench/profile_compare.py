@@ -59,9 +59,19 @@ def short(name, width=60):
     return out if len(out) <= width else out[: width - 3] + "..."
 
 
+RANGES = {"forward", "backward", "optimizer_step"}
+
+
+def kernels_of(evt):
+    """(name, us) of the kernels an event launched itself. The profiler also
+    hangs the ranges' spans on the device (gpu_user_annotation) from them:
+    those are not kernels."""
+    return [(k.name, k.duration) for k in evt.kernels if k.name not in RANGES]
+
+
 def kernels_under(evt):
     """(name, us) of every kernel launched under a FunctionEvent, through its children."""
-    out = [(k.name, k.duration) for k in evt.kernels]
+    out = kernels_of(evt)
     for ch in evt.cpu_children:
         out += kernels_under(ch)
     return out
@@ -101,8 +111,9 @@ def reference_profile(args, preset, mode, precision):
                 step()
         events = prof.events()
         n = args.profile_steps
-        all_kernels_us = sum(e.device_time for e in events
-                             if e.device_type == torch.autograd.DeviceType.CUDA)
+        # Each kernel hangs from the one operator that launched it (correlation
+        # id), on whichever thread: summed over all events, each counts once.
+        all_kernels_us = sum(us for e in events for _, us in kernels_of(e))
         forward = [kernels_under(e) for e in events if e.name == "forward"]
         fwd_us = sum(us for ks in forward for _, us in ks)
         by_name = {}

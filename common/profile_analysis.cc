@@ -206,6 +206,7 @@ ProfileAnalysis AnalyzeProfile(const ProfileAnalysisInput& in) {
     if (ev[i].kind != Kind::kRange) continue;
     RangeTotals& t = totals_of(i);
     ++t.instances;
+    t.first_start = std::min(t.first_start, ev[i].start_ns);
     int64_t start = ev[i].start_ns, end = ev[i].end_ns;
     if (in.device_rows) {
       start = std::max(start, device_busy_until(start));

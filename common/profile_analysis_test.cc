@@ -127,6 +127,18 @@ TEST(ProfileAnalysis, BackwardOnTheAutogradThreadBelongsToTheRangeOpenOnTheJobTh
   EXPECT_NEAR(a.unattributed_kernel_seconds, 100e-9, 1e-15);
 }
 
+TEST(ProfileAnalysis, RangesInTheOrderTheyFirstOpen) {
+  Tree t;
+  const int step = t.Add(Kind::kRange, "step", 0, 1000);
+  t.Add(Kind::kRange, "scores", 10, 20, step);  // no kernels of its own
+  const int mask = t.Add(Kind::kRange, "mask", 30, 40, step);
+  t.Launch("aten::where", "where_kernel", 31, 100, 200, mask);
+  t.Add(Kind::kRange, "scores", 50, 60, step);
+  ProfileAnalysisInput in;
+  in.events = t.events;
+  EXPECT_THAT(RangeNames(AnalyzeProfile(in)), ElementsAre("step", "scores", "mask"));
+}
+
 TEST(ProfileAnalysis, GemmByNameWhenNoOperatorLaunchedIt) {
   EXPECT_TRUE(LooksLikeGemmKernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"));
   EXPECT_TRUE(LooksLikeGemmKernel("ampere_sgemm_128x64_tn"));

@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/profiler/collection.h>
 
+#include <ActivityType.h>
+
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -50,7 +52,8 @@ absl::StatusOr<std::set<prof::ActivityType>> Activities(const v1::ProfileSpec& s
 
 // The profiler's tree as ProfileEvents, each result once, parents before
 // children. Allocation and other event kinds carry no time to attribute and
-// are left out (they stay in the trace).
+// are left out (they stay in the trace); the children of one left out hang
+// from its parent.
 std::vector<ProfileEvent> Flatten(const std::vector<std::shared_ptr<prof::Result>>& tree) {
   std::vector<ProfileEvent> events;
   std::unordered_map<const prof::Result*, int> index;
@@ -71,8 +74,22 @@ std::vector<ProfileEvent> Flatten(const std::vector<std::shared_ptr<prof::Result
           break;
         }
         case prof::EventType::Kineto:
-          e.kind = r->deviceType() == c10::DeviceType::CPU ? ProfileEvent::Kind::kRuntime
-                                                           : ProfileEvent::Kind::kDevice;
+          // Kineto also reports the named ranges as spans on the device
+          // (GPU_USER_ANNOTATION) and CUPTI's own overhead: neither is work
+          // of the device, and counting them would count kernels twice.
+          switch (r->kinetoType()) {
+            case libkineto::ActivityType::CUDA_RUNTIME:
+            case libkineto::ActivityType::CUDA_DRIVER:
+              e.kind = ProfileEvent::Kind::kRuntime;
+              break;
+            case libkineto::ActivityType::CONCURRENT_KERNEL:
+            case libkineto::ActivityType::GPU_MEMCPY:
+            case libkineto::ActivityType::GPU_MEMSET:
+              e.kind = ProfileEvent::Kind::kDevice;
+              break;
+            default:
+              keep = false;
+          }
           break;
         default:
           keep = false;
