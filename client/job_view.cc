@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/collective_view.h"
 #include "client/memory_view.h"
 #include "client/options_view.h"
 #include "client/table.h"
@@ -210,6 +211,7 @@ std::string JobView(const v1::Job& job) {
   std::string out = KeyValues(kv, kKeyWidth);
   if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
   if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());
+  if (job.result().has_collective()) out += "\n" + CollectiveResultView(job.result().collective());
   return out;
 }
 

@@ -32,6 +32,11 @@ class BenchClient {
   absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
   absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
   absl::StatusOr<v1::NodeInfo> GetNodeInfo();
+  // CreateGroup may take as long as the group's rendezvous: its deadline is
+  // the larger of the timeout and `at_least`.
+  absl::StatusOr<v1::Group> CreateGroup(const v1::CreateGroupRequest& request, std::chrono::milliseconds at_least);
+  absl::StatusOr<v1::ListGroupsResponse> ListGroups();
+  absl::StatusOr<v1::DestroyGroupResponse> DestroyGroup(const std::string& id);
 
   // Streams the job's events to `on_event` until a terminal one, which is
   // returned. No overall deadline (jobs take as long as they take), but the

@@ -3,11 +3,15 @@
 #ifndef BENCHD_SERVER_BENCH_SERVICE_H_
 #define BENCHD_SERVER_BENCH_SERVICE_H_
 
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "benchd/v1/bench.grpc.pb.h"
 #include "server/event_hub.h"
+#include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/supervisor.h"
 
@@ -21,8 +25,10 @@ class BenchService final : public v1::Bench::CallbackService {
     std::string data_dir;
     std::string metrics_address;
   };
-  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node)
-      : jobs_(jobs), hub_(hub), supervisor_(supervisor), node_(std::move(node)) {}
+  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node,
+               GroupRegistry* groups = nullptr)
+      : jobs_(jobs), hub_(hub), supervisor_(supervisor), node_(std::move(node)), groups_(groups) {}
+  ~BenchService();
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::Job* resp) override;
@@ -44,12 +50,25 @@ class BenchService final : public v1::Bench::CallbackService {
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
                                         const v1::GetNodeInfoRequest* req,
                                         v1::NodeInfo* resp) override;
+  // Process groups (server/group_registry.h). CreateGroup runs on a thread of
+  // its own: the rendezvous and NCCL's set-up take seconds.
+  grpc::ServerUnaryReactor* CreateGroup(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateGroupRequest* req, v1::Group* resp) override;
+  grpc::ServerUnaryReactor* ListGroups(grpc::CallbackServerContext* ctx,
+                                       const v1::ListGroupsRequest* req,
+                                       v1::ListGroupsResponse* resp) override;
+  grpc::ServerUnaryReactor* DestroyGroup(grpc::CallbackServerContext* ctx,
+                                         const v1::DestroyGroupRequest* req,
+                                         v1::DestroyGroupResponse* resp) override;
 
  private:
   JobManager* const jobs_;
   EventHub* const hub_;
   Supervisor* const supervisor_;
   const NodeDetails node_;
+  GroupRegistry* const groups_;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;  // CreateGroup calls, joined at destruction
 };
 
 }  // namespace benchd::server
