@@ -30,8 +30,8 @@ torch::Dtype TorchDtype(v1::CollectiveDtype d) {
   }
 }
 
-torch::Tensor Pattern(int64_t n, int64_t offset = 0) {
-  return (torch::arange(offset, offset + n, torch::kInt64)).remainder(7);
+torch::Tensor Pattern(int64_t n, int64_t offset, torch::Device device) {
+  return torch::arange(offset, offset + n, torch::TensorOptions().dtype(torch::kInt64).device(device)).remainder(7);
 }
 
 struct Buffers {
@@ -171,32 +171,34 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
 
 }  // namespace
 
-torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count) {
+torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count, torch::Device device) {
   switch (op) {
     case v1::COLLECTIVE_BROADCAST:
-      return rank == 0 ? Pattern(count) + 1 : torch::full({count}, -1, torch::kInt64);
+      return rank == 0 ? Pattern(count, 0, device) + 1
+                       : torch::full({count}, -1, torch::TensorOptions().dtype(torch::kInt64).device(device));
     default:  // every other op: r+1+m(j) over the rank's input
-      return Pattern(count) + (rank + 1);
+      return Pattern(count, 0, device) + (rank + 1);
   }
 }
 
-torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count) {
+torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count, torch::Device device) {
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const int64_t n = world;
   const int64_t tri = n * (n + 1) / 2;
   switch (op) {
     case v1::COLLECTIVE_ALL_REDUCE:
-      return Pattern(count) * n + tri;
+      return Pattern(count, 0, device) * n + tri;
     case v1::COLLECTIVE_BROADCAST:
-      return Pattern(count) + 1;
+      return Pattern(count, 0, device) + 1;
     case v1::COLLECTIVE_ALL_GATHER:
-      return torch::arange(1, n + 1, torch::kInt64).repeat_interleave(count) + Pattern(count).repeat({n});
+      return torch::arange(1, n + 1, i64).repeat_interleave(count) + Pattern(count, 0, device).repeat({n});
     case v1::COLLECTIVE_REDUCE_SCATTER: {
       const int64_t k = count / n;
-      return Pattern(k, rank * k) * n + tri;
+      return Pattern(k, rank * k, device) * n + tri;
     }
     case v1::COLLECTIVE_ALL_TO_ALL: {
       const int64_t k = count / n;
-      return torch::arange(1, n + 1, torch::kInt64).repeat_interleave(k) + Pattern(k, rank * k).repeat({n});
+      return torch::arange(1, n + 1, i64).repeat_interleave(k) + Pattern(k, rank * k, device).repeat({n});
     }
     default:
       return torch::Tensor();
@@ -239,10 +241,11 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m, c
       // The check: known inputs, one run, every output element compared.
       stage = "the checked run";
       b.output.fill_(-1);
-      b.input.copy_(CheckInput(op, m.rank, m.world_size, shape.count).to(b.input.device()));
+      // Made on the device itself (a 1 GiB check would be seconds of host work).
+      b.input.copy_(CheckInput(op, m.rank, m.world_size, shape.count, b.input.device()));
       Complete(Launch(op, b, m), m, Clock::now() + m.timeout);
       const torch::Tensor expected =
-          CheckExpected(op, m.rank, m.world_size, shape.count).to(b.output.device()).to(torch::kFloat64);
+          CheckExpected(op, m.rank, m.world_size, shape.count, b.output.device()).to(torch::kFloat64);
       out.set_wrong_elements(b.output.to(torch::kFloat64).ne(expected).sum().item<int64_t>());
       out.set_checked_elements(b.output.numel());
       if (hooks.on_size) hooks.on_size(out);

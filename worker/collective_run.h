@@ -48,9 +48,11 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& memb
 
 // The check, on its own (tested without a group): inputs of `rank` and the
 // exact output for `op` at world size `world` with `count` elements per
-// rank's input (the op's ShapeFor count).
-torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count);
-torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count);
+// rank's input (the op's ShapeFor count), int64 on `device`.
+torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count,
+                         torch::Device device = torch::kCPU);
+torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count,
+                            torch::Device device = torch::kCPU);
 
 }  // namespace benchd::worker
 
