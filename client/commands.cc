@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/collective_math.h"
 #include "client/csv.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -384,6 +387,86 @@ int RunNode(const GlobalOptions& g, bool json) {
   if (!node.ok()) return ReportError(node.status());
   Print(json ? ToJson(*node) : NodeView(*node));
   return kExitOk;
+}
+
+}  // namespace benchd::client
+
+namespace benchd::client {
+
+int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const std::string& backend,
+                    double timeout_seconds, bool json) {
+  v1::CreateGroupRequest request;
+  for (absl::string_view d : absl::StrSplit(devices, ',', absl::SkipWhitespace())) {
+    request.add_devices(std::string(d));
+  }
+  if (!backend.empty()) {
+    auto b = ParseBackend(backend);
+    if (!b.ok()) return ReportError(absl::InvalidArgumentError(absl::StrCat("--", b.status().message())));
+    request.set_backend(*b);
+  }
+  request.set_timeout_seconds(timeout_seconds);
+  BenchClient client = MakeClient(g);
+  const double rendezvous = (timeout_seconds > 0 ? timeout_seconds : 300) + 60;
+  auto group = client.CreateGroup(request, std::chrono::milliseconds(static_cast<int64_t>(rendezvous * 1000)));
+  if (!group.ok()) return ReportError(group.status());
+  Print(json ? ToJson(*group) : GroupView(*group));
+  return kExitOk;
+}
+
+int RunGroupsList(const GlobalOptions& g, bool json) {
+  BenchClient client = MakeClient(g);
+  auto groups = client.ListGroups();
+  if (!groups.ok()) return ReportError(groups.status());
+  Print(json ? ToJson(*groups) : GroupsTable({groups->groups().begin(), groups->groups().end()}));
+  return kExitOk;
+}
+
+int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json) {
+  BenchClient client = MakeClient(g);
+  auto out = client.DestroyGroup(id);
+  if (!out.ok()) return ReportError(out.status());
+  Print(json ? ToJson(*out) : fmt::format("destroyed group {}\n", out->group().id()));
+  return kExitOk;
+}
+
+int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json, const std::string& svg_dir) {
+  auto spec = BuildCollectiveSpec(options);
+  if (!spec.ok()) return ReportError(spec.status());
+  BenchClient client = MakeClient(g);
+  auto job = client.Submit(*spec);
+  if (!job.ok()) return ReportError(job.status());
+  if (!json) Print(fmt::format("submitted collective job {}\n", job->id()));
+  auto terminal = client.Watch(job->id(), [&](const v1::JobEvent& e) {
+    if (json) {
+      Print(ToJsonLine(e));
+    } else if (e.has_collective_row()) {
+      Print(CollectiveRowLine(e.collective_row()) + "\n");
+    } else if (e.has_log()) {
+      Print(e.log() + "\n");
+    }
+  });
+  if (!terminal.ok()) return ReportError(terminal.status());
+  const v1::Job final_job = TerminalJob(*terminal);
+  const int code = ExitCodeForJobState(final_job.state());
+  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
+  const v1::Job& done = stored.ok() ? *stored : final_job;
+  if (!json) {
+    if (done.result().has_collective()) Print("\n" + CollectiveResultView(done.result().collective()));
+  }
+  if (code != kExitOk) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "benchctl: %s\n", FinalStateLine(done).c_str());
+  }
+  if (!svg_dir.empty()) {
+    for (const std::string& line : SavePlots(done, svg_dir)) {
+      if (json) {
+        std::fprintf(stderr, "benchctl: %s\n", line.c_str());
+      } else {
+        Print(line + "\n");
+      }
+    }
+  }
+  return code;
 }
 
 }  // namespace benchd::client

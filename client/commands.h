@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
 #include "client/profile_view.h"
+#include "client/collective_view.h"
 #include "client/spec_builder.h"
 
 namespace benchd::client {
@@ -68,6 +69,14 @@ int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
              bool json);
 int RunNode(const GlobalOptions& g, bool json);
+// `benchctl groups create|list|destroy`.
+int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const std::string& backend,
+                    double timeout_seconds, bool json);
+int RunGroupsList(const GlobalOptions& g, bool json);
+int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json);
+// `benchctl collective`: submits, prints each row as it completes, then the
+// table; saves the plots in `svg_dir` when it is not empty.
+int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json, const std::string& svg_dir);
 
 }  // namespace benchd::client
 

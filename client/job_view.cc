@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/collective_view.h"
 #include "client/memory_view.h"
 #include "client/profile_view.h"
 #include "client/options_view.h"
@@ -215,6 +216,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
   if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());
   if (HasProfileResult(job)) out += "\n" + ProfileResultView(job.result().profile(), profile);
+  if (job.result().has_collective()) out += "\n" + CollectiveResultView(job.result().collective());
   return out;
 }
 

@@ -239,6 +239,49 @@ int main(int argc, char** argv) {
   CLI::App* node = app.add_subcommand("node", "show the node: devices, workers, versions");
   add_json(node, "print the NodeInfo as JSON");
 
+  // groups create|list|destroy
+  CLI::App* groups = app.add_subcommand("groups", "resident process groups (NCCL on GPUs, Gloo)");
+  groups->require_subcommand(1);
+  CLI::App* groups_create = groups->add_subcommand("create", "make a group over devices of this node");
+  std::string group_devices, group_backend, group_id;
+  double group_timeout = 0;
+  groups_create->add_option("--devices", group_devices, "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1")->required();
+  groups_create->add_option("--backend", group_backend, "nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  groups_create->add_option("--group-timeout", group_timeout,
+                            "seconds after which a hung collective is aborted (default 300)");
+  add_json(groups_create, "print the Group as JSON");
+  CLI::App* groups_list = groups->add_subcommand("list", "list the groups, their state and set-up time");
+  add_json(groups_list, "print the ListGroupsResponse as JSON");
+  CLI::App* groups_destroy = groups->add_subcommand("destroy", "drop a group");
+  groups_destroy->add_option("ID", group_id, "group id (from `groups list`)")->required();
+  add_json(groups_destroy, "print the DestroyGroupResponse as JSON");
+
+  // collective
+  CLI::App* collective_cmd = app.add_subcommand(
+      "collective", "time a collective over message sizes (and world sizes, backends): table, 3 SVG plots");
+  bc::CollectiveOptions coll;
+  std::string coll_svg_dir;
+  collective_cmd->add_option("--group", coll.group, "a resident group id");
+  collective_cmd->add_option("--devices", coll.devices, "or devices, rank order: cuda:0,cuda:1,... or cpu:0,...");
+  collective_cmd->add_option("--backend", coll.backend, "nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  collective_cmd->add_option("--backends", coll.backends, "sweep: one series per backend on --devices, e.g. nccl,gloo");
+  collective_cmd->add_option("--world-sizes", coll.world_sizes, "sweep: the first N devices, e.g. 2,4");
+  collective_cmd->add_option("--op", coll.op, "all_reduce|all_gather|reduce_scatter|broadcast|all_to_all")
+      ->capture_default_str();
+  collective_cmd->add_option("--dtype", coll.dtype, "fp32|fp16|bf16|fp64|int32")->capture_default_str();
+  collective_cmd->add_option("--min", coll.min, "smallest message, e.g. 1MiB (default 1MiB)");
+  collective_cmd->add_option("--max", coll.max, "largest message, e.g. 1GiB (default --min)");
+  collective_cmd->add_option("--factor", coll.factor, "size multiplier between steps (default 2)");
+  collective_cmd->add_option("--sizes", coll.sizes, "a list of sizes instead, e.g. 4KiB,1MiB,64MiB");
+  collective_cmd->add_option("--warmup", coll.warmup, "warm-up iterations per size (default 5)");
+  collective_cmd->add_option("--iters", coll.iters, "measured iterations per size (default 20)");
+  collective_cmd->add_flag("--in-place", coll.in_place,
+                           "all_gather/reduce_scatter in place (all_reduce and broadcast always are in c10d)");
+  collective_cmd->add_option("--group-timeout", coll.timeout_seconds,
+                             "seconds after which a hung collective is aborted (default 300)");
+  collective_cmd->add_option("--svg-dir", coll_svg_dir, "save the three plots here as <job>-<plot>.svg");
+  add_json(collective_cmd, "print NDJSON events like `watch --json`");
+
   try {
     app.parse(argc, argv);
     if (*evict && key_opt->count() + device_opt->count() + all_opt->count() == 0) {
@@ -264,5 +307,9 @@ int main(int argc, char** argv) {
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
   if (*node) return bc::RunNode(g, json);
+  if (*groups_create) return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);
+  if (*groups_list) return bc::RunGroupsList(g, json);
+  if (*groups_destroy) return bc::RunGroupsDestroy(g, group_id, json);
+  if (*collective_cmd) return bc::RunCollective(g, coll, json, coll_svg_dir);
   return bc::kExitUsage;  // unreachable: require_subcommand(1)
 }

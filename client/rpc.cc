@@ -113,6 +113,28 @@ absl::StatusOr<v1::Job> BenchClient::CancelJob(const std::string& job_id) {
       [&](grpc::ClientContext* c, v1::Job* r) { return stub_->CancelJob(c, request, r); });
 }
 
+absl::StatusOr<v1::Group> BenchClient::CreateGroup(const v1::CreateGroupRequest& request,
+                                                   std::chrono::milliseconds at_least) {
+  const auto saved = timeout_;
+  timeout_ = std::max(timeout_, at_least);
+  auto out = Unary<v1::Group>([&](grpc::ClientContext* c, v1::Group* r) { return stub_->CreateGroup(c, request, r); });
+  timeout_ = saved;
+  return out;
+}
+
+absl::StatusOr<v1::ListGroupsResponse> BenchClient::ListGroups() {
+  v1::ListGroupsRequest request;
+  return Unary<v1::ListGroupsResponse>(
+      [&](grpc::ClientContext* c, v1::ListGroupsResponse* r) { return stub_->ListGroups(c, request, r); });
+}
+
+absl::StatusOr<v1::DestroyGroupResponse> BenchClient::DestroyGroup(const std::string& id) {
+  v1::DestroyGroupRequest request;
+  request.set_group(id);
+  return Unary<v1::DestroyGroupResponse>(
+      [&](grpc::ClientContext* c, v1::DestroyGroupResponse* r) { return stub_->DestroyGroup(c, request, r); });
+}
+
 absl::StatusOr<v1::ListModelsResponse> BenchClient::ListModels(const std::string& device) {
   v1::ListModelsRequest request;
   request.set_device(device);

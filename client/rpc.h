@@ -38,6 +38,11 @@ class BenchClient {
   // chunks do not add up to the size the daemon announced.
   absl::StatusOr<int64_t> FetchArtifact(const std::string& job_id, const std::string& name,
                                         const std::function<void(const std::string&)>& on_chunk);
+  // CreateGroup may take as long as the group's rendezvous: its deadline is
+  // the larger of the timeout and `at_least`.
+  absl::StatusOr<v1::Group> CreateGroup(const v1::CreateGroupRequest& request, std::chrono::milliseconds at_least);
+  absl::StatusOr<v1::ListGroupsResponse> ListGroups();
+  absl::StatusOr<v1::DestroyGroupResponse> DestroyGroup(const std::string& id);
 
   // Streams the job's events to `on_event` until a terminal one, which is
   // returned. No overall deadline (jobs take as long as they take), but the

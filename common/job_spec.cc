@@ -2,9 +2,13 @@
 
 #include "absl/status/status.h"
 #include <algorithm>
+#include <regex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
+#include "common/collective_math.h"
 #include "common/model_config.h"
 #include "common/options.h"
 
@@ -210,7 +214,213 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
   return out;
 }
 
+absl::Status CheckCollectiveRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective.", field, ": expected ", lo, "..", hi, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// A devices target: names well formed, no repeats, one kind of device, a
+// backend that can run there (nccl needs CUDA devices).
+absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t) {
+  static const std::regex kDevice("^(cpu|cuda):[0-9]{1,3}$");
+  if (t->devices_size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": no devices; expected a group id or 2 or more devices"));
+  }
+  std::set<std::string> seen;
+  bool cuda = false, cpu = false;
+  for (const std::string& d : t->devices()) {
+    if (!std::regex_match(d, kDevice)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".devices: '", d,
+                                                     "' is not a device name; expected cpu:N or cuda:N"));
+    }
+    if (!seen.insert(d).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".devices: ", d, " appears twice in [", absl::StrJoin(t->devices(), ", "),
+          "]; each rank needs a device (worker) of its own"));
+    }
+    (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
+  }
+  if (cuda && cpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ".devices: [", absl::StrJoin(t->devices(), ", "),
+        "] mixes cpu and cuda devices; a group is all CPU workers or all GPUs"));
+  }
+  if (!v1::CollectiveBackend_IsValid(t->backend())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".backend: unknown value ", t->backend(), "; expected nccl or gloo"));
+  }
+  if (t->backend() == v1::BACKEND_UNSPECIFIED) t->set_backend(cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO);
+  if (t->backend() == v1::BACKEND_NCCL && cpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ".backend: nccl needs CUDA devices, got [", absl::StrJoin(t->devices(), ", "),
+        "]; use gloo for CPU tensors"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& in) {
+  v1::CollectiveSpec out = in;
+  out.clear_group();
+  out.clear_devices();
+  out.clear_backend();
+  out.clear_backends();
+  out.clear_targets();
+  // Conveniences first, then explicit targets, in the order given.
+  if (!in.group().empty()) out.add_targets()->set_group(in.group());
+  if (in.backend() != v1::BACKEND_UNSPECIFIED && in.backends_size() > 0) {
+    return absl::InvalidArgumentError(
+        "collective.backends: give backend or backends, not both");
+  }
+  if (in.devices_size() > 0) {
+    std::vector<int> backends(in.backends().begin(), in.backends().end());
+    if (backends.empty()) backends.push_back(in.backend());
+    for (int b : backends) {
+      v1::CollectiveTarget* t = out.add_targets();
+      *t->mutable_devices() = in.devices();
+      t->set_backend(static_cast<v1::CollectiveBackend>(b));
+    }
+  } else if (in.backend() != v1::BACKEND_UNSPECIFIED || in.backends_size() > 0) {
+    return absl::InvalidArgumentError(
+        "collective.backend: a backend needs devices (collective.devices); a group has its own");
+  }
+  for (const auto& t : in.targets()) *out.add_targets() = t;
+  if (out.targets_size() == 0) {
+    return absl::InvalidArgumentError(
+        "collective: nothing to run on; expected a group id (collective.group) or devices and a "
+        "backend (collective.devices, e.g. cuda:0,cuda:1 with nccl)");
+  }
+  bool any_group = false;
+  int smallest_devices = 1 << 30;
+  for (int i = 0; i < out.targets_size(); ++i) {
+    v1::CollectiveTarget* t = out.mutable_targets(i);
+    const std::string where = absl::StrCat("collective.targets[", i, "]");
+    if (!t->group().empty()) {
+      if (t->devices_size() > 0 || t->backend() != v1::BACKEND_UNSPECIFIED) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": a group id or devices with a backend, not both (group '", t->group(), "')"));
+      }
+      any_group = true;
+      continue;
+    }
+    if (auto st = ResolveDevicesTarget(where, t); !st.ok()) return st;
+    smallest_devices = std::min(smallest_devices, t->devices_size());
+  }
+  if (any_group && in.world_sizes_size() > 0) {
+    return absl::InvalidArgumentError(
+        "collective.world_sizes: a group has one world size; sweep world sizes with devices "
+        "and a backend instead of a group");
+  }
+  std::set<int> ws_seen;
+  for (int w : in.world_sizes()) {
+    if (w < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "collective.world_sizes: ", w, " is not a world size to measure; expected 2 or more ranks"));
+    }
+    if (w > smallest_devices) {
+      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w,
+                                                     " ranks need ", w, " devices; a target has only ",
+                                                     smallest_devices));
+    }
+    if (!ws_seen.insert(w).second) {
+      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w, " appears twice"));
+    }
+  }
+  if (in.world_sizes_size() == 0 && smallest_devices == 1) {
+    return absl::InvalidArgumentError(
+        "collective.devices: world size 1 (one device); a collective needs 2 or more ranks");
+  }
+
+  if (!v1::CollectiveOp_IsValid(in.op())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collective.op: unknown value ", in.op(),
+        "; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
+  }
+  if (out.op() == v1::COLLECTIVE_OP_UNSPECIFIED) out.set_op(v1::COLLECTIVE_ALL_REDUCE);
+  if (!v1::CollectiveDtype_IsValid(in.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collective.dtype: unknown value ", in.dtype(), "; expected fp32, fp16, bf16, fp64 or int32"));
+  }
+  if (out.dtype() == v1::COLLECTIVE_DTYPE_UNSPECIFIED) out.set_dtype(v1::COLLECTIVE_FP32);
+
+  absl::Status st;
+  if (in.sizes_bytes_size() > 0) {
+    if (in.has_min_bytes() || in.has_max_bytes() || in.has_factor()) {
+      return absl::InvalidArgumentError(
+          "collective.sizes_bytes: give a list of sizes or min_bytes/max_bytes/factor, not both");
+    }
+    for (int i = 0; i < in.sizes_bytes_size(); ++i) {
+      if (!(st = CheckCollectiveRange(absl::StrCat("sizes_bytes[", i, "]").c_str(), in.sizes_bytes(i),
+                                      1, kMaxCollectiveBytes)).ok())
+        return st;
+    }
+  } else {
+    const int64_t min = in.has_min_bytes() ? in.min_bytes() : kDefaultCollectiveMinBytes;
+    const int64_t max = in.has_max_bytes() ? in.max_bytes() : min;
+    const int64_t factor = in.has_factor() ? in.factor() : kDefaultCollectiveFactor;
+    if (!(st = CheckCollectiveRange("min_bytes", min, 1, kMaxCollectiveBytes)).ok()) return st;
+    if (!(st = CheckCollectiveRange("max_bytes", max, 1, kMaxCollectiveBytes)).ok()) return st;
+    if (min > max) {
+      return absl::InvalidArgumentError(absl::StrCat("collective.min_bytes: ", min,
+                                                     " is more than max_bytes ", max));
+    }
+    if (!(st = CheckCollectiveRange("factor", factor, 2, 1024)).ok()) return st;
+    for (int64_t s : SweepSizes(min, max, factor)) out.add_sizes_bytes(s);
+    out.clear_min_bytes();
+    out.clear_max_bytes();
+    out.clear_factor();
+  }
+  if (out.sizes_bytes_size() > kMaxCollectiveSizes) {
+    return absl::InvalidArgumentError(absl::StrCat("collective: ", out.sizes_bytes_size(),
+                                                   " sizes; at most ", kMaxCollectiveSizes,
+                                                   " in one request"));
+  }
+  if (!out.has_warmup_iters()) out.set_warmup_iters(kDefaultCollectiveWarmup);
+  if (!out.has_iters()) out.set_iters(kDefaultCollectiveIters);
+  if (!(st = CheckCollectiveRange("warmup_iters", out.warmup_iters(), 0, 10000)).ok()) return st;
+  if (!(st = CheckCollectiveRange("iters", out.iters(), 1, 100000)).ok()) return st;
+  if (out.op() == v1::COLLECTIVE_ALL_TO_ALL && in.in_place()) {
+    return absl::InvalidArgumentError(
+        "collective.in_place: all_to_all has no in-place form in c10d (alltoall_base needs "
+        "separate input and output); run it out of place");
+  }
+  // c10d's all_reduce and broadcast only exist in place: say so in the spec.
+  if (out.op() == v1::COLLECTIVE_ALL_REDUCE || out.op() == v1::COLLECTIVE_BROADCAST) {
+    out.set_in_place(true);
+  }
+  if (!out.has_timeout_seconds()) out.set_timeout_seconds(kDefaultCollectiveTimeoutSeconds);
+  if (!(out.timeout_seconds() >= 1 && out.timeout_seconds() <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat("collective.timeout_seconds: expected 1..86400, got ",
+                                                   out.timeout_seconds()));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<v1::CollectiveTarget> CollectiveSeries(const v1::CollectiveSpec& c) {
+  std::vector<v1::CollectiveTarget> out;
+  for (const auto& t : c.targets()) {
+    if (!t.group().empty() || c.world_sizes_size() == 0) {
+      out.push_back(t);
+      continue;
+    }
+    for (int w : c.world_sizes()) {
+      v1::CollectiveTarget cut = t;
+      cut.mutable_devices()->DeleteSubrange(w, cut.devices_size() - w);
+      out.push_back(std::move(cut));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> CollectiveDevices(const v1::CollectiveSpec& c) {
+  std::set<std::string> all;
+  for (const auto& t : c.targets()) all.insert(t.devices().begin(), t.devices().end());
+  return {all.begin(), all.end()};
+}
 
 std::string MemoryRunName(const v1::BenchmarkSpec& cell) {
   return absl::StrCat("ctx", cell.context_length(), "-", ModeName(cell.mode()), "-",
@@ -297,6 +507,17 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_profile() = *p;
       return out;
     }
+    case v1::JobSpec::kCollective: {
+      if (!spec.device().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.device: '", spec.device(), "' is not used by a collective request; it names its "
+            "devices in collective.devices (or a group)"));
+      }
+      auto c = ResolveCollective(spec.collective());
+      if (!c.ok()) return c.status();
+      *out.mutable_collective() = *c;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       return absl::InvalidArgumentError(
           "spec: no request kind set; expected one of benchmark, profile, memory, attention, "
@@ -304,8 +525,8 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     default:
       return absl::UnimplementedError(absl::StrCat(
           "spec.", JobKindName(spec), ": the ", JobKindName(spec),
-          " request is not implemented in this version of benchd; benchmark, profile and memory "
-          "run today"));
+          " request is not implemented in this version of benchd; benchmark, profile, memory and "
+          "collective run today"));
   }
 }
 

@@ -50,6 +50,16 @@ std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
 // "ctx128-train_step-bf16".
 std::string MemoryRunName(const v1::BenchmarkSpec& cell);
 
+// The series of a resolved collective request in the order they run: every
+// target at every world size of collective.world_sizes (the first w devices;
+// a group target as it is), backends in the order given.
+std::vector<v1::CollectiveTarget> CollectiveSeries(const v1::CollectiveSpec& collective);
+
+// Every device a resolved collective request touches, sorted and unique
+// ("cpu:0", "cpu:1", ...); group targets contribute nothing (the daemon knows
+// their devices).
+std::vector<std::string> CollectiveDevices(const v1::CollectiveSpec& collective);
+
 // FAILED_PRECONDITION when the kind cannot run on that device at all (memory
 // on a CPU). The daemon calls it at Submit with the resolved device name.
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device);

@@ -335,3 +335,116 @@ TEST(MemorySpecTest, NeedsACudaDevice) {
 
 }  // namespace
 }  // namespace benchd
+
+namespace benchd {
+namespace {
+
+v1::JobSpec Collective(std::vector<std::string> devices, v1::CollectiveBackend backend = v1::BACKEND_UNSPECIFIED) {
+  v1::JobSpec spec;
+  for (auto& d : devices) spec.mutable_collective()->add_devices(d);
+  spec.mutable_collective()->set_backend(backend);
+  return spec;
+}
+
+void ExpectInvalid(const v1::JobSpec& spec, const std::string& part) {
+  auto out = ResolveJobSpec(spec);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  EXPECT_NE(out.status().message().find(part), std::string::npos) << out.status().message();
+}
+
+TEST(CollectiveSpecTest, DefaultsWrittenOut) {
+  auto out = ResolveJobSpec(Collective({"cpu:0", "cpu:1"}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const auto& c = out->collective();
+  ASSERT_EQ(c.targets_size(), 1);
+  EXPECT_EQ(c.targets(0).backend(), v1::BACKEND_GLOO);  // cpu -> gloo
+  EXPECT_EQ(c.devices_size(), 0);                        // folded into targets
+  EXPECT_EQ(c.op(), v1::COLLECTIVE_ALL_REDUCE);
+  EXPECT_EQ(c.dtype(), v1::COLLECTIVE_FP32);
+  EXPECT_EQ(c.sizes_bytes_size(), 1);
+  EXPECT_EQ(c.sizes_bytes(0), 1 << 20);
+  EXPECT_EQ(c.warmup_iters(), 5);
+  EXPECT_EQ(c.iters(), 20);
+  EXPECT_TRUE(c.in_place());  // c10d all_reduce is in place
+  EXPECT_DOUBLE_EQ(c.timeout_seconds(), 300);
+  // Resolving the resolved spec changes nothing (the worker checks it again).
+  auto again = ResolveJobSpec(*out);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), out->SerializeAsString());
+  EXPECT_EQ(ResolveJobSpec(Collective({"cuda:0", "cuda:1"}))->collective().targets(0).backend(),
+            v1::BACKEND_NCCL);
+}
+
+TEST(CollectiveSpecTest, SweepsExpand) {
+  v1::JobSpec spec = Collective({"cuda:0", "cuda:1", "cuda:2", "cuda:3"});
+  auto* c = spec.mutable_collective();
+  c->add_backends(v1::BACKEND_NCCL);
+  c->add_backends(v1::BACKEND_GLOO);
+  c->add_world_sizes(2);
+  c->add_world_sizes(4);
+  c->set_min_bytes(1 << 20);
+  c->set_max_bytes(1 << 30);
+  auto out = ResolveJobSpec(spec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->collective().sizes_bytes_size(), 11);
+  EXPECT_FALSE(out->collective().has_min_bytes());
+  auto series = CollectiveSeries(out->collective());
+  ASSERT_EQ(series.size(), 4u);
+  EXPECT_EQ(series[0].backend(), v1::BACKEND_NCCL);
+  EXPECT_EQ(series[0].devices_size(), 2);
+  EXPECT_EQ(series[1].devices_size(), 4);
+  EXPECT_EQ(series[2].backend(), v1::BACKEND_GLOO);
+  EXPECT_EQ(CollectiveDevices(out->collective()),
+            std::vector<std::string>({"cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
+}
+
+TEST(CollectiveSpecTest, BadInputNamed) {
+  ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::BACKEND_NCCL), "nccl needs CUDA devices");
+  ExpectInvalid(Collective({"cpu:0", "cpu:0"}), "cpu:0 appears twice");
+  ExpectInvalid(Collective({"cpu:0"}), "world size 1");
+  ExpectInvalid(Collective({"cpu:0", "cuda:1"}), "mixes cpu and cuda");
+  ExpectInvalid(Collective({"gpu0", "cpu:1"}), "'gpu0' is not a device name");
+  v1::JobSpec empty;
+  empty.mutable_collective();
+  ExpectInvalid(empty, "nothing to run on");
+  v1::JobSpec s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_min_bytes(1 << 20);
+  s.mutable_collective()->set_max_bytes(1 << 10);
+  ExpectInvalid(s, "is more than max_bytes");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_factor(1);
+  ExpectInvalid(s, "collective.factor: expected 2..1024, got 1");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_op(static_cast<v1::CollectiveOp>(42));
+  ExpectInvalid(s, "collective.op: unknown value 42");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_op(v1::COLLECTIVE_ALL_TO_ALL);
+  s.mutable_collective()->set_in_place(true);
+  ExpectInvalid(s, "no in-place form");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->add_world_sizes(3);
+  ExpectInvalid(s, "3 ranks need 3 devices");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->add_world_sizes(1);
+  ExpectInvalid(s, "expected 2 or more ranks");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->add_sizes_bytes(0);
+  ExpectInvalid(s, "sizes_bytes[0]: expected 1..");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_iters(0);
+  ExpectInvalid(s, "collective.iters: expected 1..100000, got 0");
+  s = Collective({"cpu:0", "cpu:1"});
+  s.set_device("cpu:0");
+  ExpectInvalid(s, "spec.device");
+  v1::JobSpec g;
+  g.mutable_collective()->set_group("g1");
+  g.mutable_collective()->add_world_sizes(2);
+  ExpectInvalid(g, "a group has one world size");
+  g.mutable_collective()->clear_world_sizes();
+  auto ok = ResolveJobSpec(g);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->collective().targets(0).group(), "g1");
+}
+
+}  // namespace
+}  // namespace benchd

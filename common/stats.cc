@@ -32,6 +32,7 @@ v1::Stats ComputeStats(std::vector<double> values) {
   s.set_min(values.front());
   s.set_max(values.back());
   s.set_p95(Quantile(values, 0.95));
+  s.set_p99(Quantile(values, 0.99));
   s.set_cv(mean != 0 ? std / mean : 0.0);
   return s;
 }

@@ -8,7 +8,7 @@
 
 namespace benchd {
 
-// count, mean, sample std (n-1; 0 for one value), median, min, max, p95
+// count, mean, sample std (n-1; 0 for one value), median, min, max, p95, p99
 // (linear interpolation between closest ranks, as numpy's default) and cv
 // (std/mean; 0 when the mean is 0). All zero for an empty series.
 v1::Stats ComputeStats(std::vector<double> values);

@@ -244,6 +244,48 @@ grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* 
   return Done(ctx, ToGrpc(evicted.status()));
 }
 
+BenchService::~BenchService() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext* ctx,
+                                                    const v1::CreateGroupRequest* req, v1::Group* resp) {
+  if (groups_ == nullptr) return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+  auto* reactor = ctx->DefaultReactor();
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  threads_.emplace_back([this, reactor, req, resp] {
+    auto group = groups_->Create(*req);
+    if (group.ok()) *resp = *group;
+    reactor->Finish(ToGrpc(group.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* ctx, const v1::ListGroupsRequest*,
+                                                   v1::ListGroupsResponse* resp) {
+  if (groups_ != nullptr) {
+    for (auto& g : groups_->List()) *resp->add_groups() = std::move(g);
+  }
+  return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext* ctx,
+                                                     const v1::DestroyGroupRequest* req,
+                                                     v1::DestroyGroupResponse* resp) {
+  if (groups_ == nullptr) return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+  if (req->group().empty()) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "group: expected a group id (benchctl groups list)"));
+  }
+  auto group = groups_->Destroy(req->group());
+  if (group.ok()) *resp->mutable_group() = *group;
+  return Done(ctx, ToGrpc(group.status()));
+}
+
 grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext* ctx,
                                                     const v1::GetNodeInfoRequest*,
                                                     v1::NodeInfo* resp) {

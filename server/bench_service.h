@@ -3,12 +3,16 @@
 #ifndef BENCHD_SERVER_BENCH_SERVICE_H_
 #define BENCHD_SERVER_BENCH_SERVICE_H_
 
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "benchd/v1/bench.grpc.pb.h"
 #include "server/artifact_store.h"
 #include "server/event_hub.h"
+#include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/supervisor.h"
 
@@ -23,12 +27,15 @@ class BenchService final : public v1::Bench::CallbackService {
     std::string metrics_address;
     std::string artifacts_dir;  // <data_dir>/artifacts: the workers write there
   };
-  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node)
+  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node,
+               GroupRegistry* groups = nullptr)
       : jobs_(jobs),
         hub_(hub),
         supervisor_(supervisor),
         node_(std::move(node)),
-        artifacts_(node_.artifacts_dir) {}
+        artifacts_(node_.artifacts_dir),
+        groups_(groups) {}
+  ~BenchService();
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::Job* resp) override;
@@ -55,6 +62,16 @@ class BenchService final : public v1::Bench::CallbackService {
                                           v1::ListArtifactsResponse* resp) override;
   grpc::ServerWriteReactor<v1::ArtifactChunk>* FetchArtifact(
       grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
+  // Process groups (server/group_registry.h). CreateGroup runs on a thread of
+  // its own: the rendezvous and NCCL's set-up take seconds.
+  grpc::ServerUnaryReactor* CreateGroup(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateGroupRequest* req, v1::Group* resp) override;
+  grpc::ServerUnaryReactor* ListGroups(grpc::CallbackServerContext* ctx,
+                                       const v1::ListGroupsRequest* req,
+                                       v1::ListGroupsResponse* resp) override;
+  grpc::ServerUnaryReactor* DestroyGroup(grpc::CallbackServerContext* ctx,
+                                         const v1::DestroyGroupRequest* req,
+                                         v1::DestroyGroupResponse* resp) override;
 
  private:
   JobManager* const jobs_;
@@ -62,6 +79,9 @@ class BenchService final : public v1::Bench::CallbackService {
   Supervisor* const supervisor_;
   const NodeDetails node_;
   const ArtifactStore artifacts_;
+  GroupRegistry* const groups_;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;  // CreateGroup calls, joined at destruction
 };
 
 }  // namespace benchd::server

@@ -5,7 +5,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/collective_math.h"
 #include "common/job_spec.h"
+#include "server/collective_job.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "server/config.h"
@@ -15,6 +18,16 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 constexpr auto kWorkerWait = std::chrono::minutes(5);
+
+// Job.device is one device, or (a collective job) all of its devices,
+// sorted and joined by ','; its queue is the first one's.
+std::vector<std::string> JobDevices(const v1::Job& job) {
+  return absl::StrSplit(job.device(), ',', absl::SkipEmpty());
+}
+std::string QueueDevice(const v1::Job& job) {
+  const auto devices = JobDevices(job);
+  return devices.empty() ? job.device() : devices.front();
+}
 
 double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::Timestamp& to) {
   return static_cast<double>(TimeUtil::DurationToNanoseconds(to - from)) / 1e9;
@@ -52,7 +65,7 @@ std::string JobStateName(v1::JobState s) {
 JobManager::JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
                        std::vector<std::string> devices)
     : store_(store), hub_(hub), supervisor_(supervisor), metrics_(metrics),
-      devices_(std::move(devices)), queue_(devices_) {}
+      devices_(std::move(devices)), queue_(devices_), tickets_(devices_) {}
 
 JobManager::~JobManager() { Stop(); }
 
@@ -68,7 +81,7 @@ absl::Status JobManager::Start() {
   auto queued = store_->Recover();
   if (!queued.ok()) return queued.status();
   for (const v1::Job& job : *queued) {
-    if (!queue_.Push(job.device(), job.id())) {
+    if (!queue_.Push(QueueDevice(job), job.id())) {
       // The daemon no longer serves that device: the job cannot run here.
       v1::Job failed = job;
       failed.set_state(v1::FAILED);
@@ -94,9 +107,11 @@ void JobManager::Stop() {
     stopping_ = true;
     for (auto& [device, r] : running_) {
       if (r.context) r.context->TryCancel();
+      for (auto* c : r.calls) c->TryCancel();
     }
   }
   queue_.Close();
+  tickets_.Poke();
   for (auto& t : dispatchers_) t.join();
   dispatchers_.clear();
 }
@@ -104,7 +119,13 @@ void JobManager::Stop() {
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   auto spec = ResolveJobSpec(in);
   if (!spec.ok()) return spec.status();
-  if (spec->device().empty()) {
+  std::string job_device;
+  if (spec->has_collective()) {
+    if (groups_ == nullptr) return absl::UnimplementedError("collective: this daemon runs no process groups");
+    auto devices = CollectiveJobDevices(spec->collective(), groups_, devices_);
+    if (!devices.ok()) return devices.status();
+    job_device = absl::StrJoin(*devices, ",");
+  } else if (spec->device().empty()) {
     spec->set_device(devices_.front());
   } else {
     if (auto s = CheckDeviceName(spec->device()); !s.ok()) return s;
@@ -119,7 +140,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   *job.mutable_spec() = *spec;
   job.set_state(v1::QUEUED);
   job.set_kind(JobKindName(*spec));
-  job.set_device(spec->device());
+  job.set_device(job_device.empty() ? spec->device() : job_device);
   *job.mutable_created() = Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,8 +152,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   // Published before it is queued so that every watcher sees 'queued' first.
   Publish(job, [&](v1::JobEvent* e) { *e->mutable_queued() = job; });
   if (metrics_) metrics_->JobSubmitted(job.kind());
-  queue_.Push(job.device(), job.id());
-  if (metrics_) metrics_->SetQueueDepth(job.device(), queue_.Depth(job.device()));
+  queue_.Push(QueueDevice(job), job.id());
+  if (metrics_) metrics_->SetQueueDepth(QueueDevice(job), queue_.Depth(QueueDevice(job)));
   return job;
 }
 
@@ -145,7 +166,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
         "job ", id, " has already ended (", JobStateName(job->state()), "); nothing to cancel"));
   }
   if (queue_.Remove(id)) {
-    if (metrics_) metrics_->SetQueueDepth(job->device(), queue_.Depth(job->device()));
+    if (metrics_) metrics_->SetQueueDepth(QueueDevice(*job), queue_.Depth(QueueDevice(*job)));
     job->set_state(v1::CANCELLED);
     job->set_error_message("cancelled before it started");
     lock.unlock();
@@ -156,6 +177,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   if (it != running_.end() && it->second.job_id == id) {
     it->second.cancel_requested = true;
     if (it->second.context) it->second.context->TryCancel();
+    for (auto* c : it->second.calls) c->TryCancel();
   } else {
     // Taken off the queue by its dispatcher a moment ago, not yet running.
     cancelled_in_flight_.insert(id);
@@ -175,16 +197,42 @@ void JobManager::Dispatch(const std::string& device) {
     if (metrics_) metrics_->SetQueueDepth(device, queue_.Depth(device));
     auto job = store_->Get(*id);
     if (!job.ok() || job->state() != v1::QUEUED) continue;
+    const std::string key = job->device();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      running_[device] = Running{*id, nullptr, cancelled_in_flight_.erase(*id) > 0};
+      running_[key] = Running{*id, nullptr, cancelled_in_flight_.erase(*id) > 0, {}};
     }
-    RunOnWorker(*job);
+    // Hold every device of the job (a collective's members may be busy with
+    // jobs of their own queues); a cancel or a stop ends the wait.
+    const uint64_t ticket = tickets_.Acquire(JobDevices(*job), [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stopping_ || running_[key].cancel_requested;
+    });
+    if (ticket == 0) {
+      bool cancelled;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        cancelled = running_[key].cancel_requested;
+        running_.erase(key);
+      }
+      if (cancelled) {
+        job->set_state(v1::CANCELLED);
+        job->set_error_message("cancelled before it started");
+        Finish(*job);
+      }
+      continue;  // stopping: stays QUEUED for the next start
+    }
+    if (job->spec().has_collective()) {
+      RunCollective(*job);
+    } else {
+      RunOnWorker(*job);
+    }
+    tickets_.Release(ticket);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      running_.erase(device);
+      running_.erase(key);
     }
-    RefreshResidentModels(device);
+    if (!job->spec().has_collective()) RefreshResidentModels(device);
   }
 }
 
@@ -311,6 +359,60 @@ void JobManager::RunOnWorker(v1::Job job) {
     }
   }
   if (metrics_) metrics_->SetRunning(device, false);
+  Finish(job);
+}
+
+void JobManager::RunCollective(v1::Job job) {
+  const std::string key = job.device();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;  // stays QUEUED
+    if (running_[key].cancel_requested) {
+      job.set_state(v1::CANCELLED);
+      job.set_error_message("cancelled before it started");
+      Finish(job);
+      return;
+    }
+  }
+  job.set_state(v1::RUNNING);
+  *job.mutable_started() = Now();
+  if (auto s = store_->Update(job); !s.ok()) {
+    job.set_state(v1::FAILED);
+    job.set_error_code(static_cast<int>(s.code()));
+    job.set_error_message(std::string(s.message()));
+    Finish(job);
+    return;
+  }
+  Publish(job, [&](v1::JobEvent* e) { *e->mutable_started() = job; });
+  const auto devices = JobDevices(job);
+  if (metrics_) {
+    for (const auto& d : devices) metrics_->SetRunning(d, true);
+  }
+  CollectiveJobCallbacks cb;
+  cb.on_row = [&](const v1::CollectiveRow& row) {
+    Publish(job, [&](v1::JobEvent* e) { *e->mutable_collective_row() = row; });
+  };
+  cb.log = [&](const std::string& line) { Publish(job, [&](v1::JobEvent* e) { e->set_log(line); }); };
+  cb.set_calls = [&](const std::vector<grpc::ClientContext*>& calls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[key].calls = calls;
+    return !(stopping_ || running_[key].cancel_requested);
+  };
+  cb.cancel_requested = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_[key].cancel_requested;
+  };
+  cb.stopping = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  };
+  RunCollectiveJob({groups_, supervisor_, metrics_, artifacts_dir_}, &job, cb);
+  if (job.state() == v1::CANCELLED && job.error_message().empty()) {
+    job.set_error_message("cancelled while running");
+  }
+  if (metrics_) {
+    for (const auto& d : devices) metrics_->SetRunning(d, false);
+  }
   Finish(job);
 }
 

@@ -16,7 +16,9 @@
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
 #include "grpcpp/client_context.h"
+#include "server/device_tickets.h"
 #include "server/event_hub.h"
+#include "server/group_registry.h"
 #include "server/job_queue.h"
 #include "server/metrics.h"
 #include "server/store.h"
@@ -34,6 +36,14 @@ class JobManager {
   JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
              std::vector<std::string> devices);
   ~JobManager();
+
+  // Collective jobs run on the registry's groups; their plots go to
+  // <artifacts_dir>/<job id>/. Call before Start. Without it collective jobs
+  // are refused (UNIMPLEMENTED).
+  void EnableCollectives(GroupRegistry* groups, std::string artifacts_dir) {
+    groups_ = groups;
+    artifacts_dir_ = std::move(artifacts_dir);
+  }
 
   // Takes up the jobs a previous daemon left queued and starts the dispatchers.
   absl::Status Start();
@@ -59,10 +69,13 @@ class JobManager {
     std::string job_id;
     grpc::ClientContext* context = nullptr;  // set while the Run call is open
     bool cancel_requested = false;
+    std::vector<grpc::ClientContext*> calls;  // a collective job's member calls
   };
 
   void Dispatch(const std::string& device);
   void RunOnWorker(v1::Job job);
+  // A collective job (server/collective_job.cc) on all its devices.
+  void RunCollective(v1::Job job);
   // Writes the final state, publishes the terminal event, counts it.
   void Finish(v1::Job job);
   void Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill);
@@ -74,11 +87,14 @@ class JobManager {
   Metrics* const metrics_;
   const std::vector<std::string> devices_;
   JobQueue queue_;
+  DeviceTickets tickets_;  // who holds which devices (one job per device at a time)
+  GroupRegistry* groups_ = nullptr;
+  std::string artifacts_dir_;
 
   std::mutex mu_;
   std::condition_variable finished_cv_;
   bool stopping_ = false;
-  std::map<std::string, Running> running_;  // by device
+  std::map<std::string, Running> running_;  // by Job.device ("cpu:0", or "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running
   std::vector<std::thread> dispatchers_;
 };

@@ -18,6 +18,7 @@
 #include "server/bench_service.h"
 #include "server/config.h"
 #include "server/event_hub.h"
+#include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/metrics.h"
 #include "server/store.h"
@@ -108,10 +109,17 @@ int main(int argc, char** argv) {
       {config.worker_path, run_dir, (data / "logs").string(),
        std::chrono::seconds(config.worker_start_timeout_s), (data / "artifacts").string()},
       config.devices, registry.get());
+  benchd::server::GroupRegistry groups(&supervisor, registry.get(), config.devices);
+  supervisor.SetExitListener([&groups](const std::string& device, uint64_t generation, pid_t pid,
+                                       const std::string& how) {
+    groups.OnWorkerExit(device, generation, pid, how);
+  });
   benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
+  jobs.EnableCollectives(&groups, (data / "artifacts").string());
   benchd::server::BenchService service(&jobs, &hub, &supervisor,
                                        {data.string(), registry->BoundAddress(),
-                                        (data / "artifacts").string()});
+                                        (data / "artifacts").string()},
+                                       &groups);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

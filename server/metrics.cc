@@ -83,6 +83,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   build_info_ = &BuildGauge().Name("benchd_build_info")
                      .Help("Always 1; the labels say which benchd runs.").Register(r);
   build_info_->Add({{"version", kVersion}}).Set(1);
+  collective_busbw_ = &BuildGauge().Name("benchd_collective_bus_bandwidth_bytes_per_second")
+                           .Help("Bus bandwidth (nccl-tests definition) of the last collective cell of "
+                                 "each op, backend, world size and message size, set live as it completes.")
+                           .Register(r);
+  groups_ = &BuildGauge().Name("benchd_process_groups")
+                 .Help("Resident process groups by backend and state.").Register(r);
 }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& address,
@@ -155,6 +161,17 @@ void Metrics::WorkerRestarted(const std::string& device) {
 void Metrics::SetResidentModels(const std::string& device, int64_t count, int64_t bytes) {
   resident_models_->Add({{"device", device}}).Set(static_cast<double>(count));
   resident_model_bytes_->Add({{"device", device}}).Set(static_cast<double>(bytes));
+}
+
+void Metrics::SetCollectiveBusBandwidth(const std::string& op, const std::string& backend, int world_size,
+                                        int64_t size_bytes, double bytes_per_second) {
+  collective_busbw_->Add({{"op", op}, {"backend", backend}, {"world_size", absl::StrCat(world_size)},
+                          {"size_bytes", absl::StrCat(size_bytes)}})
+      .Set(bytes_per_second);
+}
+
+void Metrics::SetGroups(const std::string& backend, const std::string& state, int64_t count) {
+  groups_->Add({{"backend", backend}, {"state", state}}).Set(static_cast<double>(count));
 }
 
 std::string Metrics::Serialize() const {

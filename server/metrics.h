@@ -39,6 +39,11 @@ class Metrics {
   void SetWorkerUp(const std::string& device, bool up);
   void WorkerRestarted(const std::string& device);
   void SetResidentModels(const std::string& device, int64_t count, int64_t bytes);
+  // A collective cell's bus bandwidth (bytes/s), set as the cell completes.
+  void SetCollectiveBusBandwidth(const std::string& op, const std::string& backend, int world_size,
+                                 int64_t size_bytes, double bytes_per_second);
+  // Process groups by backend and state ("ready", "broken").
+  void SetGroups(const std::string& backend, const std::string& state, int64_t count);
 
   // The text exposition of everything, as /metrics serves it.
   std::string Serialize() const;
@@ -64,6 +69,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* resident_models_;
   prometheus::Family<prometheus::Gauge>* resident_model_bytes_;
   prometheus::Family<prometheus::Gauge>* build_info_;
+  prometheus::Family<prometheus::Gauge>* collective_busbw_;
+  prometheus::Family<prometheus::Gauge>* groups_;
 };
 
 // The label value for a model: its preset name, or "custom".

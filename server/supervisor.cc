@@ -202,6 +202,12 @@ void Supervisor::Supervise(Slot* slot) {
                                          options_.start_timeout.count(), " s and was killed");
     if (metrics_) metrics_->SetWorkerUp(slot->device, false);
     cv_.notify_all();
+    if (ready && exit_listener_) {
+      const std::string how = slot->last_exit;
+      lock.unlock();
+      exit_listener_(slot->device, generation, *pid, how);
+      lock.lock();
+    }
     if (stopping_) return;
     ++slot->restarts;
     if (metrics_) metrics_->WorkerRestarted(slot->device);

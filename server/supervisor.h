@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,12 @@ class Supervisor {
   // Versions as the first worker that is up reports them (torch, CUDA, ...).
   v1::Versions WorkerVersions();
   std::string LogPath(const std::string& device) const;
+  // Called (on the supervisor's thread, no lock held) each time a worker that
+  // had come up ends: device, its generation and pid, and how it ended
+  // (DescribeExit). Set before Start.
+  using ExitListener = std::function<void(const std::string& device, uint64_t generation, pid_t pid,
+                                          const std::string& how)>;
+  void SetExitListener(ExitListener listener) { exit_listener_ = std::move(listener); }
 
  private:
   enum class State { kStarting, kUp, kDown };
@@ -93,6 +100,7 @@ class Supervisor {
   bool stopping_ = false;
   std::map<std::string, std::unique_ptr<Slot>> slots_;
   std::vector<std::string> device_order_;
+  ExitListener exit_listener_;
 };
 
 }  // namespace benchd::server

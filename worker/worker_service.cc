@@ -12,6 +12,7 @@
 #include "common/artifacts.h"
 #include "common/job_spec.h"
 #include "worker/benchmark.h"
+#include "worker/collective_run.h"
 #include "worker/device_info.h"
 #include "worker/memory_run.h"
 #include "worker/parity_export.h"
@@ -95,7 +96,8 @@ internal::WorkerEvent Terminal(absl::StatusOr<Result> result,
 }  // namespace
 
 WorkerService::WorkerService(const WorkerDevice& device, std::string artifacts_dir)
-    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device), peaks_(device) {}
+    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device), groups_(device),
+      peaks_(device) {}
 
 grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
                                 grpc::ServerWriter<internal::WorkerEvent>* writer) {
@@ -133,6 +135,8 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     case v1::JobSpec::kProfile:
     case v1::JobSpec::kMemory:
       break;
+    case v1::JobSpec::kCollective:
+      return RunCollectiveJob(context, request, writer);
     default:
       return Failure(absl::StatusCode::kUnimplemented,
                      absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
@@ -174,6 +178,80 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   hooks.log = [&](const std::string& line) { stream.Log(line); };
   return Terminal(RunProfile(spec->profile(), cache_, *dir, hooks),
                   &v1::JobResult::mutable_profile);
+}
+
+internal::WorkerEvent WorkerService::RunCollectiveJob(grpc::ServerContext* context,
+                                                      const internal::RunRequest& request,
+                                                      grpc::ServerWriter<internal::WorkerEvent>* writer) {
+  if (!request.has_collective()) {
+    return Failure(absl::StatusCode::kInvalidArgument,
+                   "a collective job reaches a worker with its part (RunRequest.collective); none came");
+  }
+  const internal::CollectiveRun& run = request.collective();
+  auto member = groups_.Get(run.group());
+  if (!member) {
+    return Failure(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("group ", run.group(), " has no member on ", device_.name,
+                                " (the worker restarted, or the group was dropped); re-create the group"));
+  }
+  if (run.sizes_bytes_size() == 0 || run.iters() < 1 || run.warmup_iters() < 0) {
+    return Failure(absl::StatusCode::kInvalidArgument, "collective run: no sizes or no iterations");
+  }
+  c10::OptionalDeviceGuard device_guard;
+  if (device_.is_cuda()) device_guard.reset_device(device_.device);
+  bool stream_broken = false;
+  CollectiveHooks hooks;
+  hooks.on_size = [&](const internal::CollectiveRankSize& size) {
+    internal::WorkerEvent e;
+    *e.mutable_collective_size() = size;
+    if (!writer->Write(e)) stream_broken = true;
+  };
+  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
+  bool broken = false;
+  const absl::Status status = RunCollective(run, *member, hooks, &broken);
+  if (broken) groups_.Leave(run.group(), /*abort=*/true);
+  if (status.ok()) {
+    internal::WorkerEvent e;
+    *e.mutable_result()->mutable_collective()->mutable_versions() = WorkerVersions();
+    return e;
+  }
+  if (absl::IsCancelled(status)) {
+    internal::WorkerEvent e;
+    e.set_cancelled(true);
+    return e;
+  }
+  return Failure(status);
+}
+
+grpc::Status WorkerService::PrepareGroup(grpc::ServerContext*, const internal::PrepareGroupRequest* request,
+                                         internal::PrepareGroupResponse* response) {
+  try {
+    auto r = groups_.Prepare(*request);
+    if (!r.ok()) return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()), std::string(r.status().message()));
+    *response = *std::move(r);
+    return grpc::Status::OK;
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("cannot start the group's TCPStore on ", device_.name, ": ", e.what()));
+  }
+}
+
+grpc::Status WorkerService::JoinGroup(grpc::ServerContext*, const internal::JoinGroupRequest* request,
+                                      internal::JoinGroupResponse* response) {
+  c10::OptionalDeviceGuard device_guard;
+  if (device_.is_cuda()) device_guard.reset_device(device_.device);
+  auto r = groups_.Join(*request);
+  if (!r.ok()) return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()), std::string(r.status().message()));
+  *response = *std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::LeaveGroup(grpc::ServerContext*, const internal::LeaveGroupRequest* request,
+                                       internal::LeaveGroupResponse* response) {
+  c10::OptionalDeviceGuard device_guard;
+  if (device_.is_cuda()) device_guard.reset_device(device_.device);
+  response->set_found(groups_.Leave(request->group(), request->abort()));
+  return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const internal::GetInfoRequest*,

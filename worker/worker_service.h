@@ -10,6 +10,7 @@
 #include "benchd/internal/worker.grpc.pb.h"
 #include "worker/device_peaks.h"
 #include "worker/model_cache.h"
+#include "worker/process_groups.h"
 
 namespace benchd::worker {
 
@@ -31,6 +32,14 @@ class WorkerService final : public internal::Worker::Service {
                           v1::ListModelsResponse* response) override;
   grpc::Status EvictModel(grpc::ServerContext* context, const v1::EvictModelRequest* request,
                           v1::EvictModelResponse* response) override;
+  // Process groups (worker/process_groups.h). Not serialized with Run: a
+  // JoinGroup blocks until every member joined.
+  grpc::Status PrepareGroup(grpc::ServerContext* context, const internal::PrepareGroupRequest* request,
+                            internal::PrepareGroupResponse* response) override;
+  grpc::Status JoinGroup(grpc::ServerContext* context, const internal::JoinGroupRequest* request,
+                         internal::JoinGroupResponse* response) override;
+  grpc::Status LeaveGroup(grpc::ServerContext* context, const internal::LeaveGroupRequest* request,
+                          internal::LeaveGroupResponse* response) override;
 
   // Makes a running job stop at its next step (ending its stream with
   // `cancelled`) and refuses new ones; for shutting down quickly on SIGTERM.
@@ -43,9 +52,15 @@ class WorkerService final : public internal::Worker::Service {
   internal::WorkerEvent RunJob(grpc::ServerContext* context, const internal::RunRequest& request,
                                grpc::ServerWriter<internal::WorkerEvent>* writer);
 
+  // A collective job's part on this rank (worker/collective_run.h).
+  internal::WorkerEvent RunCollectiveJob(grpc::ServerContext* context,
+                                         const internal::RunRequest& request,
+                                         grpc::ServerWriter<internal::WorkerEvent>* writer);
+
   const WorkerDevice device_;
   const std::string artifacts_dir_;
   ModelCache cache_;
+  ProcessGroups groups_;
   DevicePeaks peaks_;  // measured on first use, kept for the worker's life
   std::mutex run_mu_;  // one job at a time
   std::atomic<bool> stopping_{false};

@@ -1,0 +1,322 @@
+#include "server/collective_job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/collective_math.h"
+#include "common/collective_svg.h"
+#include "common/job_spec.h"
+#include "grpcpp/grpcpp.h"
+#include "server/metrics.h"
+
+namespace benchd::server {
+namespace {
+
+struct Outcome {
+  absl::Status status;
+  bool interrupted = false;
+};
+
+// One series on one group: Run on every member at once.
+Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::Group& group,
+                  const CollectiveJobCallbacks& cb, v1::CollectiveResult* result) {
+  const v1::CollectiveSpec& spec = job.spec().collective();
+  const int world = group.devices_size();
+  const std::vector<uint64_t> generations = deps.groups->Generations(group.id());
+  std::vector<std::shared_ptr<WorkerHandle>> workers;
+  for (int r = 0; r < world; ++r) {
+    auto w = deps.supervisor->WaitUntilUp(group.devices(r), std::chrono::seconds(30));
+    if (!w.ok()) return {w.status()};
+    if (r < static_cast<int>(generations.size()) && (*w)->generation != generations[r]) {
+      const std::string reason = absl::StrCat("the worker for ", group.devices(r), " (rank ", r,
+                                              ") restarted after the group was made");
+      deps.groups->MarkBroken(group.id(), reason);
+      return {absl::FailedPreconditionError(absl::StrCat("group ", group.id(), " is broken: ", reason,
+                                                         "; re-create the group"))};
+    }
+    workers.push_back(*w);
+  }
+  internal::RunRequest request;
+  request.set_job_id(job.id());
+  *request.mutable_spec() = job.spec();
+  internal::CollectiveRun* run = request.mutable_collective();
+  run->set_group(group.id());
+  run->set_op(spec.op());
+  run->set_dtype(spec.dtype());
+  *run->mutable_sizes_bytes() = spec.sizes_bytes();
+  run->set_warmup_iters(spec.warmup_iters());
+  run->set_iters(spec.iters());
+  run->set_in_place(spec.in_place());
+  run->set_timeout_seconds(group.timeout_seconds());
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::ClientContext*> raw;
+  for (int r = 0; r < world; ++r) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    raw.push_back(contexts.back().get());
+  }
+  auto cancel_all = [&] {
+    for (auto* c : raw) c->TryCancel();
+  };
+  if (!cb.set_calls(raw)) cancel_all();
+
+  std::mutex mu;
+  const int sizes = spec.sizes_bytes_size();
+  std::vector<std::vector<std::optional<internal::CollectiveRankSize>>> got(
+      sizes, std::vector<std::optional<internal::CollectiveRankSize>>(world));
+  std::vector<int> next_size(world, 0);
+  std::vector<std::optional<absl::Status>> terminal(world);
+  std::vector<std::string> transport(world);
+  std::vector<std::string> versions(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto reader = workers[r]->stub->Run(contexts[r].get(), request);
+      internal::WorkerEvent e;
+      while (reader->Read(&e)) {
+        if (e.has_collective_size()) {
+          std::lock_guard<std::mutex> lock(mu);
+          const int i = next_size[r]++;
+          if (i >= sizes) continue;
+          got[i][r] = e.collective_size();
+          if (!std::all_of(got[i].begin(), got[i].end(), [](const auto& x) { return x.has_value(); })) continue;
+          std::vector<std::vector<double>> per_rank;
+          int64_t wrong = 0, checked = 0;
+          for (const auto& x : got[i]) {
+            per_rank.emplace_back(x->iteration_seconds().begin(), x->iteration_seconds().end());
+            wrong += x->wrong_elements();
+            checked += x->checked_elements();
+          }
+          auto row = AggregateRow(spec.op(), got[i][0]->size_bytes(), per_rank);
+          if (!row.ok()) {
+            terminal[r] = absl::InternalError(std::string(row.status().message()));
+            cancel_all();
+            continue;
+          }
+          row->set_backend(group.backend());
+          *row->mutable_devices() = group.devices();
+          row->set_group(group.id());
+          row->set_count(got[i][0]->count());
+          row->set_wrong_elements(wrong);
+          row->set_checked_elements(checked);
+          row->set_timer(got[i][0]->timer());
+          *result->add_rows() = *row;
+          if (deps.metrics) {
+            deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()), BackendName(group.backend()),
+                                                    world, row->size_bytes(), row->busbw_gbps() * 1e9);
+          }
+          if (cb.on_row) cb.on_row(*row);
+        } else if (e.has_result()) {
+          std::lock_guard<std::mutex> lock(mu);
+          terminal[r] = absl::OkStatus();
+          if (!result->has_versions()) *result->mutable_versions() = e.result().collective().versions();
+          break;
+        } else if (e.has_failure()) {
+          std::lock_guard<std::mutex> lock(mu);
+          terminal[r] = absl::Status(static_cast<absl::StatusCode>(e.failure().code()), e.failure().message());
+          break;
+        } else if (e.has_cancelled()) {
+          std::lock_guard<std::mutex> lock(mu);
+          terminal[r] = absl::CancelledError("cancelled");
+          break;
+        }
+      }
+      bool failed;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        failed = !terminal[r].has_value() || !terminal[r]->ok();
+      }
+      // A rank that failed or vanished: the others cannot finish; stop
+      // waiting for them (their own collectives fail on their own).
+      if (failed) cancel_all();
+      contexts[r]->TryCancel();
+      const grpc::Status s = reader->Finish();
+      std::lock_guard<std::mutex> lock(mu);
+      transport[r] = s.error_message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  cb.set_calls({});
+
+  // Why it ended. A member whose worker died is the root cause of the others'
+  // failures: look for one first.
+  for (int r = 0; r < world; ++r) {
+    if (terminal[r].has_value()) continue;
+    const std::string how = deps.supervisor->WaitForExit(group.devices(r), workers[r]->generation,
+                                                         std::chrono::seconds(5));
+    if (!how.empty()) {
+      const std::string reason = absl::StrCat("the worker for ", group.devices(r), " (rank ", r, ", pid ",
+                                              workers[r]->pid, ") ", how, " during a collective");
+      deps.groups->MarkBroken(group.id(), reason);
+      return {absl::FailedPreconditionError(absl::StrCat(
+          "group ", group.id(), " (", BackendName(group.backend()), " on ", absl::StrJoin(group.devices(), ","),
+          ") broke while this job ran: ", reason, "; the worker is being restarted; re-create the group "
+          "(benchctl groups create --devices ", absl::StrJoin(group.devices(), ","), " --backend ",
+          BackendName(group.backend()), ")"))};
+    }
+  }
+  if (cb.stopping && cb.stopping()) return {absl::AbortedError("the daemon stopped while this job was running"), true};
+  if (cb.cancel_requested && cb.cancel_requested()) return {absl::CancelledError("cancelled while running")};
+  // A timeout first (it says what hung), then any other failure.
+  std::optional<absl::Status> failure;
+  for (int r = 0; r < world; ++r) {
+    if (terminal[r].has_value() && absl::IsDeadlineExceeded(*terminal[r])) failure = terminal[r];
+  }
+  for (int r = 0; r < world && !failure; ++r) {
+    if (terminal[r].has_value() && !terminal[r]->ok() && !absl::IsCancelled(*terminal[r])) failure = terminal[r];
+  }
+  for (int r = 0; r < world && !failure; ++r) {
+    if (!terminal[r].has_value()) {
+      failure = absl::UnavailableError(absl::StrCat("lost the worker for ", group.devices(r), " (rank ", r,
+                                                    ") during the collective: ", transport[r]));
+    }
+  }
+  if (failure) {
+    deps.groups->MarkBroken(group.id(), std::string(failure->message()));
+    return {absl::Status(failure->code(), absl::StrCat("group ", group.id(), " is broken: ", failure->message()))};
+  }
+  for (int r = 0; r < world; ++r) {
+    if (absl::IsCancelled(*terminal[r])) return {absl::CancelledError("cancelled while running")};
+  }
+  return {absl::OkStatus()};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::CollectiveSpec& spec, GroupRegistry* groups,
+                                                              const std::vector<std::string>& served) {
+  std::set<std::string> all;
+  for (int i = 0; i < spec.targets_size(); ++i) {
+    const v1::CollectiveTarget& t = spec.targets(i);
+    if (!t.group().empty()) {
+      auto g = groups->Get(t.group());
+      if (!g.ok()) return g.status();
+      if (g->state() == v1::GROUP_BROKEN) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "group ", g->id(), " is broken: ", g->broken_reason(), "; re-create it (benchctl groups create --devices ",
+            absl::StrJoin(g->devices(), ","), " --backend ", BackendName(g->backend()), ")"));
+      }
+      all.insert(g->devices().begin(), g->devices().end());
+      continue;
+    }
+    v1::CollectiveBackend backend = t.backend();
+    std::vector<std::string> devices(t.devices().begin(), t.devices().end());
+    if (devices.size() >= 2) {
+      if (auto s = groups->CheckMembers(devices, &backend, absl::StrCat("collective.targets[", i, "].devices"));
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (const auto& d : devices) {
+      if (std::find(served.begin(), served.end(), d) == served.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("collective.targets[", i, "].devices: ", d,
+                                                       " is not served by this daemon; it serves ",
+                                                       absl::StrJoin(served, ", ")));
+      }
+    }
+    all.insert(devices.begin(), devices.end());
+  }
+  return std::vector<std::string>(all.begin(), all.end());
+}
+
+void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const CollectiveJobCallbacks& cb) {
+  const v1::CollectiveSpec& spec = job->spec().collective();
+  v1::CollectiveResult result;
+  result.set_op(spec.op());
+  result.set_dtype(spec.dtype());
+  result.set_in_place(spec.in_place());
+  result.set_warmup_iters(spec.warmup_iters());
+  result.set_iters(spec.iters());
+  auto fail = [&](const absl::Status& s) {
+    job->set_state(absl::IsCancelled(s) ? v1::CANCELLED : v1::FAILED);
+    job->set_error_code(static_cast<int>(s.code()));
+    job->set_error_message(std::string(s.message()));
+    if (result.rows_size() > 0) *job->mutable_result()->mutable_collective() = result;  // what did finish
+  };
+  for (const v1::CollectiveTarget& target : CollectiveSeries(spec)) {
+    if (cb.cancel_requested && cb.cancel_requested()) return fail(absl::CancelledError("cancelled while running"));
+    if (cb.stopping && cb.stopping()) {
+      job->set_state(v1::INTERRUPTED);
+      job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+      job->set_error_message("the daemon stopped while this job was running");
+      return;
+    }
+    v1::CollectiveGroupUse use;
+    absl::StatusOr<v1::Group> group = absl::UnknownError("");
+    if (!target.group().empty()) {
+      group = deps.groups->Acquire(target.group());
+      use.set_was_resident(true);
+    } else {
+      const std::vector<std::string> devices(target.devices().begin(), target.devices().end());
+      if (auto resident = deps.groups->FindReady(devices, target.backend())) {
+        group = deps.groups->Acquire(resident->id());
+        use.set_was_resident(true);
+      }
+      if (!group.ok()) {
+        v1::CreateGroupRequest req;
+        *req.mutable_devices() = target.devices();
+        req.set_backend(target.backend());
+        req.set_timeout_seconds(spec.timeout_seconds());
+        if (cb.log) {
+          cb.log(absl::StrCat("setting up a transient ", BackendName(target.backend()), " group on ",
+                              absl::StrJoin(devices, ",")));
+        }
+        auto made = deps.groups->Create(req, /*transient=*/true);
+        if (!made.ok()) {
+          return fail(absl::Status(made.status().code(),
+                                   absl::StrCat("setting up a transient ", BackendName(target.backend()),
+                                                " group on ", absl::StrJoin(devices, ","), ": ",
+                                                made.status().message())));
+        }
+        use.set_transient(true);
+        use.set_setup_seconds(made->setup_seconds());
+        group = deps.groups->Acquire(made->id());
+      }
+    }
+    if (!group.ok()) return fail(group.status());
+    use.set_group(group->id());
+    use.set_backend(group->backend());
+    *use.mutable_devices() = group->devices();
+    *result.add_groups() = use;
+    if (cb.log) {
+      cb.log(absl::StrCat(CollectiveOpName(spec.op()), " on group ", group->id(), " (", BackendName(group->backend()),
+                          ", ", absl::StrJoin(group->devices(), ","), ")",
+                          use.was_resident() ? ", resident: no set-up" : absl::StrCat(", set up in ", use.setup_seconds(), " s")));
+    }
+    const Outcome out = RunSeries(deps, *job, *group, cb, &result);
+    deps.groups->Release(group->id());
+    if (use.transient()) deps.groups->Destroy(group->id());
+    if (out.interrupted) {
+      job->set_state(v1::INTERRUPTED);
+      job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+      job->set_error_message(std::string(out.status.message()));
+      return;
+    }
+    if (!out.status.ok()) return fail(out.status);
+  }
+  for (const auto& row : result.rows()) result.set_wrong_elements(result.wrong_elements() + row.wrong_elements());
+  for (v1::CollectivePlot& plot : RenderCollectivePlots(result)) {
+    if (!deps.artifacts_dir.empty()) {
+      const std::filesystem::path dir = std::filesystem::path(deps.artifacts_dir) / job->id();
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      const std::filesystem::path file = dir / (plot.name() + ".svg");
+      std::ofstream out(file);
+      out << plot.svg();
+      if (out) plot.set_artifact(file.string());
+    }
+    *result.add_plots() = std::move(plot);
+  }
+  job->set_state(v1::SUCCEEDED);
+  *job->mutable_result()->mutable_collective() = std::move(result);
+}
+
+}  // namespace benchd::server

@@ -1,0 +1,323 @@
+#include "server/group_registry.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/collective_math.h"
+#include "grpcpp/grpcpp.h"
+#include "server/config.h"
+#include "server/metrics.h"
+
+namespace benchd::server {
+namespace {
+
+google::protobuf::Timestamp WallNow() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  google::protobuf::Timestamp t;
+  t.set_seconds(ns / 1000000000);
+  t.set_nanos(static_cast<int32_t>(ns % 1000000000));
+  return t;
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& prefix) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(prefix, s.error_message()));
+}
+
+}  // namespace
+
+GroupRegistry::GroupRegistry(Supervisor* supervisor, Metrics* metrics, std::vector<std::string> devices)
+    : supervisor_(supervisor), metrics_(metrics), devices_(std::move(devices)) {}
+
+GroupRegistry::~GroupRegistry() {
+  std::vector<std::thread> leavers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leavers.swap(leavers_);
+  }
+  for (auto& t : leavers) t.join();
+}
+
+absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices,
+                                         v1::CollectiveBackend* backend, const std::string& field) const {
+  if (devices.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", devices.size(),
+                                                   " device(s); a group needs 2 or more (one rank each)"));
+  }
+  std::set<std::string> seen;
+  bool cuda = false, cpu = false;
+  for (const auto& d : devices) {
+    if (auto s = CheckDeviceName(d); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", d, "' is not a device name; expected cpu:N or cuda:N"));
+    }
+    if (std::find(devices_.begin(), devices_.end(), d) == devices_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d, " is not served by this daemon; it serves ",
+                                                     absl::StrJoin(devices_, ", ")));
+    }
+    if (!seen.insert(d).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d, " appears twice; each rank needs its own device"));
+    }
+    (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
+  }
+  if (cuda && cpu) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": [", absl::StrJoin(devices, ", "),
+                                                   "] mixes cpu and cuda devices"));
+  }
+  if (!v1::CollectiveBackend_IsValid(*backend)) {
+    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", *backend, "; expected nccl or gloo"));
+  }
+  if (*backend == v1::BACKEND_UNSPECIFIED) *backend = cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO;
+  if (*backend == v1::BACKEND_NCCL && cpu) {
+    return absl::InvalidArgumentError(absl::StrCat("backend: nccl needs CUDA devices, got [",
+                                                   absl::StrJoin(devices, ", "), "]; use gloo for CPU tensors"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& request, bool transient) {
+  std::vector<std::string> devices(request.devices().begin(), request.devices().end());
+  v1::CollectiveBackend backend = request.backend();
+  if (auto s = CheckMembers(devices, &backend, "devices"); !s.ok()) return s;
+  const double timeout = request.timeout_seconds() > 0 ? request.timeout_seconds() : kDefaultCollectiveTimeoutSeconds;
+  if (timeout > 86400) {
+    return absl::InvalidArgumentError(absl::StrCat("timeout_seconds: expected 0..86400, got ", request.timeout_seconds()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int world = static_cast<int>(devices.size());
+  std::vector<std::shared_ptr<WorkerHandle>> workers;
+  for (const auto& d : devices) {
+    auto w = supervisor_->WaitUntilUp(d, std::chrono::seconds(30));
+    if (!w.ok()) return w.status();
+    workers.push_back(*w);
+  }
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = absl::StrCat(transient ? "t" : "g", next_id_++);
+  }
+  // Rank 0 hosts the store.
+  internal::PrepareGroupResponse prepared;
+  {
+    internal::PrepareGroupRequest req;
+    req.set_group(id);
+    req.set_world_size(world);
+    req.set_timeout_seconds(timeout);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status s = workers[0]->stub->PrepareGroup(&ctx, req, &prepared);
+    if (!s.ok()) return FromGrpc(s, absl::StrCat("the worker for ", devices[0], " (rank 0): "));
+  }
+  // Every member joins at once: the rendezvous waits for all of them.
+  std::vector<grpc::Status> status(world);
+  std::vector<internal::JoinGroupResponse> joined(world);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        internal::JoinGroupRequest req;
+        req.set_group(id);
+        req.set_backend(backend);
+        req.set_rank(r);
+        req.set_world_size(world);
+        req.set_store_host(prepared.store_host());
+        req.set_store_port(prepared.store_port());
+        req.set_timeout_seconds(timeout);
+        grpc::ClientContext ctx;
+        // The members' own rendezvous timeout ends a join first.
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)) + std::chrono::seconds(30));
+        status[r] = workers[r]->stub->JoinGroup(&ctx, req, &joined[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (int r = 0; r < world; ++r) {
+    if (!status[r].ok()) {
+      LeaveAll(id, devices, /*abort=*/true);
+      return FromGrpc(status[r], absl::StrCat("creating a ", BackendName(backend), " group on [",
+                                              absl::StrJoin(devices, ", "), "]: rank ", r, " (", devices[r], "): "));
+    }
+  }
+  Entry e;
+  e.group.set_id(id);
+  for (const auto& d : devices) e.group.add_devices(d);
+  e.group.set_backend(backend);
+  for (int r = 0; r < world; ++r) {
+    v1::GroupRank* rank = e.group.add_ranks();
+    rank->set_rank(r);
+    rank->set_device(devices[r]);
+    rank->set_worker_pid(joined[r].pid());
+    rank->set_setup_seconds(joined[r].setup_seconds());
+    e.generations.push_back(workers[r]->generation);
+  }
+  e.group.set_state(v1::GROUP_READY);
+  *e.group.mutable_created() = WallNow();
+  e.group.set_setup_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  e.group.set_timeout_seconds(timeout);
+  e.group.set_transient(transient);
+  std::lock_guard<std::mutex> lock(mu_);
+  // A member that ended while the group was being made leaves it broken at once.
+  for (int r = 0; r < world; ++r) {
+    if (workers[r]->generation != e.generations[r]) e.group.set_state(v1::GROUP_BROKEN);
+  }
+  groups_[id] = e;
+  UpdateMetrics();
+  return e.group;
+}
+
+std::vector<v1::Group> GroupRegistry::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Group> out;
+  for (const auto& [id, e] : groups_) out.push_back(e.group);
+  return out;
+}
+
+absl::StatusOr<v1::Group> GroupRegistry::Get(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+  }
+  return it->second.group;
+}
+
+absl::StatusOr<v1::Group> GroupRegistry::Destroy(const std::string& id) {
+  v1::Group group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = groups_.find(id);
+    if (it == groups_.end()) {
+      return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+    }
+    if (it->second.in_use > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("group ", id, " is in use by a running job; destroy it after the job ends"));
+    }
+    group = it->second.group;
+    groups_.erase(it);
+    UpdateMetrics();
+  }
+  LeaveAll(id, {group.devices().begin(), group.devices().end()}, group.state() == v1::GROUP_BROKEN);
+  return group;
+}
+
+std::optional<v1::Group> GroupRegistry::FindReady(const std::vector<std::string>& devices,
+                                                  v1::CollectiveBackend backend) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, e] : groups_) {
+    if (e.group.state() != v1::GROUP_READY || e.group.transient() || e.group.backend() != backend) continue;
+    if (std::vector<std::string>(e.group.devices().begin(), e.group.devices().end()) == devices) return e.group;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<v1::Group> GroupRegistry::Acquire(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+  }
+  const v1::Group& g = it->second.group;
+  if (g.state() == v1::GROUP_BROKEN) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group ", id, " is broken: ", g.broken_reason(), "; re-create it (benchctl groups create --devices ",
+        absl::StrJoin(g.devices(), ","), " --backend ", BackendName(g.backend()), ")"));
+  }
+  ++it->second.in_use;
+  return g;
+}
+
+void GroupRegistry::Release(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  --it->second.in_use;
+  it->second.group.set_jobs_run(it->second.group.jobs_run() + 1);
+}
+
+std::vector<uint64_t> GroupRegistry::Generations(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(id);
+  return it == groups_.end() ? std::vector<uint64_t>() : it->second.generations;
+}
+
+void GroupRegistry::MarkBroken(const std::string& id, const std::string& reason) {
+  std::vector<std::string> devices;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = groups_.find(id);
+    if (it == groups_.end()) return;
+    v1::Group& g = it->second.group;
+    if (g.state() == v1::GROUP_BROKEN) return;
+    g.set_state(v1::GROUP_BROKEN);
+    g.set_broken_reason(reason);
+    devices.assign(g.devices().begin(), g.devices().end());
+    UpdateMetrics();
+  }
+  LeaveAll(id, devices, /*abort=*/true);
+}
+
+void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> broken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : groups_) {
+      v1::Group& g = e.group;
+      for (int r = 0; r < g.devices_size(); ++r) {
+        if (g.devices(r) != device || e.generations[r] != generation) continue;
+        if (g.state() != v1::GROUP_BROKEN) {
+          g.set_state(v1::GROUP_BROKEN);
+          g.set_broken_reason(absl::StrCat("the worker for ", device, " (rank ", r, ", pid ", pid, ") ", how));
+          std::vector<std::string> others;
+          for (const auto& d : g.devices()) {
+            if (d != device) others.push_back(d);
+          }
+          broken.emplace_back(id, others);
+        }
+      }
+    }
+    UpdateMetrics();
+    // The survivors drop their members off this (the supervisor's) thread.
+    for (auto& [id, others] : broken) {
+      leavers_.emplace_back([this, id = id, others = others] { LeaveAll(id, others, true); });
+    }
+  }
+}
+
+void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::string>& devices, bool abort) {
+  std::vector<std::thread> threads;
+  for (const auto& d : devices) {
+    threads.emplace_back([this, id, d, abort] {
+      auto w = supervisor_->WaitUntilUp(d, std::chrono::milliseconds(0));
+      if (!w.ok()) return;  // a worker that is not up has no member any more
+      internal::LeaveGroupRequest req;
+      req.set_group(id);
+      req.set_abort(abort);
+      internal::LeaveGroupResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      (*w)->stub->LeaveGroup(&ctx, req, &resp);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+void GroupRegistry::UpdateMetrics() {
+  if (!metrics_) return;
+  std::map<std::pair<std::string, std::string>, int64_t> counts;
+  for (auto b : {v1::BACKEND_NCCL, v1::BACKEND_GLOO}) {
+    counts[{BackendName(b), "ready"}] = 0;
+    counts[{BackendName(b), "broken"}] = 0;
+  }
+  for (const auto& [id, e] : groups_) {
+    ++counts[{BackendName(e.group.backend()), e.group.state() == v1::GROUP_READY ? "ready" : "broken"}];
+  }
+  for (const auto& [k, n] : counts) metrics_->SetGroups(k.first, k.second, n);
+}
+
+}  // namespace benchd::server

@@ -1,0 +1,191 @@
+#include "worker/process_groups.h"
+
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if BENCHD_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/collective_math.h"
+
+namespace benchd::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Loopback: every member is a worker of this node.
+constexpr const char* kStoreHost = "127.0.0.1";
+
+std::chrono::milliseconds TimeoutOf(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>((seconds > 0 ? seconds : 300) * 1000));
+}
+
+bool LooksLikeTimeout(const std::string& what) {
+  for (const char* s : {"imed out", "imeout", "timed out", "DEADLINE"}) {
+    if (what.find(s) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool BackendAvailable(v1::CollectiveBackend backend) {
+  if (backend == v1::BACKEND_GLOO) return true;
+#if BENCHD_WITH_NCCL
+  return backend == v1::BACKEND_NCCL;
+#else
+  return false;
+#endif
+}
+
+ProcessGroups::~ProcessGroups() {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_.clear();
+  prepared_.clear();
+}
+
+absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
+    const internal::PrepareGroupRequest& request) {
+  if (request.group().empty() || request.world_size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("PrepareGroup: expected a group id and 2 or more ranks, got '",
+                                                   request.group(), "' with ", request.world_size()));
+  }
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // a free port, read back below
+  options.isServer = true;
+  options.numWorkers = static_cast<size_t>(request.world_size());
+  options.waitWorkers = false;  // the members connect during JoinGroup
+  options.timeout = TimeoutOf(request.timeout_seconds());
+  auto store = c10::make_intrusive<c10d::TCPStore>(kStoreHost, options);
+  internal::PrepareGroupResponse response;
+  response.set_store_host(kStoreHost);
+  response.set_store_port(store->getPort());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (groups_.count(request.group())) {
+    return absl::AlreadyExistsError(absl::StrCat("group ", request.group(), " already exists on ", device_.name));
+  }
+  prepared_[request.group()] = store;
+  return response;
+}
+
+absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(const internal::JoinGroupRequest& request) {
+  const auto start = Clock::now();
+  if (request.world_size() < 2 || request.rank() < 0 || request.rank() >= request.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("JoinGroup: rank ", request.rank(), " of ",
+                                                   request.world_size(), " is not a rank"));
+  }
+  if (!BackendAvailable(request.backend())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend ", BackendName(request.backend()), " is not available in this benchd-worker build",
+        request.backend() == v1::BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)" : ""));
+  }
+  if (request.backend() == v1::BACKEND_NCCL && !device_.is_cuda()) {
+    return absl::InvalidArgumentError(absl::StrCat("nccl needs a CUDA device; this worker serves ", device_.name));
+  }
+  auto member = std::make_shared<GroupMember>();
+  member->id = request.group();
+  member->backend = request.backend();
+  member->rank = request.rank();
+  member->world_size = request.world_size();
+  member->timeout = TimeoutOf(request.timeout_seconds());
+  member->tensor_device = device_.is_cuda() ? device_.device : torch::Device(torch::kCPU);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (groups_.count(request.group())) {
+      return absl::AlreadyExistsError(absl::StrCat("group ", request.group(), " already exists on ", device_.name));
+    }
+    if (request.rank() == 0) {
+      auto it = prepared_.find(request.group());
+      if (it == prepared_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("group ", request.group(),
+                                                          ": rank 0 joins after PrepareGroup, which did not run here"));
+      }
+      member->store = it->second;
+      prepared_.erase(it);
+    }
+  }
+  try {
+    if (!member->store) {
+      c10d::TCPStoreOptions options;
+      options.port = static_cast<uint16_t>(request.store_port());
+      options.isServer = false;
+      options.numWorkers = static_cast<size_t>(request.world_size());
+      options.timeout = member->timeout;
+      member->store = c10::make_intrusive<c10d::TCPStore>(request.store_host(), options);
+    }
+    if (request.backend() == v1::BACKEND_GLOO) {
+      auto options = c10d::ProcessGroupGloo::Options::create(member->timeout);
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kStoreHost));
+      member->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(member->store, member->rank,
+                                                               member->world_size, options);
+    } else {
+#if BENCHD_WITH_NCCL
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = member->timeout;
+      member->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(member->store, member->rank,
+                                                               member->world_size, options);
+#endif
+    }
+    // One all_reduce of rank+1: NCCL creates its communicator here (lazily,
+    // at the first collective), and the sum proves every rank is there.
+    std::vector<at::Tensor> one{torch::full({1}, member->rank + 1,
+                                            torch::TensorOptions().dtype(torch::kFloat32).device(member->tensor_device))};
+    member->pg->allreduce(one)->wait(member->timeout);
+    const double got = one[0].item<double>();
+    const double want = member->world_size * (member->world_size + 1) / 2.0;
+    if (got != want) {
+      return absl::InternalError(absl::StrCat("group ", request.group(), ": the first all_reduce gave ", got,
+                                              ", expected ", want));
+    }
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string message = absl::StrCat("group ", request.group(), " rank ", request.rank(), " on ",
+                                             device_.name, ": ", what.substr(0, what.find("\nException raised from")));
+    return LooksLikeTimeout(what) ? absl::DeadlineExceededError(message) : absl::UnavailableError(message);
+  }
+  internal::JoinGroupResponse response;
+  response.set_setup_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  response.set_pid(getpid());
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_[member->id] = member;
+  return response;
+}
+
+bool ProcessGroups::Leave(const std::string& id, bool abort) {
+  std::shared_ptr<GroupMember> member;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepared_.erase(id);
+    auto it = groups_.find(id);
+    if (it == groups_.end()) return false;
+    member = it->second;
+    groups_.erase(it);
+  }
+  try {
+    if (abort) {
+      member->pg->abort();
+    } else {
+      member->pg->shutdown();
+    }
+  } catch (const std::exception& e) {
+    // Best effort: the member is gone from the map either way.
+  }
+  return true;
+}
+
+std::shared_ptr<GroupMember> ProcessGroups::Get(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(id);
+  return it == groups_.end() ? nullptr : it->second;
+}
+
+size_t ProcessGroups::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_.size();
+}
+
+}  // namespace benchd::worker
