@@ -15,8 +15,11 @@ using Kind = ProfileEvent::Kind;
 constexpr double kNs = 1e-9;
 
 // Links each event to the range it belongs to: its nearest range ancestor,
-// or for a root that no range holds, the innermost range on another thread
-// open when the root started (the autograd engine's thread; see the header).
+// or when no ancestor is a range, the innermost range on another thread that
+// holds the event from start to end (the autograd engine's thread; see the
+// header). Whole containment, not the start alone: an event on that thread can
+// outlive a step (seen on an H100: one spanning two steps' backward), and its
+// children then find their own step's range.
 class RangeLinks {
  public:
   explicit RangeLinks(const std::vector<ProfileEvent>& events) : events_(events) {
@@ -33,9 +36,8 @@ class RangeLinks {
     int owner = -1;
     if (e.parent >= 0) {
       owner = events_[e.parent].kind == Kind::kRange ? e.parent : Owner(e.parent);
-    } else if (e.kind != Kind::kDevice) {
-      owner = Adopter(i);
     }
+    if (owner < 0 && e.kind != Kind::kDevice) owner = Adopter(i);
     owner_[i] = owner;
     return owner;
   }
@@ -43,13 +45,13 @@ class RangeLinks {
  private:
   static constexpr int kUnknown = -2;
 
-  int Adopter(int root) const {
-    const ProfileEvent& r = events_[root];
+  int Adopter(int orphan) const {
+    const ProfileEvent& r = events_[orphan];
     int best = -1;
     for (int i : ranges_) {
       const ProfileEvent& c = events_[i];
-      if (c.thread == r.thread || i == root) continue;
-      if (c.start_ns <= r.start_ns && r.start_ns <= c.end_ns &&
+      if (c.thread == r.thread || i == orphan) continue;
+      if (c.start_ns <= r.start_ns && r.end_ns <= c.end_ns &&
           (best < 0 || c.start_ns >= events_[best].start_ns)) {
         best = i;  // the latest-starting range that contains it is the innermost
       }

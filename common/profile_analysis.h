@@ -8,10 +8,10 @@
 // the runtime call that launched it (CUPTI correlation), that call to its
 // operator and the operator to the named range around it (nesting on the
 // host thread). The autograd engine runs backward on its own device thread,
-// where no range is open: the top event of such a subtree belongs to the
-// range open on another thread when it started (loss.backward() blocks the
-// job's thread inside "backward" while the engine works), the one time
-// window used, and only for roots.
+// where no range is open: an event there whose ancestors hold no range
+// belongs to the innermost range on another thread that contains it whole
+// (loss.backward() blocks the job's thread inside "backward" while the
+// engine works) -- the one time window used, and only where the links end.
 #ifndef BENCHD_COMMON_PROFILE_ANALYSIS_H_
 #define BENCHD_COMMON_PROFILE_ANALYSIS_H_
 
