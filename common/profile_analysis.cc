@@ -14,12 +14,12 @@ using Kind = ProfileEvent::Kind;
 
 constexpr double kNs = 1e-9;
 
-// Links each event to the range it belongs to: its nearest range ancestor,
-// or when no ancestor is a range, the innermost range on another thread that
-// holds the event from start to end (the autograd engine's thread; see the
-// header). Whole containment, not the start alone: an event on that thread can
-// outlive a step (seen on an H100: one spanning two steps' backward), and its
-// children then find their own step's range.
+// Links each event to the range it belongs to: its nearest range ancestor
+// through links on its own thread, or else the innermost range on another
+// thread that holds the event from start to end (the autograd engine's
+// thread; see the header). A link to a parent on another thread is not
+// followed: Kineto 2.11 hangs the engine thread's events of every profiled
+// step under the first step's "backward" (seen on an H100), so times decide.
 class RangeLinks {
  public:
   explicit RangeLinks(const std::vector<ProfileEvent>& events) : events_(events) {
@@ -34,7 +34,7 @@ class RangeLinks {
     if (owner_[i] != kUnknown) return owner_[i];
     const ProfileEvent& e = events_[i];
     int owner = -1;
-    if (e.parent >= 0) {
+    if (e.parent >= 0 && !CrossThread(i)) {
       owner = events_[e.parent].kind == Kind::kRange ? e.parent : Owner(e.parent);
     }
     if (owner < 0 && e.kind != Kind::kDevice) owner = Adopter(i);
@@ -44,6 +44,13 @@ class RangeLinks {
 
  private:
   static constexpr int kUnknown = -2;
+
+  // A host event whose parent is on another host thread.
+  bool CrossThread(int i) const {
+    const ProfileEvent& e = events_[i];
+    return e.kind != Kind::kDevice && e.parent >= 0 &&
+           events_[e.parent].kind != Kind::kDevice && events_[e.parent].thread != e.thread;
+  }
 
   int Adopter(int orphan) const {
     const ProfileEvent& r = events_[orphan];
@@ -126,7 +133,8 @@ ProfileAnalysis AnalyzeProfile(const ProfileAnalysisInput& in) {
   for (int i = 0; i < n; ++i) {
     const int p = ev[i].parent;
     if (p < 0 || (ev[i].kind != Kind::kOperator && ev[i].kind != Kind::kRange)) continue;
-    if (ev[p].kind == Kind::kOperator || ev[p].kind == Kind::kRange) {
+    if ((ev[p].kind == Kind::kOperator || ev[p].kind == Kind::kRange) &&
+        ev[p].thread == ev[i].thread) {
       self_ns[p] -= static_cast<double>(ev[i].end_ns - ev[i].start_ns);
     }
   }

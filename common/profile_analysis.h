@@ -8,10 +8,12 @@
 // the runtime call that launched it (CUPTI correlation), that call to its
 // operator and the operator to the named range around it (nesting on the
 // host thread). The autograd engine runs backward on its own device thread,
-// where no range is open: an event there whose ancestors hold no range
-// belongs to the innermost range on another thread that contains it whole
-// (loss.backward() blocks the job's thread inside "backward" while the
+// where no range is open: an event there whose same-thread ancestors hold no
+// range belongs to the innermost range on another thread that contains it
+// whole (loss.backward() blocks the job's thread inside "backward" while the
 // engine works) -- the one time window used, and only where the links end.
+// Kineto's own links across threads are not followed (they hang every
+// step's engine events under the first step's backward).
 #ifndef BENCHD_COMMON_PROFILE_ANALYSIS_H_
 #define BENCHD_COMMON_PROFILE_ANALYSIS_H_
 

@@ -162,6 +162,32 @@ TEST(ProfileAnalysis, AnEngineEventSpanningTwoStepsLeavesItsChildrenToTheirOwnSt
   EXPECT_NEAR(b.wall_seconds(), 1600e-9, 1e-15);
 }
 
+TEST(ProfileAnalysis, LinksAcrossThreadsGiveWayToTimes) {
+  // As Kineto 2.11 builds the tree: the engine thread's functions of both
+  // steps hang under step 1's backward range.
+  Tree t;
+  const int step1 = t.Add(Kind::kRange, "step", 0, 1000);
+  const int bwd1 = t.Add(Kind::kRange, "backward", 100, 900, step1);
+  const int step2 = t.Add(Kind::kRange, "step", 2000, 3000);
+  t.Add(Kind::kRange, "backward", 2100, 2900, step2);
+  const int fn1 = t.Add(Kind::kOperator, "MmBackward0", 200, 300, bwd1, /*thread=*/2);
+  t.Launch("aten::mm", "gemm_1", 210, 400, 500, fn1, 2);
+  const int fn2 = t.Add(Kind::kOperator, "MmBackward0", 2200, 2300, bwd1, /*thread=*/2);
+  t.Launch("aten::mm", "gemm_2", 2210, 2400, 2500, fn2, 2);
+  ProfileAnalysisInput in;
+  in.events = t.events;
+  in.steps = 2;
+  in.device_rows = false;  // operators' self times: cross-thread children are not subtracted
+  const ProfileAnalysis cpu = AnalyzeProfile(in);
+  EXPECT_NEAR(Range(cpu, "backward").wall_seconds(), 1600e-9, 1e-15);
+  in.device_rows = true;
+  const ProfileAnalysis a = AnalyzeProfile(in);
+  const v1::ProfileRange& b = Range(a, "backward");
+  EXPECT_EQ(b.kernel_count(), 2);
+  EXPECT_NEAR(b.wall_seconds(), 1600e-9, 1e-15);  // not 100..2500 for step 1
+  EXPECT_NEAR(Range(a, "step").wall_seconds(), 2000e-9, 1e-15);
+}
+
 TEST(ProfileAnalysis, GemmByNameWhenNoOperatorLaunchedIt) {
   EXPECT_TRUE(LooksLikeGemmKernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"));
   EXPECT_TRUE(LooksLikeGemmKernel("ampere_sgemm_128x64_tn"));
