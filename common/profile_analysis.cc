@@ -16,8 +16,8 @@ constexpr double kNs = 1e-9;
 
 // Links each event to the range it belongs to: its nearest range ancestor
 // through links on its own thread, or else the innermost range on another
-// thread that holds the event from start to end (the autograd engine's
-// thread; see the header). A link to a parent on another thread is not
+// thread open when the event started (the autograd engine's thread; see the
+// header). A link to a parent on another thread is not
 // followed: Kineto 2.11 hangs the engine thread's events of every profiled
 // step under the first step's "backward" (seen on an H100), so times decide.
 class RangeLinks {
@@ -58,7 +58,7 @@ class RangeLinks {
     for (int i : ranges_) {
       const ProfileEvent& c = events_[i];
       if (c.thread == r.thread || i == orphan) continue;
-      if (c.start_ns <= r.start_ns && r.end_ns <= c.end_ns &&
+      if (c.start_ns <= r.start_ns && r.start_ns <= c.end_ns &&
           (best < 0 || c.start_ns >= events_[best].start_ns)) {
         best = i;  // the latest-starting range that contains it is the innermost
       }

@@ -9,8 +9,8 @@
 // operator and the operator to the named range around it (nesting on the
 // host thread). The autograd engine runs backward on its own device thread,
 // where no range is open: an event there whose same-thread ancestors hold no
-// range belongs to the innermost range on another thread that contains it
-// whole (loss.backward() blocks the job's thread inside "backward" while the
+// range belongs to the innermost range on another thread open when it
+// started (loss.backward() blocks the job's thread inside "backward" while the
 // engine works) -- the one time window used, and only where the links end.
 // Kineto's own links across threads are not followed (they hang every
 // step's engine events under the first step's backward).

@@ -139,29 +139,6 @@ TEST(ProfileAnalysis, RangesInTheOrderTheyFirstOpen) {
   EXPECT_THAT(RangeNames(AnalyzeProfile(in)), ElementsAre("step", "scores", "mask"));
 }
 
-TEST(ProfileAnalysis, AnEngineEventSpanningTwoStepsLeavesItsChildrenToTheirOwnStep) {
-  Tree t;
-  const int step1 = t.Add(Kind::kRange, "step", 0, 1000);
-  t.Add(Kind::kRange, "backward", 100, 900, step1);
-  const int step2 = t.Add(Kind::kRange, "step", 2000, 3000);
-  t.Add(Kind::kRange, "backward", 2100, 2900, step2);
-  // On the engine's thread, an event from step 1 into step 2 holding both
-  // steps' backward functions.
-  const int span = t.Add(Kind::kOperator, "engine span", 150, 2950, -1, /*thread=*/2);
-  const int fn1 = t.Add(Kind::kOperator, "MmBackward0", 200, 300, span, 2);
-  t.Launch("aten::mm", "gemm_1", 210, 400, 500, fn1, 2);
-  const int fn2 = t.Add(Kind::kOperator, "MmBackward0", 2200, 2300, span, 2);
-  t.Launch("aten::mm", "gemm_2", 2210, 2400, 2500, fn2, 2);
-  ProfileAnalysisInput in;
-  in.events = t.events;
-  in.steps = 2;
-  const v1::ProfileRange& b = Range(AnalyzeProfile(in), "backward");
-  EXPECT_EQ(b.kernel_count(), 2);
-  // Each backward ends at its own host end (900, 2900), its kernels inside it:
-  // 800 + 800, not step 1's range stretched to step 2's kernel.
-  EXPECT_NEAR(b.wall_seconds(), 1600e-9, 1e-15);
-}
-
 TEST(ProfileAnalysis, LinksAcrossThreadsGiveWayToTimes) {
   // As Kineto 2.11 builds the tree: the engine thread's functions of both
   // steps hang under step 1's backward range.

@@ -115,6 +115,26 @@ std::vector<ProfileEvent> Flatten(const std::vector<std::shared_ptr<prof::Result
     while (auto p = top->parent_.lock()) top = p.get();
     if (!index.count(top)) visit_from(top);
   }
+  // A kernel's runtime call sits in the tree where its timestamps nest it, and
+  // CUPTI's host clock is not the operators' clock: a call at the edge of a
+  // short range (attention.scores) can nest just outside it. Kineto also links
+  // each kernel to the operator that launched it by correlation id (the
+  // operator innermost at the launch): that link decides the call's operator.
+  for (const auto& [r, i] : index) {
+    if (i < 0 || r->tag() != prof::EventType::Kineto ||
+        events[i].kind != ProfileEvent::Kind::kDevice) {
+      continue;
+    }
+    const int call = events[i].parent;
+    if (call < 0 || events[call].kind != ProfileEvent::Kind::kRuntime) continue;
+    const auto& kineto = std::get<prof::ExtraFields<prof::EventType::Kineto>>(r->extra_fields_);
+    const auto linked = kineto.linked_activity_.lock();
+    if (!linked || linked->tag() != prof::EventType::TorchOp) continue;
+    const auto op = index.find(linked.get());
+    if (op != index.end() && op->second >= 0 && events[op->second].thread == events[call].thread) {
+      events[call].parent = op->second;
+    }
+  }
   return events;
 }
 
