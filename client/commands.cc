@@ -84,6 +84,27 @@ int WatchJob(BenchClient& client, const std::string& job_id, bool json, v1::Job*
   return code;
 }
 
+// Submits `spec`; detached, prints the job (id, or JSON) and returns. Else
+// follows it like `watch` and, once it ended, gives the stored job in `done`
+// (the terminal event's copy if GetJob fails, so a hiccup after the job ran
+// does not lose its report). Returns the exit code.
+int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const char* kind, bool detach,
+                    bool json, v1::Job* done) {
+  absl::StatusOr<v1::Job> job = client.Submit(spec);
+  if (!job.ok()) return ReportError(job.status());
+  if (detach) {
+    Print(json ? ToJson(*job) : job->id() + "\n");
+    return kExitOk;
+  }
+  if (!json) Print(fmt::format("submitted {} job {}\n", kind, job->id()));
+  v1::Job final_job;
+  const int code = WatchJob(client, job->id(), json, &final_job);
+  if (code != kExitOk && code != kExitJobFailed) return code;
+  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
+  *done = stored.ok() ? *std::move(stored) : final_job;
+  return code;
+}
+
 ArtifactFetcher FetcherOf(BenchClient& client) {
   return [&client](const std::string& job_id,
                    const std::string& name) -> absl::StatusOr<std::string> {
@@ -205,18 +226,9 @@ int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool 
   absl::StatusOr<v1::JobSpec> spec = BuildMemorySpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::Job> job = client.Submit(*spec);
-  if (!job.ok()) return ReportError(job.status());
-  if (detach) {
-    Print(json ? ToJson(*job) : job->id() + "\n");
-    return kExitOk;
-  }
-  if (!json) Print(fmt::format("submitted memory job {}\n", job->id()));
-  v1::Job final_job;
-  const int code = WatchJob(client, job->id(), json, &final_job);
-  if (code != kExitOk && code != kExitJobFailed) return code;
-  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
-  const v1::Job& done = stored.ok() ? *stored : final_job;
+  v1::Job done;
+  const int code = SubmitAndFollow(client, *spec, "memory", detach, json, &done);
+  if (detach || (code != kExitOk && code != kExitJobFailed)) return code;
   if (!json) Print("\n" + JobView(done));
   for (const std::string& line : SaveTimelines(done, svg_dir, FetcherOf(client))) {
     if (json) {
@@ -233,23 +245,14 @@ int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, boo
   absl::StatusOr<v1::JobSpec> spec = BuildProfileSpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::Job> job = client.Submit(*spec);
-  if (!job.ok()) return ReportError(job.status());
-  if (detach) {
-    Print(json ? ToJson(*job) : job->id() + "\n");
-    return kExitOk;
-  }
-  if (!json) Print(fmt::format("submitted profile job {}\n", job->id()));
-  v1::Job final_job;
-  const int code = WatchJob(client, job->id(), json, &final_job);
-  if (code != kExitOk && code != kExitJobFailed) return code;
-  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
-  const v1::Job& done = stored.ok() ? *stored : final_job;
+  v1::Job done;
+  const int code = SubmitAndFollow(client, *spec, "profile", detach, json, &done);
+  if (detach || (code != kExitOk && code != kExitJobFailed)) return code;
   if (!json) Print("\n" + JobView(done, view));
   if (code == kExitOk && !trace_path.empty() && done.result().has_profile()) {
     int64_t size = 0;
     absl::Status s =
-        FetchToFile(client, job->id(), done.result().profile().trace_artifact(), trace_path, &size);
+        FetchToFile(client, done.id(), done.result().profile().trace_artifact(), trace_path, &size);
     if (!s.ok()) return ReportError(s);
     const std::string line = fmt::format("trace saved to {} ({})", trace_path, FormatBytes(size));
     if (json) {
