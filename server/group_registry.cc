@@ -10,20 +10,11 @@
 #include "common/collective_math.h"
 #include "grpcpp/grpcpp.h"
 #include "server/config.h"
+#include "server/job_manager.h"  // Now()
 #include "server/metrics.h"
 
 namespace benchd::server {
 namespace {
-
-google::protobuf::Timestamp WallNow() {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  google::protobuf::Timestamp t;
-  t.set_seconds(ns / 1000000000);
-  t.set_nanos(static_cast<int32_t>(ns % 1000000000));
-  return t;
-}
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& prefix) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(prefix, s.error_message()));
@@ -156,7 +147,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
     e.generations.push_back(workers[r]->generation);
   }
   e.group.set_state(v1::GROUP_READY);
-  *e.group.mutable_created() = WallNow();
+  *e.group.mutable_created() = Now();
   e.group.set_setup_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   e.group.set_timeout_seconds(timeout);
   e.group.set_transient(transient);

@@ -271,16 +271,7 @@ void JobManager::RunOnWorker(v1::Job job) {
     return;
   }
 
-  job.set_state(v1::RUNNING);
-  *job.mutable_started() = Now();
-  if (auto s = store_->Update(job); !s.ok()) {
-    job.set_state(v1::FAILED);
-    job.set_error_code(static_cast<int>(s.code()));
-    job.set_error_message(std::string(s.message()));
-    Finish(job);
-    return;
-  }
-  Publish(job, [&](v1::JobEvent* e) { *e->mutable_started() = job; });
+  if (!MarkRunning(job)) return;
   if (metrics_) metrics_->SetRunning(device, true);
 
   internal::RunRequest request;
@@ -374,16 +365,7 @@ void JobManager::RunCollective(v1::Job job) {
       return;
     }
   }
-  job.set_state(v1::RUNNING);
-  *job.mutable_started() = Now();
-  if (auto s = store_->Update(job); !s.ok()) {
-    job.set_state(v1::FAILED);
-    job.set_error_code(static_cast<int>(s.code()));
-    job.set_error_message(std::string(s.message()));
-    Finish(job);
-    return;
-  }
-  Publish(job, [&](v1::JobEvent* e) { *e->mutable_started() = job; });
+  if (!MarkRunning(job)) return;
   const auto devices = JobDevices(job);
   if (metrics_) {
     for (const auto& d : devices) metrics_->SetRunning(d, true);
@@ -414,6 +396,20 @@ void JobManager::RunCollective(v1::Job job) {
     for (const auto& d : devices) metrics_->SetRunning(d, false);
   }
   Finish(job);
+}
+
+bool JobManager::MarkRunning(v1::Job& job) {
+  job.set_state(v1::RUNNING);
+  *job.mutable_started() = Now();
+  if (auto s = store_->Update(job); !s.ok()) {
+    job.set_state(v1::FAILED);
+    job.set_error_code(static_cast<int>(s.code()));
+    job.set_error_message(std::string(s.message()));
+    Finish(job);
+    return false;
+  }
+  Publish(job, [&](v1::JobEvent* e) { *e->mutable_started() = job; });
+  return true;
 }
 
 void JobManager::Finish(v1::Job job) {

@@ -77,6 +77,9 @@ class JobManager {
   // A collective job (server/collective_job.cc) on all its devices.
   void RunCollective(v1::Job job);
   // Writes the final state, publishes the terminal event, counts it.
+  // RUNNING, stored and published as started; false when the store refused
+  // it (the job is then FAILED and finished).
+  bool MarkRunning(v1::Job& job);
   void Finish(v1::Job job);
   void Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill);
   void RefreshResidentModels(const std::string& device);
