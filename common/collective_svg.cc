@@ -8,26 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/collective_math.h"
+#include "common/xml_escape.h"
 
 namespace benchd {
 namespace {
 
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n') ? ' ' : c;
-    }
-  }
-  return out;
-}
 
 std::string SeriesName(v1::CollectiveBackend backend, int world) {
   return absl::StrCat(BackendName(backend), ", ", world, " ranks");
@@ -81,9 +68,9 @@ std::string RenderLineChart(const LineChart& c) {
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
       c.width, c.height, c.width, c.height);
   absl::StrAppend(&out, "<text x=\"", left, "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">",
-                  Escape(c.title), "</text>\n");
+                  XmlEscape(c.title), "</text>\n");
   if (!c.subtitle.empty()) {
-    absl::StrAppend(&out, "<text x=\"", left, "\" y=\"44\" fill=\"#555\">", Escape(c.subtitle), "</text>\n");
+    absl::StrAppend(&out, "<text x=\"", left, "\" y=\"44\" fill=\"#555\">", XmlEscape(c.subtitle), "</text>\n");
   }
   // Frame, grid and ticks.
   absl::StrAppend(&out, absl::StrFormat("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
@@ -93,7 +80,7 @@ std::string RenderLineChart(const LineChart& c) {
       const double v = std::pow(10.0, e), y = py(v);
       absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
                                             "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
-                                            left, y, left + pw, y, left - 6, y + 4, Escape(FormatSeconds(v))));
+                                            left, y, left + pw, y, left - 6, y + 4, XmlEscape(FormatSeconds(v))));
     }
   } else {
     for (int i = 0; i <= 5; ++i) {
@@ -111,7 +98,7 @@ std::string RenderLineChart(const LineChart& c) {
       absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
                                             "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
                                             x, top, x, top + ph, x, top + ph + 18,
-                                            Escape(FormatBytes(static_cast<int64_t>(v)))));
+                                            XmlEscape(FormatBytes(static_cast<int64_t>(v)))));
     }
   } else {
     std::set<double> xs;
@@ -124,10 +111,10 @@ std::string RenderLineChart(const LineChart& c) {
     }
   }
   absl::StrAppend(&out, absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
-                                        left + pw / 2, top + ph + 42.0, Escape(c.x_label)));
+                                        left + pw / 2, top + ph + 42.0, XmlEscape(c.x_label)));
   absl::StrAppend(&out, absl::StrFormat("<text transform=\"translate(18 %g) rotate(-90)\" "
                                         "text-anchor=\"middle\">%s</text>\n",
-                                        top + ph / 2, Escape(c.y_label)));
+                                        top + ph / 2, XmlEscape(c.y_label)));
   if (empty) {
     absl::StrAppend(&out, absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">no data</text>\n",
                                           left + pw / 2, top + ph / 2));
@@ -146,7 +133,7 @@ std::string RenderLineChart(const LineChart& c) {
       if ((c.x_log2_bytes && x <= 0) || (c.y_log_seconds && y <= 0)) continue;
       absl::StrAppend(&poly, absl::StrFormat("%.1f,%.1f ", px(x), py(y)));
     }
-    absl::StrAppend(&out, "<g class=\"series\" data-name=\"", Escape(s.name), "\">\n");
+    absl::StrAppend(&out, "<g class=\"series\" data-name=\"", XmlEscape(s.name), "\">\n");
     absl::StrAppend(&out, "<polyline fill=\"none\" stroke=\"", color, "\" stroke-width=\"2\" points=\"", poly,
                     "\"/>\n");
     for (size_t k : order) {
@@ -154,7 +141,7 @@ std::string RenderLineChart(const LineChart& c) {
       if ((c.x_log2_bytes && x <= 0) || (c.y_log_seconds && y <= 0)) continue;
       absl::StrAppend(&out, absl::StrFormat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\">", px(x),
                                             py(y), color));
-      if (k < s.tooltips.size()) absl::StrAppend(&out, "<title>", Escape(s.tooltips[k]), "</title>");
+      if (k < s.tooltips.size()) absl::StrAppend(&out, "<title>", XmlEscape(s.tooltips[k]), "</title>");
       absl::StrAppend(&out, "</circle>\n");
     }
     absl::StrAppend(&out, "</g>\n");
@@ -162,7 +149,7 @@ std::string RenderLineChart(const LineChart& c) {
     absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
                                           "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
                                           left + pw + 12, ly, left + pw + 36, ly, color, left + pw + 42,
-                                          ly + 4, Escape(s.name)));
+                                          ly + 4, XmlEscape(s.name)));
   }
   absl::StrAppend(&out, "</svg>\n");
   return out;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/xml_escape.h"
 
 namespace benchd::memory {
 namespace {
@@ -20,27 +21,6 @@ const char* PhaseColor(const std::string& phase) {
   if (phase == "backward") return "#fde5cf";
   if (phase == "optimizer_step") return "#dcf0d5";
   return "#eeeeee";
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default:
-        // XML 1.0 refuses most control characters.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
-          out += ' ';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
 }
 
 // A tick step of 1, 2 or 5 times a power of two's unit, about `target` ticks.
@@ -197,9 +177,9 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                         o.width, o.height, o.width, o.height);
   absl::StrAppend(&svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
   absl::StrAppend(&svg, "<text x=\"", left, "\" y=\"22\" font-size=\"16\" font-weight=\"bold\">",
-                  Escape(o.title.empty() ? "Active memory timeline" : o.title), "</text>\n");
+                  XmlEscape(o.title.empty() ? "Active memory timeline" : o.title), "</text>\n");
   absl::StrAppend(&svg, "<text x=\"", left, "\" y=\"40\" fill=\"#444\">",
-                  Escape(absl::StrCat("peak allocated ", HumanBytes(a.peak_allocated),
+                  XmlEscape(absl::StrCat("peak allocated ", HumanBytes(a.peak_allocated),
                                       ", peak reserved ", HumanBytes(a.peak_reserved),
                                       ", resident before recording ",
                                       HumanBytes(a.baseline_allocated),
@@ -223,7 +203,7 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                           "<title>%s</title></rect>\n",
                           x0, top, std::max(x1 - x0, 0.5), ph, PhaseColor(iv.name),
-                          Escape(iv.name));
+                          XmlEscape(iv.name));
     // The name, or a short one where the phase is narrow ("optimizer_step" -> "opt").
     std::string label = iv.name;
     if (x1 - x0 < 7.0 * static_cast<double>(label.size())) label = label.substr(0, 3);
@@ -232,7 +212,7 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
       absl::StrAppendFormat(&svg,
                             "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\" text-anchor=\"middle\">%s"
                             "</text>\n",
-                            (x0 + x1) / 2, top - 6, Escape(label));
+                            (x0 + x1) / 2, top - 6, XmlEscape(label));
       last_label_end = (x0 + x1) / 2 + label_w / 2;
     }
   }
@@ -289,7 +269,7 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                           "<polygon points=\"%s\" fill=\"%s\" stroke=\"none\"><title>%s</title>"
                           "</polygon>\n",
                           pts, kPalette[i % 10],
-                          Escape(absl::StrCat(HumanBytes(b.size), " (", b.size, " B), ",
+                          XmlEscape(absl::StrCat(HumanBytes(b.size), " (", b.size, " B), ",
                                               b.phase.empty() ? "outside the phases" : b.phase,
                                               b.origin.empty() ? "" : ", ", b.origin)));
   }
