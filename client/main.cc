@@ -69,6 +69,10 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
                   "faithful|foreach|fused: the course's AdamW loop (default), or the same update "
                   "through torch's _foreach_ ops or its fused Adam kernel (train_step only)");
   cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 for fp32 matmuls for this job");
+  cmd->add_flag("--weight-copies", o.weight_copies,
+                "bf16/fp16: keep bf16/fp16 copies of the matmul weights between steps, so "
+                "autocast casts no weights (the fp32 weights stay the master copy; train_step "
+                "needs --optimizer fused, which updates them and rewrites the copies)");
 }
 
 void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {

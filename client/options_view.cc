@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "absl/strings/str_join.h"
+#include "common/model_config.h"
 #include "common/options.h"
 
 namespace benchd::client {
@@ -28,6 +29,7 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   }
   if (b.allow_tf32()) parts.push_back("tf32");
   if (b.cuda_graph()) parts.push_back("cuda graph");
+  if (b.weight_copies()) parts.push_back("weight copies");
   return parts;
 }
 
@@ -61,6 +63,9 @@ std::string OptionsLine(const v1::BenchmarkResult& r) {
     parts.push_back(optimizer_after
                         ? "cuda graph of forward+backward, optimizer eager after each replay"
                         : "cuda graph (phase times not measured)");
+  }
+  if (r.weight_copies()) {
+    parts.push_back(fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
   }
   if (parts.empty()) return "faithful (course attention and AdamW, fp32 matmuls, eager)";
   return absl::StrJoin(parts, ", ");

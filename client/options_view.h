@@ -1,5 +1,6 @@
 // How `benchctl get` and `list` show the benchmark options (warm-up auto,
-// attention, optimizer, TF32, CUDA graphs; docs/architecture.md "Options").
+// attention, optimizer, TF32, CUDA graphs, weight copies; docs/architecture.md
+// "Options").
 #ifndef BENCHD_CLIENT_OPTIONS_VIEW_H_
 #define BENCHD_CLIENT_OPTIONS_VIEW_H_
 

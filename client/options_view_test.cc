@@ -22,6 +22,7 @@ TEST(OptionFlags, FillTheSpec) {
   o.optimizer = "foreach";
   o.allow_tf32 = true;
   o.cuda_graph = true;
+  o.weight_copies = true;
   auto spec = BuildBenchmarkSpec(o);
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::BenchmarkSpec& b = spec->benchmark();
@@ -32,6 +33,7 @@ TEST(OptionFlags, FillTheSpec) {
   EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FOREACH);
   EXPECT_TRUE(b.allow_tf32());
   EXPECT_TRUE(b.cuda_graph());
+  EXPECT_TRUE(b.weight_copies());
 }
 
 TEST(OptionFlags, UnsetMeansFaithful) {
@@ -44,6 +46,7 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FAITHFUL);
   EXPECT_FALSE(b.allow_tf32());
   EXPECT_FALSE(b.cuda_graph());
+  EXPECT_FALSE(b.weight_copies());
 }
 
 TEST(OptionFlags, WarmupTakesAutoOrACount) {
@@ -135,6 +138,13 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
                               "the first 2 eager, then CUDA-graph replays\n"));
   EXPECT_THAT(view, HasSubstr("attention sdpa (PyTorch picks the kernel)"));
   EXPECT_THAT(view, HasSubstr("cuda graph of forward+backward, optimizer eager after each replay"));
+
+  spec->set_weight_copies(true);
+  r->set_weight_copies(true);
+  r->set_precision(v1::PRECISION_BF16);
+  view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("tf32, weight copies"));
+  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps\n"));
 }
 
 }  // namespace

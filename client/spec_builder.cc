@@ -20,7 +20,8 @@ absl::Status FlagError(const absl::Status& status, absl::string_view field) {
   return absl::InvalidArgumentError(absl::StrCat("--", field, ": ", message));
 }
 
-// --warmup, --warmup-max-steps, --attention, --optimizer, --tf32, --cuda-graph.
+// --warmup, --warmup-max-steps, --attention, --optimizer, --tf32, --cuda-graph,
+// --weight-copies.
 absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (!o.warmup.empty()) {
     if (o.warmup_steps) {
@@ -51,6 +52,7 @@ absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   }
   if (o.allow_tf32) b.set_allow_tf32(true);
   if (o.cuda_graph) b.set_cuda_graph(true);
+  if (o.weight_copies) b.set_weight_copies(true);
   return absl::OkStatus();
 }
 

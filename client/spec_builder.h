@@ -31,6 +31,7 @@ struct BenchmarkOptions {
   std::string optimizer;  // --optimizer faithful|foreach|fused
   bool allow_tf32 = false;  // --tf32
   bool cuda_graph = false;  // --cuda-graph
+  bool weight_copies = false;  // --weight-copies
 };
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision, --warmup, --attention,

@@ -106,6 +106,21 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
         " changes the AdamW step, which only mode train_step runs; mode is ", ModeName(b.mode())));
   }
 
+  if (b.weight_copies()) {
+    if (b.precision() != v1::PRECISION_BF16 && b.precision() != v1::PRECISION_FP16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.weight_copies: keeps the matmul weights in the autocast dtype, so it needs "
+          "precision bf16 or fp16; precision is ",
+          PrecisionName(b.precision())));
+    }
+    if (b.mode() == v1::MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_FUSED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.weight_copies: in train_step the fp32 weights are updated from the copies' "
+          "gradients by the fused optimizer only; set optimizer_impl fused (got ",
+          OptimizerImplName(b.optimizer_impl()), ")"));
+    }
+  }
+
   if (b.cuda_graph()) {
     if (!b.warmup_auto() && b.warmup_steps() < kGraphEagerSteps) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -1,6 +1,6 @@
 // The benchmark options beyond the faithful path (docs/architecture.md
-// "Options"): warm-up auto, the attention and optimizer implementations, TF32
-// and CUDA graphs. Names, parsers, and the checks that do not depend on the
+// "Options"): warm-up auto, the attention and optimizer implementations, TF32,
+// CUDA graphs and weight copies. Names, parsers, and the checks that do not depend on the
 // device (those that do are the worker's: worker/options.h). Torch-free.
 #ifndef BENCHD_COMMON_OPTIONS_H_
 #define BENCHD_COMMON_OPTIONS_H_

@@ -100,6 +100,22 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
          b->set_cuda_graph(true);
          b->set_warmup_steps(1);
        }},
+      {"benchmark.weight_copies: keeps the matmul weights in the autocast dtype, so it needs "
+       "precision bf16 or fp16; precision is fp32",
+       v1::MODE_FORWARD, [](v1::BenchmarkSpec* b) { b->set_weight_copies(true); }},
+      {"benchmark.weight_copies: in train_step the fp32 weights are updated from the copies' "
+       "gradients by the fused optimizer only; set optimizer_impl fused (got foreach)",
+       v1::MODE_TRAIN_STEP,
+       [](v1::BenchmarkSpec* b) {
+         b->set_precision(v1::PRECISION_BF16);
+         b->set_weight_copies(true);
+         b->set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+       }},
+      {"set optimizer_impl fused (got faithful)", v1::MODE_TRAIN_STEP,
+       [](v1::BenchmarkSpec* b) {
+         b->set_precision(v1::PRECISION_FP16);
+         b->set_weight_copies(true);
+       }},
       {"benchmark.warmup_max_steps: with cuda_graph", v1::MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_cuda_graph(true);
@@ -139,6 +155,19 @@ TEST(OptionsTest, GoodCombinationsPass) {
   v1::JobSpec fused = Tiny(v1::MODE_TRAIN_STEP);
   fused.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_FUSED);
   EXPECT_TRUE(ResolveJobSpec(fused).ok());
+  // Weight copies: bf16 or fp16, any mode; train_step with fused, under a graph too.
+  fused.mutable_benchmark()->set_precision(v1::PRECISION_BF16);
+  fused.mutable_benchmark()->set_weight_copies(true);
+  fused.mutable_benchmark()->set_cuda_graph(true);
+  EXPECT_TRUE(ResolveJobSpec(fused).ok());
+  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD}) {
+    v1::JobSpec copies = Tiny(mode);
+    copies.mutable_benchmark()->set_precision(v1::PRECISION_FP16);
+    copies.mutable_benchmark()->set_weight_copies(true);
+    auto resolved = ResolveJobSpec(copies);
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
+    EXPECT_TRUE(resolved->benchmark().weight_copies());
+  }
 }
 
 TEST(OptionsTest, NamesAndParsersRoundTrip) {

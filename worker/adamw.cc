@@ -8,6 +8,7 @@ AdamW::AdamW(std::vector<torch::Tensor> params, AdamWOptions options)
     : params_(std::move(params)), state_(params_.size()), options_(options) {}
 
 void AdamW::Step() {
+  CheckNoWeightCopies("the faithful loop");
   torch::NoGradGuard no_grad;
   const AdamWOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace benchd::worker {
@@ -49,6 +50,15 @@ class AdamW {
   // host knowing: reads them back (a device sync) so every path agrees on t.
   void SyncHostSteps();
 
+  // The weight_copies option (TransformerLMImpl::MakeWeightCopies): for each
+  // (parameter, copy) pair the gradient is the bf16/fp16 copy's, and
+  // StepFused updates the fp32 parameter from it and then rewrites the copy
+  // from the new parameter; on CUDA one kernel per tensor does both
+  // (worker/adamw_copy_kernel.cu), reading and writing 28 bytes per
+  // parameter as the fused step without copies does. The other paths refuse
+  // to run while copies are set. An empty list ends the option.
+  void SetWeightCopies(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs);
+
   // Bytes held by m and v.
   int64_t StateBytes() const;
 
@@ -67,12 +77,19 @@ class AdamW {
     torch::Tensor step;
     int64_t device_t = -1;
   };
+  // Parameter i's gradient: its weight copy's where it has one.
+  torch::Tensor Grad(size_t i) const;
   // The parameters with a gradient and their states (allocating m and v on a
   // first step, as Step does).
   std::vector<size_t> WithGradients();
+  // TORCH_CHECK that no weight copies are set, for the paths without them.
+  void CheckNoWeightCopies(const char* path) const;
+  // StepFused for the parameters in `idx`, all with weight copies.
+  void StepWeightCopies(const std::vector<size_t>& idx);
   // Makes states[i].step hold t for each i (fill_ where it is stale).
   void RefreshDeviceSteps(const std::vector<size_t>& idx);
   std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> copies_;  // parallel to params_ when set; undefined: no copy
   std::vector<State> state_;
   AdamWOptions options_;
 };

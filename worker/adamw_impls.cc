@@ -47,6 +47,10 @@
 
 #if BENCHD_WITH_CUDA
 #include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "worker/adamw_copy_kernel.h"
 #endif
 
 namespace benchd::worker {
@@ -71,10 +75,39 @@ bool IsCapturing(const torch::Device& device) {
 
 }  // namespace
 
+torch::Tensor AdamW::Grad(size_t i) const {
+  if (!copies_.empty() && copies_[i].defined()) return copies_[i].grad();
+  return params_[i].grad();
+}
+
+void AdamW::CheckNoWeightCopies(const char* path) const {
+  TORCH_CHECK(copies_.empty(), "AdamW: ", path,
+              " cannot update weights from their bf16/fp16 copies; weight copies need the "
+              "fused step");
+}
+
+void AdamW::SetWeightCopies(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs) {
+  copies_.clear();
+  if (pairs.empty()) return;
+  copies_.resize(params_.size());
+  for (const auto& [param, copy] : pairs) {
+    size_t i = 0;
+    while (i < params_.size() && !params_[i].is_same(param)) ++i;
+    TORCH_CHECK(i < params_.size(), "AdamW: a weight copy's parameter is not one of this optimizer's");
+    TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() &&
+                    copy.is_contiguous() && copy.sizes() == param.sizes() &&
+                    (copy.scalar_type() == at::kBFloat16 || copy.scalar_type() == at::kHalf),
+                "AdamW: weight copies are contiguous bf16/fp16 tensors of a contiguous fp32 "
+                "parameter's shape; got ", copy.scalar_type(), " ", copy.sizes(), " for ",
+                param.scalar_type(), " ", param.sizes());
+    copies_[i] = copy;
+  }
+}
+
 std::vector<size_t> AdamW::WithGradients() {
   std::vector<size_t> idx;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].grad().defined()) continue;
+    if (!Grad(i).defined()) continue;
     State& s = state_[i];
     if (!s.m.defined()) {
       s.m = torch::zeros_like(params_[i]);
@@ -101,6 +134,7 @@ void AdamW::RefreshDeviceSteps(const std::vector<size_t>& idx) {
 }
 
 void AdamW::StepForeach() {
+  CheckNoWeightCopies("the foreach step");
   torch::NoGradGuard no_grad;
   const AdamWOptions& o = options_;
   const std::vector<size_t> idx = WithGradients();
@@ -129,7 +163,11 @@ void AdamW::StepForeach() {
 void AdamW::StepFused() {
   torch::NoGradGuard no_grad;
   const AdamWOptions& o = options_;
-  const std::vector<size_t> idx = WithGradients();
+  std::vector<size_t> idx, with_copies;
+  for (size_t i : WithGradients()) {
+    (!copies_.empty() && copies_[i].defined() ? with_copies : idx).push_back(i);
+  }
+  StepWeightCopies(with_copies);
   if (idx.empty()) return;
   RefreshDeviceSteps(idx);
   TORCH_CHECK(o.lr * o.weight_decay < 1, "AdamW fused: lr * weight_decay must be below 1, got ",
@@ -166,7 +204,54 @@ void AdamW::StepFused() {
   }
 }
 
+void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
+  const AdamWOptions& o = options_;
+  for (size_t i : idx) {
+    State& s = state_[i];
+    s.t += 1;
+    const double alpha = Alpha(o, s.t);
+    torch::Tensor& p = params_[i];
+    torch::Tensor& copy = copies_[i];
+    const torch::Tensor g = copy.grad();
+    TORCH_CHECK(g.is_contiguous() && g.scalar_type() == copy.scalar_type(),
+                "AdamW: a weight copy's gradient must be contiguous and of the copy's dtype, got ",
+                g.scalar_type(), g.is_contiguous() ? "" : " (not contiguous)");
+#if BENCHD_WITH_CUDA
+    if (p.is_cuda()) {
+      const c10::cuda::CUDAGuard guard(p.device());
+      AdamWCopyArgs a;
+      a.param = p.data_ptr<float>();
+      a.grad = g.data_ptr();
+      a.exp_avg = s.m.data_ptr<float>();
+      a.exp_avg_sq = s.v.data_ptr<float>();
+      a.copy = copy.data_ptr();
+      a.numel = p.numel();
+      a.half = copy.scalar_type() == at::kHalf;
+      a.beta1 = static_cast<float>(o.beta1);
+      a.beta2 = static_cast<float>(o.beta2);
+      a.alpha = static_cast<float>(alpha);
+      a.eps = static_cast<float>(o.eps);
+      a.lr_weight_decay = static_cast<float>(o.lr * o.weight_decay);
+      const char* error =
+          LaunchAdamWCopy(a, c10::cuda::getCurrentCUDAStream(p.device().index()).stream());
+      TORCH_CHECK(error == nullptr, "AdamW: the weight-copy update kernel failed to launch: ",
+                  error);
+      continue;
+    }
+#endif
+    // Elsewhere (a CPU worker, or a build without CUDA) the same update in ATen
+    // ops, with the gradient in fp32 first: more passes, the same numbers.
+    const torch::Tensor g32 = g.to(at::kFloat);
+    s.m.mul_(o.beta1).add_(g32, 1 - o.beta1);
+    s.v.mul_(o.beta2).addcmul_(g32, g32, 1 - o.beta2);
+    p.addcdiv_(s.m, s.v.sqrt().add_(o.eps), -alpha);
+    p.add_(p, -o.lr * o.weight_decay);
+    copy.detach().copy_(p);
+  }
+}
+
 void AdamW::StepForeachCapturable() {
+  CheckNoWeightCopies("the capturable foreach step");
   torch::NoGradGuard no_grad;
   const AdamWOptions& o = options_;
   if (!params_.empty() && IsCapturing(params_.front().device())) {

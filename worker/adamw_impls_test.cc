@@ -154,6 +154,63 @@ TEST(AdamWImplsTest, ParametersWithoutGradientsAreSkippedByEveryPath) {
   }
 }
 
+TEST(AdamWImplsTest, WeightCopiesGiveTheFaithfulUpdateFromTheCopiesGradients) {
+  // Three parameters with bf16 copies, one without. The copies' gradients are
+  // bf16; the faithful loop given the same gradients in fp32 is the reference.
+  const Problem pr = MakeProblem(3);
+  const auto bf16_grad = [&](size_t s, size_t i) {
+    return pr.grads[s][i].to(at::kBFloat16);
+  };
+  std::vector<torch::Tensor> faithful = Params(pr);
+  AdamW reference(faithful);
+  std::vector<torch::Tensor> params = Params(pr), copies;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+  for (size_t i = 0; i < 3; ++i) {
+    copies.push_back(params[i].detach().to(at::kBFloat16).requires_grad_(true));
+    pairs.emplace_back(params[i], copies.back());
+  }
+  AdamW opt(params);
+  opt.SetWeightCopies(pairs);
+  for (size_t s = 0; s < pr.grads.size(); ++s) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      faithful[i].mutable_grad() =
+          i < 3 ? bf16_grad(s, i).to(at::kFloat) : pr.grads[s][i].clone();
+      if (i < 3) {
+        copies[i].mutable_grad() = bf16_grad(s, i);
+      } else {
+        params[i].mutable_grad() = pr.grads[s][i].clone();
+      }
+    }
+    reference.Step();
+    opt.StepFused();
+  }
+  EXPECT_EQ(opt.Steps(), std::vector<int64_t>(params.size(), 3));
+  EXPECT_GT(MaxAbsMove(pr, params), 2e-3);
+  EXPECT_LT(MaxRelDiff(faithful, params), 1e-6);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(torch::equal(copies[i], params[i].detach().to(at::kBFloat16))) << i;
+  }
+
+  // The other paths cannot read the copies' gradients, and say so.
+  EXPECT_THROW(opt.Step(), c10::Error);
+  EXPECT_THROW(opt.StepForeach(), c10::Error);
+  EXPECT_THROW(opt.StepForeachCapturable(), c10::Error);
+  // Without copies the parameters' own gradients are used again.
+  opt.SetWeightCopies({});
+  for (auto& p : params) p.mutable_grad() = torch::ones_like(p);
+  opt.Step();
+  EXPECT_EQ(opt.Steps(), std::vector<int64_t>(params.size(), 4));
+}
+
+TEST(AdamWImplsTest, WeightCopiesMustMatchTheirParameters) {
+  auto a = torch::ones({4}, torch::TensorOptions().requires_grad(true));
+  AdamW opt({a});
+  auto stranger = torch::ones({4}, torch::TensorOptions().requires_grad(true));
+  EXPECT_THROW(opt.SetWeightCopies({{stranger, stranger.to(at::kBFloat16)}}), c10::Error);
+  EXPECT_THROW(opt.SetWeightCopies({{a, torch::ones({5}, at::kBFloat16)}}), c10::Error);
+  EXPECT_THROW(opt.SetWeightCopies({{a, torch::ones({4}, at::kDouble)}}), c10::Error);
+}
+
 TEST(AdamWImplsTest, SyncHostStepsKeepsAgreeingCounts) {
   const Problem pr = MakeProblem(2);
   std::vector<torch::Tensor> params = Params(pr);

@@ -168,7 +168,7 @@ class BenchmarkRun {
     }
     // Options (attention, SDPA backend, TF32; a side stream for cuda_graph)
     // hold until the job ends, whichever way it ends.
-    const JobOptionsScope options(spec_, model_->model);
+    const JobOptionsScope options(spec_, model_->model, *model_->optimizer);
     const CaptureStreamScope stream(dev_, spec_.cuda_graph());
     clock_ = MakePhaseClock(dev_, 4);
 
@@ -374,6 +374,7 @@ class BenchmarkRun {
     r.set_allow_tf32(spec_.allow_tf32());
     r.set_cuda_graph(spec_.cuda_graph());
     if (spec_.cuda_graph()) r.set_graph_eager_steps(kGraphEagerSteps);
+    r.set_weight_copies(spec_.weight_copies());
   }
 
   void Summarize(v1::BenchmarkResult& r) const {

@@ -1,5 +1,5 @@
 // The options on the first GPU: CUDA-graph replay against eager steps, the
-// forced SDPA backends, TF32. Skipped where CUDA is not available.
+// forced SDPA backends, TF32, weight copies and their kernel. Skipped where CUDA is not available.
 #include <gtest/gtest.h>
 
 #include <ATen/Context.h>
@@ -10,6 +10,7 @@
 #include "common/job_spec.h"
 #include "common/model_config.h"
 #include "common/options.h"
+#include "worker/adamw.h"
 #include "worker/benchmark.h"
 
 namespace benchd::worker {
@@ -178,6 +179,90 @@ TEST_F(CudaOptionsTest, Tf32IsOnForTheJobOnly) {
   // TF32 keeps 10 mantissa bits: close, not (necessarily) equal.
   EXPECT_NEAR(tf32->steps(0).loss(), full->steps(0).loss(), 1e-2 * full->steps(0).loss());
   EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
+}
+
+TEST_F(CudaOptionsTest, WeightCopyKernelGivesTheCpuUpdate) {
+  // The CUDA kernel against the ATen update the CPU runs, 3 steps, on
+  // tensors whose sizes take the vector path, its tail and (an fp32 weight
+  // at an odd offset) the scalar path.
+  for (auto dtype : {at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(5);
+    std::vector<torch::Tensor> init = {torch::randn({256, 64}) * 0.05, torch::randn({1001}) * 0.05,
+                                       (torch::randn({1001}) * 0.05).narrow(0, 1, 1000)};
+    auto run = [&](const torch::Device& device) {
+      std::vector<torch::Tensor> params, copies;
+      std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+      for (const auto& x : init) {
+        params.push_back(device.is_cuda() && x.storage_offset() > 0
+                             ? torch::randn({1001}, device).narrow(0, 1, 1000).copy_(x)
+                             : x.to(device));
+        copies.push_back(params.back().to(dtype).requires_grad_(true));
+        pairs.emplace_back(params.back(), copies.back());
+      }
+      AdamW opt(params);
+      opt.SetWeightCopies(pairs);
+      torch::manual_seed(6);
+      for (int s = 0; s < 3; ++s) {
+        for (auto& c : copies) c.mutable_grad() = (torch::randn(c.sizes()) * 1e-2).to(device, dtype);
+        opt.StepFused();
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        // Each copy is its weight rounded, on the device that wrote it.
+        EXPECT_TRUE(torch::equal(copies[i], params[i].to(dtype))) << device << " " << i;
+      }
+      return params;
+    };
+    const auto cpu = run(torch::kCPU);
+    const auto gpu = run(device_.device);
+    ASSERT_EQ(init[2].storage_offset(), 1);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_GT((gpu[i].cpu() - init[i]).abs().max().item<double>(), 1e-3) << i;  // moved
+      const double diff =
+          ((gpu[i].cpu().to(at::kDouble) - cpu[i].to(at::kDouble)).abs() / (cpu[i].abs() + 1e-3))
+              .max()
+              .item<double>();
+      EXPECT_LT(diff, 1e-6) << i;
+    }
+  }
+}
+
+TEST_F(CudaOptionsTest, WeightCopiesTrainAsAutocastDoes) {
+  // The same losses step after step with and without copies (fused AdamW
+  // both), eagerly and as replays of a CUDA graph; forward-only too.
+  for (auto precision : {v1::PRECISION_BF16, v1::PRECISION_FP16}) {
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(PrecisionName(precision) + (graph ? " graph" : " eager"));
+      auto spec = Spec(v1::MODE_TRAIN_STEP, precision, /*warmup=*/3, /*measure=*/5);
+      spec.set_optimizer_impl(v1::OPTIMIZER_FUSED);
+      spec.set_cuda_graph(graph);
+      ModelCache plain_cache(device_), copies_cache(device_);
+      auto plain = RunBenchmark(Resolved(spec), plain_cache);
+      ASSERT_TRUE(plain.ok()) << plain.status();
+      spec.set_weight_copies(true);
+      auto copies = RunBenchmark(Resolved(spec), copies_cache);
+      ASSERT_TRUE(copies.ok()) << copies.status();
+      EXPECT_TRUE(copies->weight_copies());
+      EXPECT_FALSE(plain->weight_copies());
+      const auto p = Losses(*plain), c = Losses(*copies);
+      ASSERT_EQ(p.size(), c.size());
+      for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(c[i], p[i], 1e-3 * p[i]) << "step " << i;
+      EXPECT_LT(c.back(), c.front() - 1e-3);  // it trained
+      // The job's copies are gone after it: the next job casts again.
+      bool was_resident = false;
+      auto resident =
+          copies_cache.Acquire(Resolved(spec).model(), precision, spec.seed(), &was_resident);
+      EXPECT_TRUE(was_resident);
+      EXPECT_FALSE(resident->model->lm_head->weight_copy.defined());
+    }
+  }
+  auto fwd = Spec(v1::MODE_FORWARD, v1::PRECISION_BF16, 2, 3);
+  ModelCache cache(device_);
+  auto plain = RunBenchmark(Resolved(fwd), cache);
+  fwd.set_weight_copies(true);
+  auto copies = RunBenchmark(Resolved(fwd), cache);
+  ASSERT_TRUE(plain.ok() && copies.ok());
+  EXPECT_EQ(Losses(*plain), Losses(*copies));
 }
 
 }  // namespace

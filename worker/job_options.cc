@@ -67,11 +67,28 @@ void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec) {
   }
 }
 
-JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model)
-    : model_(std::move(model)), sdp_(spec.attention()), tf32_(spec.allow_tf32()) {
+JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model,
+                                 AdamW& optimizer)
+    : model_(std::move(model)),
+      optimizer_(optimizer),
+      weight_copies_(spec.weight_copies()),
+      sdp_(spec.attention()),
+      tf32_(spec.allow_tf32()) {
   model_->SetAttention(spec.attention());
+  if (weight_copies_) {
+    // Resolved specs ask for copies with bf16 or fp16 only (ResolveBenchmarkOptions).
+    const at::ScalarType dtype =
+        spec.precision() == v1::PRECISION_FP16 ? at::kHalf : at::kBFloat16;
+    optimizer_.SetWeightCopies(model_->MakeWeightCopies(dtype));
+  }
 }
 
-JobOptionsScope::~JobOptionsScope() { model_->SetAttention(v1::ATTENTION_FAITHFUL); }
+JobOptionsScope::~JobOptionsScope() {
+  model_->SetAttention(v1::ATTENTION_FAITHFUL);
+  if (weight_copies_) {
+    optimizer_.SetWeightCopies({});
+    model_->DropWeightCopies();
+  }
+}
 
 }  // namespace benchd::worker

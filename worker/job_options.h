@@ -46,16 +46,19 @@ class Tf32Guard {
 void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec);
 
 // For the length of a job: the model's attention implementation, the forced
-// SDPA backend and TF32. The model's attention goes back to faithful after.
+// SDPA backend, TF32 and the weight copies (made from the current fp32
+// weights and handed to the optimizer). After: faithful attention, no copies.
 class JobOptionsScope {
  public:
-  JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model);
+  JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model, AdamW& optimizer);
   ~JobOptionsScope();
   JobOptionsScope(const JobOptionsScope&) = delete;
   JobOptionsScope& operator=(const JobOptionsScope&) = delete;
 
  private:
   TransformerLM model_;
+  AdamW& optimizer_;
+  bool weight_copies_ = false;
   SdpBackendGuard sdp_;
   Tf32Guard tf32_;
 };

@@ -74,7 +74,9 @@ LinearImpl::LinearImpl(int64_t d_in, int64_t d_out, const torch::TensorOptions& 
   weight = register_parameter("weight", w);
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  return torch::linear(x, weight_copy.defined() ? weight_copy : weight);
+}
 
 EmbeddingImpl::EmbeddingImpl(int64_t vocab_size, int64_t d_model,
                              const torch::TensorOptions& options) {
@@ -213,6 +215,47 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
 
 void TransformerLMImpl::SetAttention(v1::AttentionImpl attention) {
   for (auto& layer : layers) layer->attn->set_attention(attention);
+}
+
+namespace {
+
+std::vector<LinearImpl*> Linears(torch::nn::Module& model) {
+  std::vector<LinearImpl*> out;
+  for (const auto& m : model.modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<LinearImpl*>(m.get())) out.push_back(linear);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<torch::Tensor, torch::Tensor>> TransformerLMImpl::MakeWeightCopies(
+    at::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+  for (LinearImpl* linear : Linears(*this)) {
+    linear->weight_copy = linear->weight.detach().to(dtype).requires_grad_(true);
+    pairs.emplace_back(linear->weight, linear->weight_copy);
+  }
+  return pairs;
+}
+
+void TransformerLMImpl::DropWeightCopies() {
+  for (LinearImpl* linear : Linears(*this)) linear->weight_copy = torch::Tensor();
+}
+
+void TransformerLMImpl::zero_grad(bool set_to_none) {
+  torch::nn::Module::zero_grad(set_to_none);
+  for (LinearImpl* linear : Linears(*this)) {
+    torch::Tensor& copy = linear->weight_copy;
+    if (!copy.defined() || !copy.grad().defined()) continue;
+    if (set_to_none) {
+      copy.mutable_grad().reset();
+    } else {
+      copy.mutable_grad().detach_();
+      copy.mutable_grad().zero_();
+    }
+  }
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

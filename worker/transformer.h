@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "benchd/v1/bench.pb.h"
@@ -40,6 +41,12 @@ class LinearImpl : public torch::nn::Module {
   LinearImpl(int64_t d_in, int64_t d_out, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
+  // With the weight_copies option: `weight` in bf16/fp16, a leaf that
+  // requires grad, which forward uses instead of `weight` (so autocast has
+  // nothing to cast). Not a registered parameter: the optimizer updates the
+  // fp32 `weight` from this copy's gradient and rewrites it. Undefined
+  // otherwise.
+  torch::Tensor weight_copy;
 };
 TORCH_MODULE(Linear);
 
@@ -131,6 +138,13 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& token_ids);
   // Sets every layer's attention implementation (see CausalMultiHeadSelfAttentionImpl).
   void SetAttention(v1::AttentionImpl attention);
+  // The weight_copies option: gives every Linear a weight_copy in `dtype`
+  // (round-to-nearest, as autocast's cast) and returns the (fp32 weight,
+  // copy) pairs for the optimizer. DropWeightCopies frees them again.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> MakeWeightCopies(at::ScalarType dtype);
+  void DropWeightCopies();
+  // Module::zero_grad, and the weight copies' gradients too.
+  void zero_grad(bool set_to_none = true) override;
 
   Embedding token_embeddings{nullptr};
   std::vector<TransformerBlock> layers;

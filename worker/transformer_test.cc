@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/model_config.h"
+#include "worker/autocast_guard.h"
 
 namespace benchd::worker {
 namespace {
@@ -135,6 +136,49 @@ TEST(TransformerLMTest, IsCausal) {
   EXPECT_TRUE(torch::allclose(before.narrow(1, 0, 7), after.narrow(1, 0, 7)));
   EXPECT_FALSE(torch::allclose(before.narrow(1, 7, 1), after.narrow(1, 7, 1)));
   EXPECT_EQ(before.sizes(), (std::vector<int64_t>{1, 8, 1000}));
+}
+
+TEST(TransformerLMTest, WeightCopiesGiveAutocastsNumbersWithoutItsCasts) {
+  // The same forward and the same gradients as autocast casting the fp32
+  // weights itself, bit for bit: the copies are the same round-to-nearest
+  // casts, and the weight gradients come out of the same bf16 matmuls.
+  torch::manual_seed(3);
+  TransformerLM lm(Resolved("tiny"), kCpu);
+  const auto ids = torch::randint(0, 1000, {2, 8}, torch::kInt64);
+  const auto targets = torch::randint(0, 1000, {2, 8}, torch::kInt64);
+  auto loss_of = [&] {
+    AutocastGuard autocast(torch::kCPU, at::kBFloat16);
+    return CrossEntropy(lm(ids), targets);
+  };
+  const torch::Tensor autocast_loss = loss_of();
+  autocast_loss.backward();
+  const torch::Tensor autocast_grad = lm->lm_head->weight.grad().clone();
+  const torch::Tensor norm_grad = lm->ln_final->weight.grad().clone();
+  lm->zero_grad();
+
+  const auto pairs = lm->MakeWeightCopies(at::kBFloat16);
+  EXPECT_EQ(pairs.size(), 2 * 7 + 1u);  // 7 Linears per layer of tiny's 2, and lm_head
+  for (const auto& [weight, copy] : pairs) {
+    EXPECT_EQ(copy.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(copy.requires_grad() && copy.is_leaf());
+    EXPECT_TRUE(torch::equal(copy, weight.to(at::kBFloat16)));
+  }
+  const torch::Tensor copies_loss = loss_of();
+  EXPECT_TRUE(torch::equal(copies_loss, autocast_loss));
+  copies_loss.backward();
+  const torch::Tensor& copy = lm->lm_head->weight_copy;
+  ASSERT_TRUE(copy.grad().defined());
+  EXPECT_EQ(copy.grad().scalar_type(), at::kBFloat16);
+  EXPECT_FALSE(lm->lm_head->weight.grad().defined());  // the fp32 weight was not used
+  EXPECT_TRUE(torch::equal(copy.grad().to(at::kFloat), autocast_grad));
+  EXPECT_TRUE(torch::equal(lm->ln_final->weight.grad(), norm_grad));  // no copy: as before
+
+  lm->zero_grad();
+  EXPECT_FALSE(copy.grad().defined());
+  lm->DropWeightCopies();
+  EXPECT_FALSE(lm->lm_head->weight_copy.defined());
+  loss_of().backward();
+  EXPECT_TRUE(lm->lm_head->weight.grad().defined());
 }
 
 TEST(TransformerLMTest, NamesParametersLikeTheCourse) {

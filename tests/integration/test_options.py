@@ -87,6 +87,28 @@ def test_defaults_echo_the_faithful_path(daemon):
     assert "Options      faithful" in daemon.benchctl("get", job.id, check=0).stdout
 
 
+def test_weight_copies_train_as_autocast_does(daemon):
+    # The CPU worker runs the copies' update in ATen ops (the CUDA kernel is the
+    # GPU's): the same losses as plain autocast with the fused AdamW, step by step.
+    common = ["--mode", "train_step", "--precision", "bf16", "--optimizer", "fused",
+              "--warmup-steps", "1", "--steps", "3", "--seed", "4"]
+    # Each from the seed's weights and a fresh AdamW state: evict the resident model first.
+    daemon.benchctl("evict", "--all", check=0)
+    plain = submit(daemon, *common)
+    daemon.benchctl("evict", "--all", check=0)
+    copies = submit(daemon, *common, "--weight-copies")
+    for job in (plain, copies):
+        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert copies.spec.benchmark.weight_copies and copies.result.benchmark.weight_copies
+    assert not plain.result.benchmark.weight_copies
+    p = [s.loss for s in plain.result.benchmark.steps]
+    c = [s.loss for s in copies.result.benchmark.steps]
+    assert c == pytest.approx(p, rel=1e-3)
+    assert c[-1] < c[0]  # it trained: the copies followed the updated weights
+    view = daemon.benchctl("get", copies.id, check=0).stdout
+    assert "optimizer fused, bf16 weight copies kept between steps" in view
+
+
 @pytest.mark.parametrize("args,field,text", [
     (["--cuda-graph"], "benchmark.cuda_graph", "CUDA graphs need a CUDA device"),
     (["--attention", "efficient"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
@@ -109,6 +131,10 @@ def test_cuda_only_options_fail_on_a_cpu_worker(daemon, args, field, text):
     (["--optimizer", "fused"], "benchmark.optimizer_impl: fused changes the AdamW step"),
     (["--mode", "train_step", "--cuda-graph", "--warmup-steps", "1"],
      "benchmark.warmup_steps: cuda_graph needs at least 2"),
+    (["--weight-copies"], "benchmark.weight_copies: keeps the matmul weights in the autocast "
+     "dtype, so it needs precision bf16 or fp16; precision is fp32"),
+    (["--weight-copies", "--precision", "bf16", "--mode", "train_step"],
+     "set optimizer_impl fused (got faithful)"),
 ])
 def test_bad_option_flags_exit_2_naming_them(daemon, args, text):
     r = daemon.benchctl("submit", "benchmark", *TINY, *args, check=2)

@@ -1,0 +1,34 @@
+// The weight_copies option's optimizer kernel: the course's AdamW update of an
+// fp32 master weight from the gradient of its bf16/fp16 copy, which it then
+// rewrites, in one pass (reads p, g, m, v; writes p, m, v, copy: 28 bytes per
+// parameter with 2-byte g and copy). Plain CUDA, no LibTorch, so nvcc
+// compiles it on its own (worker/CMakeLists.txt); adamw_impls.cc calls it.
+#ifndef BENCHD_WORKER_ADAMW_COPY_KERNEL_H_
+#define BENCHD_WORKER_ADAMW_COPY_KERNEL_H_
+
+#include <cstdint>
+
+namespace benchd::worker {
+
+struct AdamWCopyArgs {
+  float* param = nullptr;        // fp32 master weight, updated in place
+  const void* grad = nullptr;    // the copy's gradient, bf16 or fp16
+  float* exp_avg = nullptr;      // m
+  float* exp_avg_sq = nullptr;   // v
+  void* copy = nullptr;          // bf16 or fp16, rewritten from the new param
+  int64_t numel = 0;
+  bool half = false;             // grad and copy are fp16 (else bf16)
+  // The update, per element, in float32:
+  //   m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g²
+  //   p = p - alpha m/(sqrt(v)+eps);  p = p - lr_weight_decay p;  copy = p
+  // with alpha = lr sqrt(1-beta2^t)/(1-beta1^t) (AdamW::Step's formulas).
+  float beta1 = 0, beta2 = 0, alpha = 0, eps = 0, lr_weight_decay = 0;
+};
+
+// Launches the update on `stream` (a cudaStream_t). Returns nullptr, or the
+// CUDA error's text when the launch failed.
+const char* LaunchAdamWCopy(const AdamWCopyArgs& args, void* stream);
+
+}  // namespace benchd::worker
+
+#endif  // BENCHD_WORKER_ADAMW_COPY_KERNEL_H_
