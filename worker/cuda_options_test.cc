@@ -194,9 +194,10 @@ TEST_F(CudaOptionsTest, WeightCopyKernelGivesTheCpuUpdate) {
       std::vector<torch::Tensor> params, copies;
       std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
       for (const auto& x : init) {
+        // Copies of init (x.to(kCPU) would be x itself), the odd offset kept on the GPU.
         params.push_back(device.is_cuda() && x.storage_offset() > 0
                              ? torch::randn({1001}, device).narrow(0, 1, 1000).copy_(x)
-                             : x.to(device));
+                             : x.to(device, /*non_blocking=*/false, /*copy=*/true));
         copies.push_back(params.back().to(dtype).requires_grad_(true));
         pairs.emplace_back(params.back(), copies.back());
       }
