@@ -73,6 +73,9 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
                 "bf16/fp16: keep bf16/fp16 copies of the matmul weights between steps, so "
                 "autocast casts no weights (the fp32 weights stay the master copy; train_step "
                 "needs --optimizer fused, which updates them and rewrites the copies)");
+  cmd->add_flag("--fused-ops", o.fused_ops,
+                "the model's RMSNorm, SiLU and RoPE in fused kernels (at::rms_norm, at::silu, "
+                "benchd's RoPE kernel on CUDA): the same math in fewer kernels");
 }
 
 void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {

@@ -30,6 +30,7 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   if (b.allow_tf32()) parts.push_back("tf32");
   if (b.cuda_graph()) parts.push_back("cuda graph");
   if (b.weight_copies()) parts.push_back("weight copies");
+  if (b.fused_ops()) parts.push_back("fused ops");
   return parts;
 }
 
@@ -67,6 +68,7 @@ std::string OptionsLine(const v1::BenchmarkResult& r) {
   if (r.weight_copies()) {
     parts.push_back(fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
   }
+  if (r.fused_ops()) parts.push_back("fused RMSNorm, SiLU and RoPE");
   if (parts.empty()) return "faithful (course attention and AdamW, fp32 matmuls, eager)";
   return absl::StrJoin(parts, ", ");
 }

@@ -23,6 +23,7 @@ TEST(OptionFlags, FillTheSpec) {
   o.allow_tf32 = true;
   o.cuda_graph = true;
   o.weight_copies = true;
+  o.fused_ops = true;
   auto spec = BuildBenchmarkSpec(o);
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::BenchmarkSpec& b = spec->benchmark();
@@ -34,6 +35,7 @@ TEST(OptionFlags, FillTheSpec) {
   EXPECT_TRUE(b.allow_tf32());
   EXPECT_TRUE(b.cuda_graph());
   EXPECT_TRUE(b.weight_copies());
+  EXPECT_TRUE(b.fused_ops());
 }
 
 TEST(OptionFlags, UnsetMeansFaithful) {
@@ -47,6 +49,7 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   EXPECT_FALSE(b.allow_tf32());
   EXPECT_FALSE(b.cuda_graph());
   EXPECT_FALSE(b.weight_copies());
+  EXPECT_FALSE(b.fused_ops());
 }
 
 TEST(OptionFlags, WarmupTakesAutoOrACount) {
@@ -145,6 +148,11 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   view = JobView(job);
   EXPECT_THAT(view, HasSubstr("tf32, weight copies"));
   EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps\n"));
+  spec->set_fused_ops(true);
+  r->set_fused_ops(true);
+  view = JobView(job);
+  EXPECT_THAT(view, HasSubstr("weight copies, fused ops"));
+  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps, fused RMSNorm, SiLU and RoPE\n"));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ absl::Status FlagError(const absl::Status& status, absl::string_view field) {
 }
 
 // --warmup, --warmup-max-steps, --attention, --optimizer, --tf32, --cuda-graph,
-// --weight-copies.
+// --weight-copies, --fused-ops.
 absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (!o.warmup.empty()) {
     if (o.warmup_steps) {
@@ -53,6 +53,7 @@ absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (o.allow_tf32) b.set_allow_tf32(true);
   if (o.cuda_graph) b.set_cuda_graph(true);
   if (o.weight_copies) b.set_weight_copies(true);
+  if (o.fused_ops) b.set_fused_ops(true);
   return absl::OkStatus();
 }
 

@@ -32,6 +32,7 @@ struct BenchmarkOptions {
   bool allow_tf32 = false;  // --tf32
   bool cuda_graph = false;  // --cuda-graph
   bool weight_copies = false;  // --weight-copies
+  bool fused_ops = false;  // --fused-ops
 };
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision, --warmup, --attention,

@@ -34,8 +34,6 @@ template <typename Low, int kVec>
 __global__ void AdamWCopyKernel(float* __restrict__ param, const Low* __restrict__ grad,
                                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
                                 Low* __restrict__ copy, int64_t packs, AdamWCopyArgs a) {
-  const float one_minus_beta1 = 1.0f - a.beta1;
-  const float one_minus_beta2 = 1.0f - a.beta2;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < packs;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     auto p = reinterpret_cast<Pack<float, kVec>*>(param)[i];
@@ -46,8 +44,8 @@ __global__ void AdamWCopyKernel(float* __restrict__ param, const Low* __restrict
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const float gk = ToFloat(g.v[k]);
-      m.v[k] = a.beta1 * m.v[k] + one_minus_beta1 * gk;
-      v.v[k] = a.beta2 * v.v[k] + one_minus_beta2 * gk * gk;
+      m.v[k] = a.beta1 * m.v[k] + a.one_minus_beta1 * gk;
+      v.v[k] = a.beta2 * v.v[k] + a.one_minus_beta2 * gk * gk;
       float pk = p.v[k] - a.alpha * (m.v[k] / (sqrtf(v.v[k]) + a.eps));
       pk = pk - a.lr_weight_decay * pk;
       p.v[k] = pk;

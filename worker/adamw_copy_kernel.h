@@ -22,7 +22,10 @@ struct AdamWCopyArgs {
   //   m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g²
   //   p = p - alpha m/(sqrt(v)+eps);  p = p - lr_weight_decay p;  copy = p
   // with alpha = lr sqrt(1-beta2^t)/(1-beta1^t) (AdamW::Step's formulas).
-  float beta1 = 0, beta2 = 0, alpha = 0, eps = 0, lr_weight_decay = 0;
+  // 1-beta comes from the host, computed in double as ATen computes a
+  // scalar: 1.0f - 0.999f is 1.3e-5 away from float(1 - 0.999).
+  float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0;
+  float alpha = 0, eps = 0, lr_weight_decay = 0;
 };
 
 // Launches the update on `stream` (a cudaStream_t). Returns nullptr, or the

@@ -229,6 +229,8 @@ void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
       a.half = copy.scalar_type() == at::kHalf;
       a.beta1 = static_cast<float>(o.beta1);
       a.beta2 = static_cast<float>(o.beta2);
+      a.one_minus_beta1 = static_cast<float>(1 - o.beta1);
+      a.one_minus_beta2 = static_cast<float>(1 - o.beta2);
       a.alpha = static_cast<float>(alpha);
       a.eps = static_cast<float>(o.eps);
       a.lr_weight_decay = static_cast<float>(o.lr * o.weight_decay);

@@ -375,6 +375,7 @@ class BenchmarkRun {
     r.set_cuda_graph(spec_.cuda_graph());
     if (spec_.cuda_graph()) r.set_graph_eager_steps(kGraphEagerSteps);
     r.set_weight_copies(spec_.weight_copies());
+    r.set_fused_ops(spec_.fused_ops());
   }
 
   void Summarize(v1::BenchmarkResult& r) const {

@@ -266,5 +266,54 @@ TEST_F(CudaOptionsTest, WeightCopiesTrainAsAutocastDoes) {
   EXPECT_EQ(Losses(*plain), Losses(*copies));
 }
 
+TEST_F(CudaOptionsTest, FusedRopeIsTheCoursesRope) {
+  // On the heads view of a projection (strided), in every dtype: the forward
+  // is the course's ops' result bit for bit; the backward agrees with theirs
+  // to the input dtype's rounding (they round each term, the kernel once).
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(8);
+    RotaryEmbedding rope(64, 10000.0);
+    const auto proj = torch::randn({2, 48, 4 * 64}, torch::TensorOptions().device(device_.device))
+                          .to(dtype);
+    const torch::Tensor grad_out = torch::randn({2, 4, 48, 64}, proj.options().dtype(at::kFloat));
+    auto run = [&](bool fused) {
+      rope->fused = fused;
+      // [B, T, H, D] -> the strided [B, H, T, D] view the model hands RoPE.
+      torch::Tensor x = proj.detach().view({2, 48, 4, 64}).requires_grad_(true);
+      torch::Tensor y = rope->forward(x.transpose(1, 2));
+      y.backward(grad_out);
+      return std::make_pair(y.detach(), x.grad());
+    };
+    const auto [faithful, faithful_grad] = run(false);
+    const auto [fused, fused_grad] = run(true);
+    EXPECT_EQ(fused.scalar_type(), at::kFloat);
+    EXPECT_TRUE(fused.is_contiguous());
+    EXPECT_TRUE(torch::equal(fused, faithful));
+    EXPECT_EQ(fused_grad.scalar_type(), dtype);
+    const double tol = dtype == at::kFloat ? 1e-6 : (dtype == at::kHalf ? 2e-3 : 1.6e-2);
+    EXPECT_TRUE(torch::allclose(fused_grad.to(at::kFloat), faithful_grad.to(at::kFloat), tol, tol))
+        << (fused_grad.to(at::kFloat) - faithful_grad.to(at::kFloat)).abs().max().item<double>();
+  }
+}
+
+TEST_F(CudaOptionsTest, FusedOpsTrainAsTheFaithfulOpsDo) {
+  for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    auto spec = Spec(v1::MODE_TRAIN_STEP, precision, /*warmup=*/2, /*measure=*/4);
+    ModelCache faithful_cache(device_), fused_cache(device_);
+    auto faithful = RunBenchmark(Resolved(spec), faithful_cache);
+    ASSERT_TRUE(faithful.ok()) << faithful.status();
+    spec.set_fused_ops(true);
+    auto fused = RunBenchmark(Resolved(spec), fused_cache);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(fused->fused_ops());
+    EXPECT_FALSE(faithful->fused_ops());
+    const auto a = Losses(*faithful), b = Losses(*fused);
+    const double tol = precision == v1::PRECISION_FP32 ? 1e-5 : 2e-3;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], tol * a[i]) << "step " << i;
+  }
+}
+
 }  // namespace
 }  // namespace benchd::worker

@@ -75,6 +75,7 @@ JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM mo
       sdp_(spec.attention()),
       tf32_(spec.allow_tf32()) {
   model_->SetAttention(spec.attention());
+  model_->SetFusedOps(spec.fused_ops());
   if (weight_copies_) {
     // Resolved specs ask for copies with bf16 or fp16 only (ResolveBenchmarkOptions).
     const at::ScalarType dtype =
@@ -85,6 +86,7 @@ JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM mo
 
 JobOptionsScope::~JobOptionsScope() {
   model_->SetAttention(v1::ATTENTION_FAITHFUL);
+  model_->SetFusedOps(false);
   if (weight_copies_) {
     optimizer_.SetWeightCopies({});
     model_->DropWeightCopies();

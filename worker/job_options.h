@@ -46,8 +46,9 @@ class Tf32Guard {
 void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec);
 
 // For the length of a job: the model's attention implementation, the forced
-// SDPA backend, TF32 and the weight copies (made from the current fp32
-// weights and handed to the optimizer). After: faithful attention, no copies.
+// SDPA backend, TF32, fused ops and the weight copies (made from the current
+// fp32 weights and handed to the optimizer). After: faithful attention and
+// ops, no copies.
 class JobOptionsScope {
  public:
   JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM model, AdamW& optimizer);

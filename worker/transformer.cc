@@ -6,6 +6,7 @@
 
 #include "worker/attention_backend.h"
 #include "worker/named_range.h"
+#include "worker/rope.h"
 
 namespace benchd::worker {
 
@@ -99,6 +100,7 @@ RMSNormImpl::RMSNormImpl(int64_t d_model, const torch::TensorOptions& options, d
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   const auto in_dtype = x.scalar_type();
   const torch::Tensor xf = x.to(torch::kFloat32);
+  if (fused) return at::rms_norm(xf, {xf.size(-1)}, weight, eps).to(in_dtype);
   const torch::Tensor inv_rms = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return (weight * (xf * inv_rms)).to(in_dtype);
 }
@@ -125,6 +127,7 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
   }
   const torch::Tensor cos = cos_.narrow(0, 0, seq_len);
   const torch::Tensor sin = sin_.narrow(0, 0, seq_len);
+  if (fused && x.is_cuda()) return FusedRope(x, cos, sin);
   const torch::Tensor pairs = x.unflatten(-1, {head_dim_ / 2, 2});
   const torch::Tensor x1 = pairs.select(-1, 0), x2 = pairs.select(-1, 1);
   const torch::Tensor r1 = cos * x1 - sin * x2;
@@ -171,7 +174,8 @@ SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff, const torch::TensorOptions
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  return w2->forward(Silu(w1->forward(x)) * w3->forward(x));
+  const torch::Tensor gate = w1->forward(x);
+  return w2->forward((fused ? at::silu(gate) : Silu(gate)) * w3->forward(x));
 }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t d_model, int64_t num_heads, int64_t d_ff,
@@ -215,6 +219,14 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
 
 void TransformerLMImpl::SetAttention(v1::AttentionImpl attention) {
   for (auto& layer : layers) layer->attn->set_attention(attention);
+}
+
+void TransformerLMImpl::SetFusedOps(bool fused) {
+  for (auto& layer : layers) {
+    layer->ln1->fused = layer->ln2->fused = layer->ffn->fused = fused;
+    layer->attn->rope().fused = fused;  // one module shared by all layers
+  }
+  ln_final->fused = fused;
 }
 
 namespace {

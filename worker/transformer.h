@@ -66,6 +66,9 @@ class RMSNormImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
   double eps;
+  // fused_ops: at::rms_norm on the fp32 input (one kernel each way on CUDA)
+  // instead of the course's pow, mean, rsqrt and products.
+  bool fused = false;
 };
 TORCH_MODULE(RMSNorm);
 
@@ -77,6 +80,9 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
  public:
   RotaryEmbeddingImpl(int64_t head_dim, double theta);
   torch::Tensor forward(const torch::Tensor& x);
+  // fused_ops: on CUDA, FusedRope (worker/rope.h), one kernel each way; the
+  // course's ops elsewhere.
+  bool fused = false;
 
  private:
   int64_t head_dim_;
@@ -96,6 +102,7 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   // process-wide SDPA switches (SdpBackendGuard). A per-job runtime switch.
   void set_attention(v1::AttentionImpl attention) { attention_ = attention; }
   v1::AttentionImpl attention() const { return attention_; }
+  RotaryEmbeddingImpl& rope() { return *rope_; }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, output_proj{nullptr};
 
  private:
@@ -111,6 +118,7 @@ class SwiGLUImpl : public torch::nn::Module {
   SwiGLUImpl(int64_t d_model, int64_t d_ff, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
   Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+  bool fused = false;  // fused_ops: at::silu (one kernel) for x * sigmoid(x)
 };
 TORCH_MODULE(SwiGLU);
 
@@ -138,6 +146,8 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& token_ids);
   // Sets every layer's attention implementation (see CausalMultiHeadSelfAttentionImpl).
   void SetAttention(v1::AttentionImpl attention);
+  // The fused_ops option (RMSNorm, SiLU, RoPE; see each module), on or off.
+  void SetFusedOps(bool fused);
   // The weight_copies option: gives every Linear a weight_copy in `dtype`
   // (round-to-nearest, as autocast's cast) and returns the (fp32 weight,
   // copy) pairs for the optimizer. DropWeightCopies frees them again.

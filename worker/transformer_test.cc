@@ -181,6 +181,30 @@ TEST(TransformerLMTest, WeightCopiesGiveAutocastsNumbersWithoutItsCasts) {
   EXPECT_TRUE(lm->lm_head->weight.grad().defined());
 }
 
+TEST(TransformerLMTest, FusedOpsGiveTheCoursesNumbers) {
+  // On a CPU fused_ops means at::rms_norm and at::silu (RoPE stays the
+  // course's ops: its kernel is CUDA's); loss and gradients as the faithful ops.
+  torch::manual_seed(4);
+  TransformerLM lm(Resolved("tiny"), kCpu);
+  const auto ids = torch::randint(0, 1000, {2, 8}, torch::kInt64);
+  const auto targets = torch::randint(0, 1000, {2, 8}, torch::kInt64);
+  auto run = [&](bool fused) {
+    lm->SetFusedOps(fused);
+    lm->zero_grad();
+    const torch::Tensor loss = CrossEntropy(lm(ids), targets);
+    loss.backward();
+    return std::make_pair(loss.item<double>(), lm->layers[0]->ln1->weight.grad().clone());
+  };
+  const auto [faithful_loss, faithful_grad] = run(false);
+  const auto [fused_loss, fused_grad] = run(true);
+  EXPECT_TRUE(lm->layers[1]->ln2->fused && lm->layers[1]->ffn->fused && lm->ln_final->fused);
+  EXPECT_NEAR(fused_loss, faithful_loss, 1e-6 * faithful_loss);
+  EXPECT_TRUE(torch::allclose(fused_grad, faithful_grad, 1e-4, 1e-6));
+  EXPECT_FALSE(torch::equal(fused_grad, torch::zeros_like(fused_grad)));
+  lm->SetFusedOps(false);
+  EXPECT_FALSE(lm->layers[0]->ln1->fused || lm->layers[0]->ffn->fused);
+}
+
 TEST(TransformerLMTest, NamesParametersLikeTheCourse) {
   TransformerLM lm(Resolved("tiny"), torch::TensorOptions().device(torch::kMeta));
   const auto named = lm->named_parameters();

@@ -109,6 +109,20 @@ def test_weight_copies_train_as_autocast_does(daemon):
     assert "optimizer fused, bf16 weight copies kept between steps" in view
 
 
+def test_fused_ops_give_the_faithful_losses(daemon):
+    common = ["--mode", "train_step", "--warmup-steps", "1", "--steps", "2", "--seed", "5"]
+    daemon.benchctl("evict", "--all", check=0)
+    faithful = submit(daemon, *common)
+    daemon.benchctl("evict", "--all", check=0)
+    fused = submit(daemon, *common, "--fused-ops")
+    for job in (faithful, fused):
+        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert fused.result.benchmark.fused_ops and not faithful.result.benchmark.fused_ops
+    f = [s.loss for s in faithful.result.benchmark.steps]
+    assert [s.loss for s in fused.result.benchmark.steps] == pytest.approx(f, rel=1e-5)
+    assert "fused RMSNorm, SiLU and RoPE" in daemon.benchctl("get", fused.id, check=0).stdout
+
+
 @pytest.mark.parametrize("args,field,text", [
     (["--cuda-graph"], "benchmark.cuda_graph", "CUDA graphs need a CUDA device"),
     (["--attention", "efficient"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
