@@ -293,7 +293,13 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const Collect
     }
     const Outcome out = RunSeries(deps, *job, *group, cb, &result);
     deps.groups->Release(group->id());
-    if (use.transient()) deps.groups->Destroy(group->id());
+    if (use.transient()) {
+      // The job's own group: a failure to drop it is worth a line, not the job.
+      if (auto dropped = deps.groups->Destroy(group->id()); !dropped.ok() && cb.log) {
+        cb.log(absl::StrCat("could not drop the job's transient group ", group->id(), ": ",
+                            dropped.status().message()));
+      }
+    }
     if (out.interrupted) {
       job->set_state(v1::INTERRUPTED);
       job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
