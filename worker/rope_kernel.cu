@@ -67,30 +67,31 @@ int Blocks(int64_t pairs, int threads) {
   return static_cast<int>(std::min<int64_t>((pairs + threads - 1) / threads, 8192));
 }
 
+// Calls f(T{}) with T the element type of `dtype`, then reports the launch.
+template <typename F>
+const char* WithDtype(RopeDtype dtype, F f) {
+  switch (dtype) {
+    case RopeDtype::kFloat: f(float{}); break;
+    case RopeDtype::kBFloat16: f(__nv_bfloat16{}); break;
+    case RopeDtype::kHalf: f(__half{}); break;
+  }
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+constexpr int kThreads = 256;
+
 }  // namespace
 
 const char* LaunchRopeForward(const RopeArgs& a, float* out, void* stream) {
   const Shape s = ShapeOf(a);
   const int64_t pairs = s.b * s.h * s.t * s.half_d;
   if (pairs == 0) return nullptr;
-  constexpr int kThreads = 256;
-  const auto st = static_cast<cudaStream_t>(stream);
-  switch (a.dtype) {
-    case RopeDtype::kFloat:
-      RopeForwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          static_cast<const float*>(a.x), a.cos, a.sin, out, s, pairs);
-      break;
-    case RopeDtype::kBFloat16:
-      RopeForwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          static_cast<const __nv_bfloat16*>(a.x), a.cos, a.sin, out, s, pairs);
-      break;
-    case RopeDtype::kHalf:
-      RopeForwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          static_cast<const __half*>(a.x), a.cos, a.sin, out, s, pairs);
-      break;
-  }
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return WithDtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    RopeForwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(a.x), a.cos, a.sin, out, s, pairs);
+  });
 }
 
 const char* LaunchRopeBackward(const RopeArgs& a, const float* grad_out, void* grad_x,
@@ -98,24 +99,11 @@ const char* LaunchRopeBackward(const RopeArgs& a, const float* grad_out, void* g
   const Shape s = ShapeOf(a);
   const int64_t pairs = s.b * s.h * s.t * s.half_d;
   if (pairs == 0) return nullptr;
-  constexpr int kThreads = 256;
-  const auto st = static_cast<cudaStream_t>(stream);
-  switch (a.dtype) {
-    case RopeDtype::kFloat:
-      RopeBackwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          grad_out, a.cos, a.sin, static_cast<float*>(grad_x), s, pairs);
-      break;
-    case RopeDtype::kBFloat16:
-      RopeBackwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          grad_out, a.cos, a.sin, static_cast<__nv_bfloat16*>(grad_x), s, pairs);
-      break;
-    case RopeDtype::kHalf:
-      RopeBackwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, st>>>(
-          grad_out, a.cos, a.sin, static_cast<__half*>(grad_x), s, pairs);
-      break;
-  }
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return WithDtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    RopeBackwardKernel<<<Blocks(pairs, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        grad_out, a.cos, a.sin, static_cast<T*>(grad_x), s, pairs);
+  });
 }
 
 }  // namespace benchd::worker

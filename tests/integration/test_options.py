@@ -38,6 +38,13 @@ def submit(daemon, *args):
                           [bench_pb2.SUCCEEDED, bench_pb2.FAILED, bench_pb2.CANCELLED], timeout=300)
 
 
+def submit_fresh(daemon, *args):
+    """submit() on a model built from the seed with a fresh AdamW state: the
+    resident one (same key, whatever the seed) is evicted first."""
+    daemon.benchctl("evict", "--all", check=0)
+    return submit(daemon, *args)
+
+
 def test_warmup_auto_sdpa_math_foreach_are_echoed(daemon):
     cap = 30
     job = submit(daemon, "--mode", "train_step", "--warmup", "auto", "--warmup-max-steps", str(cap),
@@ -92,11 +99,8 @@ def test_weight_copies_train_as_autocast_does(daemon):
     # GPU's): the same losses as plain autocast with the fused AdamW, step by step.
     common = ["--mode", "train_step", "--precision", "bf16", "--optimizer", "fused",
               "--warmup-steps", "1", "--steps", "3", "--seed", "4"]
-    # Each from the seed's weights and a fresh AdamW state: evict the resident model first.
-    daemon.benchctl("evict", "--all", check=0)
-    plain = submit(daemon, *common)
-    daemon.benchctl("evict", "--all", check=0)
-    copies = submit(daemon, *common, "--weight-copies")
+    plain = submit_fresh(daemon, *common)
+    copies = submit_fresh(daemon, *common, "--weight-copies")
     for job in (plain, copies):
         assert job.state == bench_pb2.SUCCEEDED, job.error_message
     assert copies.spec.benchmark.weight_copies and copies.result.benchmark.weight_copies
@@ -111,10 +115,8 @@ def test_weight_copies_train_as_autocast_does(daemon):
 
 def test_fused_ops_give_the_faithful_losses(daemon):
     common = ["--mode", "train_step", "--warmup-steps", "1", "--steps", "2", "--seed", "5"]
-    daemon.benchctl("evict", "--all", check=0)
-    faithful = submit(daemon, *common)
-    daemon.benchctl("evict", "--all", check=0)
-    fused = submit(daemon, *common, "--fused-ops")
+    faithful = submit_fresh(daemon, *common)
+    fused = submit_fresh(daemon, *common, "--fused-ops")
     for job in (faithful, fused):
         assert job.state == bench_pb2.SUCCEEDED, job.error_message
     assert fused.result.benchmark.fused_ops and not faithful.result.benchmark.fused_ops
