@@ -209,6 +209,9 @@ TransformerLMImpl::TransformerLMImpl(const v1::ModelConfig& config,
   register_module("layers", list);
   ln_final = register_module("ln_final", RMSNorm(d_model, options));
   lm_head = register_module("lm_head", Linear(d_model, config.vocab_size(), options));
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<LinearImpl*>(m.get())) linears_.push_back(linear);
+  }
 }
 
 torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
@@ -229,23 +232,11 @@ void TransformerLMImpl::SetFusedOps(bool fused) {
   ln_final->fused = fused;
 }
 
-namespace {
-
-std::vector<LinearImpl*> Linears(torch::nn::Module& model) {
-  std::vector<LinearImpl*> out;
-  for (const auto& m : model.modules(/*include_self=*/false)) {
-    if (auto* linear = dynamic_cast<LinearImpl*>(m.get())) out.push_back(linear);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<std::pair<torch::Tensor, torch::Tensor>> TransformerLMImpl::MakeWeightCopies(
     at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
-  for (LinearImpl* linear : Linears(*this)) {
+  for (LinearImpl* linear : linears_) {
     linear->weight_copy = linear->weight.detach().to(dtype).requires_grad_(true);
     pairs.emplace_back(linear->weight, linear->weight_copy);
   }
@@ -253,12 +244,12 @@ std::vector<std::pair<torch::Tensor, torch::Tensor>> TransformerLMImpl::MakeWeig
 }
 
 void TransformerLMImpl::DropWeightCopies() {
-  for (LinearImpl* linear : Linears(*this)) linear->weight_copy = torch::Tensor();
+  for (LinearImpl* linear : linears_) linear->weight_copy = torch::Tensor();
 }
 
 void TransformerLMImpl::zero_grad(bool set_to_none) {
   torch::nn::Module::zero_grad(set_to_none);
-  for (LinearImpl* linear : Linears(*this)) {
+  for (LinearImpl* linear : linears_) {
     torch::Tensor& copy = linear->weight_copy;
     if (!copy.defined() || !copy.grad().defined()) continue;
     if (set_to_none) {

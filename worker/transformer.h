@@ -160,6 +160,9 @@ class TransformerLMImpl : public torch::nn::Module {
   std::vector<TransformerBlock> layers;
   RMSNorm ln_final{nullptr};
   Linear lm_head{nullptr};
+
+ private:
+  std::vector<LinearImpl*> linears_;  // every Linear, found once (zero_grad runs every step)
 };
 TORCH_MODULE(TransformerLM);
 
