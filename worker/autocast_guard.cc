@@ -4,6 +4,14 @@
 
 namespace benchd::worker {
 
+std::optional<at::ScalarType> AutocastDtype(v1::Precision precision) {
+  switch (precision) {
+    case v1::PRECISION_BF16: return at::kBFloat16;
+    case v1::PRECISION_FP16: return at::kHalf;
+    default: return std::nullopt;
+  }
+}
+
 // Mirrors torch.autocast.__enter__/__exit__ (torch/amp/autocast_mode.py).
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<at::ScalarType> dtype)
     : device_type_(device_type) {

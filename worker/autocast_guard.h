@@ -7,7 +7,12 @@
 
 #include <optional>
 
+#include "benchd/v1/bench.pb.h"
+
 namespace benchd::worker {
+
+// The autocast dtype of a precision: bf16 and fp16; none for fp32.
+std::optional<at::ScalarType> AutocastDtype(v1::Precision precision);
 
 class AutocastGuard {
  public:

@@ -37,14 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::optional<at::ScalarType> AutocastDtype(v1::Precision p) {
-  switch (p) {
-    case v1::PRECISION_BF16: return at::kBFloat16;
-    case v1::PRECISION_FP16: return at::kHalf;
-    default: return std::nullopt;
-  }
-}
-
 std::string GiB(int64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "worker/autocast_guard.h"
 #include "worker/job_options.h"
 #include "worker/phase_clock.h"
 
@@ -123,9 +124,7 @@ BandwidthPeak DevicePeaks::Bandwidth(double* measure_seconds) {
 
 void FillRoofline(const v1::BenchmarkSpec& spec, DevicePeaks& peaks, v1::BenchmarkResult* result) {
   v1::Roofline* r = result->mutable_roofline();
-  at::ScalarType dtype = at::kFloat;
-  if (spec.precision() == v1::PRECISION_BF16) dtype = at::kBFloat16;
-  if (spec.precision() == v1::PRECISION_FP16) dtype = at::kHalf;
+  const at::ScalarType dtype = AutocastDtype(spec.precision()).value_or(at::kFloat);
   double measure = 0;
   MatmulPeak mm;
   BandwidthPeak bw;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_config.h"
 #include "common/options.h"
+#include "worker/autocast_guard.h"
 
 namespace benchd::worker {
 
@@ -78,9 +79,7 @@ JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM mo
   model_->SetFusedOps(spec.fused_ops());
   if (weight_copies_) {
     // Resolved specs ask for copies with bf16 or fp16 only (ResolveBenchmarkOptions).
-    const at::ScalarType dtype =
-        spec.precision() == v1::PRECISION_FP16 ? at::kHalf : at::kBFloat16;
-    optimizer_.SetWeightCopies(model_->MakeWeightCopies(dtype));
+    optimizer_.SetWeightCopies(model_->MakeWeightCopies(*AutocastDtype(spec.precision())));
   }
 }
 
