@@ -10,24 +10,26 @@ AdamW::AdamW(std::vector<torch::Tensor> params, AdamWOptions options)
 void AdamW::Step() {
   CheckNoWeightCopies("the faithful loop");
   torch::NoGradGuard no_grad;
-  const AdamWOptions& o = options_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor& p = params_[i];
-    const torch::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    State& s = state_[i];
-    if (!s.m.defined()) {
-      s.m = torch::zeros_like(p);
-      s.v = torch::zeros_like(p);
-    }
-    s.t += 1;
-    s.m.mul_(o.beta1).add_(g, 1 - o.beta1);
-    s.v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
-    const double t = static_cast<double>(s.t);
-    const double alpha = o.lr * std::sqrt(1 - std::pow(o.beta2, t)) / (1 - std::pow(o.beta1, t));
-    p.addcdiv_(s.m, s.v.sqrt().add_(o.eps), -alpha);
-    p.add_(p, -o.lr * o.weight_decay);
+  for (size_t i : WithGradients()) {
+    state_[i].t += 1;
+    CourseUpdate(i, params_[i].grad());
   }
+}
+
+double AdamW::StepSize(int64_t t) const {
+  const AdamWOptions& o = options_;
+  const double td = static_cast<double>(t);
+  return o.lr * std::sqrt(1 - std::pow(o.beta2, td)) / (1 - std::pow(o.beta1, td));
+}
+
+void AdamW::CourseUpdate(size_t i, const torch::Tensor& g) {
+  const AdamWOptions& o = options_;
+  State& s = state_[i];
+  torch::Tensor& p = params_[i];
+  s.m.mul_(o.beta1).add_(g, 1 - o.beta1);
+  s.v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
+  p.addcdiv_(s.m, s.v.sqrt().add_(o.eps), -StepSize(s.t));
+  p.add_(p, -o.lr * o.weight_decay);
 }
 
 int64_t AdamW::StateBytes() const {

@@ -77,6 +77,11 @@ class AdamW {
     torch::Tensor step;
     int64_t device_t = -1;
   };
+  // α_t = lr sqrt(1-b2^t)/(1-b1^t), the course's bias-corrected step size.
+  double StepSize(int64_t t) const;
+  // The course's update of parameter i from `g` at its current t, in ATen
+  // ops (Step, and StepFused's weight copies off CUDA).
+  void CourseUpdate(size_t i, const torch::Tensor& g);
   // Parameter i's gradient: its weight copy's where it has one.
   torch::Tensor Grad(size_t i) const;
   // The parameters with a gradient and their states (allocating m and v on a

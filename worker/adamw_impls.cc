@@ -56,11 +56,6 @@
 namespace benchd::worker {
 namespace {
 
-double Alpha(const AdamWOptions& o, int64_t step) {
-  const double t = static_cast<double>(step);
-  return o.lr * std::sqrt(1 - std::pow(o.beta2, t)) / (1 - std::pow(o.beta1, t));
-}
-
 // Whether `device`'s current stream is capturing a CUDA graph. Never asks
 // CUDA for a CPU tensor: a CPU worker may run where CUDA cannot initialise.
 bool IsCapturing(const torch::Device& device) {
@@ -148,7 +143,7 @@ void AdamW::StepForeach() {
     g.push_back(params_[i].grad());
     m.push_back(s.m);
     v.push_back(s.v);
-    neg_alpha.emplace_back(-Alpha(o, s.t));
+    neg_alpha.emplace_back(-StepSize(s.t));
   }
   at::_foreach_mul_(m, o.beta1);
   at::_foreach_add_(m, g, 1 - o.beta1);
@@ -205,11 +200,9 @@ void AdamW::StepFused() {
 }
 
 void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
-  const AdamWOptions& o = options_;
   for (size_t i : idx) {
     State& s = state_[i];
     s.t += 1;
-    const double alpha = Alpha(o, s.t);
     torch::Tensor& p = params_[i];
     torch::Tensor& copy = copies_[i];
     const torch::Tensor g = copy.grad();
@@ -218,6 +211,7 @@ void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
                 g.scalar_type(), g.is_contiguous() ? "" : " (not contiguous)");
 #if BENCHD_WITH_CUDA
     if (p.is_cuda()) {
+      const AdamWOptions& o = options_;
       const c10::cuda::CUDAGuard guard(p.device());
       AdamWCopyArgs a;
       a.param = p.data_ptr<float>();
@@ -231,7 +225,7 @@ void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
       a.beta2 = static_cast<float>(o.beta2);
       a.one_minus_beta1 = static_cast<float>(1 - o.beta1);
       a.one_minus_beta2 = static_cast<float>(1 - o.beta2);
-      a.alpha = static_cast<float>(alpha);
+      a.alpha = static_cast<float>(StepSize(s.t));
       a.eps = static_cast<float>(o.eps);
       a.lr_weight_decay = static_cast<float>(o.lr * o.weight_decay);
       const char* error =
@@ -241,13 +235,9 @@ void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
       continue;
     }
 #endif
-    // Elsewhere (a CPU worker, or a build without CUDA) the same update in ATen
-    // ops, with the gradient in fp32 first: more passes, the same numbers.
-    const torch::Tensor g32 = g.to(at::kFloat);
-    s.m.mul_(o.beta1).add_(g32, 1 - o.beta1);
-    s.v.mul_(o.beta2).addcmul_(g32, g32, 1 - o.beta2);
-    p.addcdiv_(s.m, s.v.sqrt().add_(o.eps), -alpha);
-    p.add_(p, -o.lr * o.weight_decay);
+    // Elsewhere (a CPU worker, or a build without CUDA) the faithful loop's
+    // update with the gradient in fp32 first: more passes, the same numbers.
+    CourseUpdate(i, g.to(at::kFloat));
     copy.detach().copy_(p);
   }
 }
