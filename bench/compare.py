@@ -11,6 +11,16 @@ also runs with its model under torch.compile (optimizer not compiled). The
 last columns: benchd's roofline floor (its result's Roofline, from the peaks
 the worker measured) and how many floors benchd's median step takes.
 
+"reference GPU busy ms" is how long the GPU is busy in one reference step: the
+union of the intervals of its kernels, memcpys and memsets under
+torch.profiler, averaged over 2 steps run after the timed ones (timing
+unchanged), and how many kernels a step launches.
+"bound by" reads the target "benchd at most 0.6 x the reference where the
+reference is bound by its own overhead": a row is GPU-bound when that busy
+time is at least 0.6 x the reference's median step, and then no program
+running the same kernels can reach 0.6, so only host-bound rows are held to
+it. The summary after the table counts them for small and medium.
+
 The reference frees its GPU memory before benchd runs, and benchd's resident
 models are evicted before each reference run, so neither crowds the other.
 
@@ -24,11 +34,20 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
 import cs336_lm as ref  # noqa: E402
+
+# Kineto leaves CUPTI attached after a trace unless told to finalize it, and then
+# every later kernel launch of this process costs more: measured on an H100, the
+# reference's small train_step bf16 ran ~35% slower after one profile, which would
+# flatter benchd in every row after the first. Finalizing brings it back.
+os.environ["TEARDOWN_CUPTI"] = "1"
 
 PRESETS = {  # name: (vocab, d_model, d_ff, layers, heads), as common/model_config.cc
     "tiny": (1000, 64, 256, 2, 4),
@@ -40,6 +59,12 @@ PRESETS = {  # name: (vocab, d_model, d_ff, layers, heads), as common/model_conf
     "2.7B": (10000, 2560, 10240, 32, 32),
 }
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+TARGET = 0.6  # benchd / reference for small and medium where the reference is host-bound
+PROFILED_STEPS = 2
+# Device-side events that are not GPU work: record_function ranges projected onto
+# the GPU (gpu_user_annotation, filtered by is_user_annotation) and, when CUDA
+# sync events are on, the waits (cuda_sync), named by kineto's sync type.
+SYNC_NAMES = {"Event Sync", "Stream Sync", "Stream Wait Event", "Context Sync", "Unknown"}
 
 
 def benchctl(args, *rest):
@@ -69,36 +94,85 @@ class StepClock:
         return time.perf_counter() - self.t0
 
 
+def busy_seconds(intervals):
+    """Length of the union of (start, end) intervals: overlapping and nested
+    ones (kernels on several streams) count once."""
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def gpu_busy(step, n=PROFILED_STEPS):
+    """(seconds the GPU is busy, kernels) per step, averaged over n steps under
+    torch.profiler with CUDA activity only (no CPU op callbacks, so the host
+    adds little); (None, None) if the profiler fails."""
+    try:
+        # One warm-up step inside the session: CUPTI can lose the first records
+        # of a trace it has just enabled.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events")
+            with profile(activities=[ProfilerActivity.CUDA],
+                         schedule=schedule(wait=0, warmup=1, active=n, repeat=1)) as prof:
+                for _ in range(1 + n):
+                    step()  # ends in a synchronize: its kernels are done before the trace stops
+                    prof.step()
+        # FunctionEvents; time_range in us from the trace start.
+        device = [e for e in prof.events()
+                  if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+                  and e.name not in SYNC_NAMES]
+        if not device:
+            raise RuntimeError("the trace holds no kernels (CUPTI unavailable?)")
+    except Exception as e:  # the profile is an annotation: the row stands without it
+        print(f"compare: no GPU busy time: {e}", file=sys.stderr)
+        return None, None
+    # Each step ends in a synchronize, so no two steps' intervals overlap: the
+    # union over the n steps, divided by n, is the mean of the per-step unions.
+    busy = busy_seconds((e.time_range.start, e.time_range.end) for e in device) / 1e6
+    kernels = sum(1 for e in device if not e.name.startswith(("Memcpy", "Memset")))
+    return busy / n, kernels / n
+
+
 def reference_steps(args, preset, mode, precision, compiled):
-    """Seconds of each measured step of the reference; None when out of memory."""
+    """(seconds of each measured step, GPU busy seconds per step, kernels per
+    step) of the reference; the last two None on a CPU; all None when out of memory."""
     V, d, dff, L, H = PRESETS[preset]
     dev = torch.device(args.device)
     torch.manual_seed(0)
     model = opt = run = loss = x = y = None
+    dtype = DTYPES[precision]
+
+    def step():
+        # loss lives in the enclosing scope, as before, so the last step's graph
+        # is freed at the same point of the next step.
+        nonlocal loss
+        model.zero_grad(set_to_none=True)
+        clock = StepClock(dev)
+        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = ref.cross_entropy(run(x), y)
+        if mode != "forward":
+            loss.backward()
+        if mode == "train_step":
+            opt.step()
+        return clock.stop()
+
     try:
         model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(dev)
         opt = ref.AdamW(model.parameters())
         run = torch.compile(model) if compiled else model
         x = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
         y = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
-        dtype = DTYPES[precision]
-        times = []
-        for i in range(args.warmup_steps + args.steps):
-            model.zero_grad(set_to_none=True)
-            clock = StepClock(dev)
-            with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-                loss = ref.cross_entropy(run(x), y)
-            if mode != "forward":
-                loss.backward()
-            if mode == "train_step":
-                opt.step()
-            if i >= args.warmup_steps:
-                times.append(clock.stop())
-            else:
-                clock.stop()
-        return times
+        times = [step() for _ in range(args.warmup_steps + args.steps)][args.warmup_steps:]
+        # Profiled after the timed steps, so the profiler never touches the timing.
+        busy, kernels = gpu_busy(step) if dev.type == "cuda" else (None, None)
+        return times, busy, kernels
     except (torch.OutOfMemoryError, MemoryError):
-        return None
+        return None, None, None
     finally:
         # Everything that holds the model or the graph goes before the cache is
         # emptied, or this process keeps the memory while benchd runs.
@@ -132,6 +206,32 @@ def fmt(times):
     return f"{statistics.median(times) * 1e3:.2f} ± {statistics.stdev(times) * 1e3:.2f}"
 
 
+def fmt_ratio(ratio):
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def summary(rows):
+    """Lines on the target: per preset of small and medium that ran, its
+    host-bound rows and which of them are above 0.6; then rows above 1.0.
+    rows: (preset, mode, precision, ratio or None, "GPU" / "host" / None)."""
+    lines = []
+    for preset in ("small", "medium"):
+        mine = [row for row in rows if row[0] == preset]
+        if not mine:
+            continue
+        host = [row for row in mine if row[4] == "host"]
+        met = [row for row in host if row[3] is not None and row[3] <= TARGET]
+        # A host-bound row with no benchd result misses the target too.
+        above = ", ".join(f"{m}/{p} {fmt_ratio(q)}" for _, m, p, q, _ in host if q is None or q > TARGET)
+        unknown = sum(1 for row in mine if row[4] is None)
+        lines.append(f"- {preset}: {len(host)} of {len(mine)} rows host-bound, {len(met)} of them at ratio "
+                     f"≤ {TARGET}; host-bound above {TARGET}: {above or 'none'}"
+                     + (f"; {unknown} rows with no bound (no GPU profile or no reference time)" if unknown else ""))
+    slower = ", ".join(f"{pr}/{m}/{p} {q:.3f}" for pr, m, p, q, _ in rows if q is not None and q > 1.0)
+    lines.append(f"- ratio above 1.0 (benchd slower than the reference): {slower or 'none'}")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchctl", default="build/bin/benchctl")
@@ -158,14 +258,15 @@ def main():
           f"batch {args.batch_size}, context {args.context_length}, {args.warmup_steps} warm-up + "
           f"{args.steps} measured steps; median ± std ms; ratio = benchd / reference; "
           f"benchd flags: {args.benchd_flags or 'none (the faithful default)'}\n")
-    print("| model | mode | precision | reference | benchd | ratio | reference compiled | benchd / compiled "
-          "| roofline floor | benchd / floor |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | bound by "
+          "| reference compiled | benchd / compiled | roofline floor | benchd / floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     benchctl(args, "evict", "--all")
+    rows = []
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
-                r = reference_steps(args, preset, mode, precision, compiled=False)
+                r, busy, kernels = reference_steps(args, preset, mode, precision, compiled=False)
                 gc.collect()
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
@@ -176,16 +277,24 @@ def main():
                 floor = (roof or {}).get("floorSeconds")
                 floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"
                               if b and floor else "- | -")
-                ratio = (f"{statistics.median(b) / statistics.median(r):.3f}" if r and b else "-")
+                ratio = statistics.median(b) / statistics.median(r) if r and b else None
+                bound = None
+                if r and busy is not None:
+                    bound = "GPU" if busy >= TARGET * statistics.median(r) else "host"
+                busy_col = f"{busy * 1e3:.2f} ({kernels:.0f} kernels)" if busy is not None else "-"
+                rows.append((preset, mode, precision, ratio, bound))
                 c, cratio = "", ""
                 if f"{preset}/{mode}/{precision}" in args.compile:
-                    c_times = reference_steps(args, preset, mode, precision, compiled=True)
+                    c_times, _, _ = reference_steps(args, preset, mode, precision, compiled=True)
                     c_times = c_times if c_times else None
                     c = fmt(c_times)
                     cratio = f"{statistics.median(b) / statistics.median(c_times):.3f}" if b and c_times else "-"
-                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {ratio} | {c} | {cratio} "
-                      f"| {floor_cols} |",
+                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {fmt_ratio(ratio)} | {busy_col} "
+                      f"| {bound or '-'} | {c} | {cratio} | {floor_cols} |",
                       flush=True)
+    print()
+    for line in summary(rows):
+        print(line)
 
 
 if __name__ == "__main__":

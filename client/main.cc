@@ -76,6 +76,10 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_flag("--fused-ops", o.fused_ops,
                 "the model's RMSNorm, SiLU and RoPE in fused kernels (at::rms_norm, at::silu, "
                 "benchd's RoPE kernel on CUDA): the same math in fewer kernels");
+  cmd->add_flag("--autograd", o.autograd,
+                "run forward and backward through LibTorch's autograd engine, as PyTorch code "
+                "does (default: benchd's explicit backward, the same kernels without the "
+                "engine's host cost; options that change the model's ops always use autograd)");
 }
 
 void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {

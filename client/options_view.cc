@@ -31,6 +31,7 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   if (b.cuda_graph()) parts.push_back("cuda graph");
   if (b.weight_copies()) parts.push_back("weight copies");
   if (b.fused_ops()) parts.push_back("fused ops");
+  if (b.autograd()) parts.push_back("autograd");
   return parts;
 }
 
@@ -69,7 +70,11 @@ std::string OptionsLine(const v1::BenchmarkResult& r) {
     parts.push_back(fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
   }
   if (r.fused_ops()) parts.push_back("fused RMSNorm, SiLU and RoPE");
-  if (parts.empty()) return "faithful (course attention and AdamW, fp32 matmuls, eager)";
+  const char* engine = r.autograd() ? "autograd engine" : "explicit backward";
+  if (parts.empty()) {
+    return fmt::format("faithful (course attention and AdamW, fp32 matmuls, eager, {})", engine);
+  }
+  parts.push_back(engine);
   return absl::StrJoin(parts, ", ");
 }
 

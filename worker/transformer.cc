@@ -110,14 +110,12 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim, double theta)
   TORCH_CHECK(head_dim % 2 == 0, "RoPE needs an even head dimension, got ", head_dim);
 }
 
-torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
-  const int64_t seq_len = x.size(-2);
-  TORCH_CHECK(x.size(-1) == head_dim_, "RoPE built for head dim ", head_dim_, ", got ",
-              x.size(-1));
-  if (!cos_.defined() || cos_.size(0) < seq_len || cos_.device() != x.device()) {
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::Table(int64_t seq_len,
+                                                                   const torch::Device& device) {
+  if (!cos_.defined() || cos_.size(0) < seq_len || cos_.device() != device) {
     torch::NoGradGuard no_grad;
     // The course's table: freqs[t, i] = t * theta^(-2i/d) in fp32.
-    const auto on = torch::TensorOptions().device(x.device());
+    const auto on = torch::TensorOptions().device(device);
     const torch::Tensor d = torch::arange(0, head_dim_, 2, on.dtype(torch::kInt64)) / head_dim_;
     const torch::Tensor inv_freq = torch::pow(theta_, -d);
     const torch::Tensor t = torch::arange(seq_len, on.dtype(torch::kFloat32));
@@ -125,8 +123,14 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
     cos_ = freqs.cos();
     sin_ = freqs.sin();
   }
-  const torch::Tensor cos = cos_.narrow(0, 0, seq_len);
-  const torch::Tensor sin = sin_.narrow(0, 0, seq_len);
+  return {cos_.narrow(0, 0, seq_len), sin_.narrow(0, 0, seq_len)};
+}
+
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
+  const int64_t seq_len = x.size(-2);
+  TORCH_CHECK(x.size(-1) == head_dim_, "RoPE built for head dim ", head_dim_, ", got ",
+              x.size(-1));
+  const auto [cos, sin] = Table(seq_len, x.device());
   if (fused && x.is_cuda()) return FusedRope(x, cos, sin);
   const torch::Tensor pairs = x.unflatten(-1, {head_dim_ / 2, 2});
   const torch::Tensor x1 = pairs.select(-1, 0), x2 = pairs.select(-1, 1);

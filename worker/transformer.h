@@ -80,6 +80,10 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
  public:
   RotaryEmbeddingImpl(int64_t head_dim, double theta);
   torch::Tensor forward(const torch::Tensor& x);
+  // The (cos, sin) table for positions 0..seq_len-1 on `device`, each
+  // [seq_len, head_dim/2] fp32 (views of the cache, built or grown here).
+  std::pair<torch::Tensor, torch::Tensor> Table(int64_t seq_len, const torch::Device& device);
+  int64_t head_dim() const { return head_dim_; }
   // fused_ops: on CUDA, FusedRope (worker/rope.h), one kernel each way; the
   // course's ops elsewhere.
   bool fused = false;
@@ -103,6 +107,8 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   void set_attention(v1::AttentionImpl attention) { attention_ = attention; }
   v1::AttentionImpl attention() const { return attention_; }
   RotaryEmbeddingImpl& rope() { return *rope_; }
+  const RotaryEmbeddingImpl& rope() const { return *rope_; }
+  int64_t num_heads() const { return num_heads_; }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, output_proj{nullptr};
 
  private:

@@ -1,0 +1,80 @@
+"""bench/compare.py: its GPU busy time (the union of kernel intervals), the
+summary on the 0.6 target, and a whole run on the CPU against a real daemon."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, SRC
+
+SCRIPT = os.path.join(SRC, "bench", "compare.py")
+
+
+@pytest.fixture(scope="module")
+def compare():
+    spec = importlib.util.spec_from_file_location("compare", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("intervals, busy", [
+    ([], 0.0),
+    ([(0, 1)], 1.0),
+    ([(0, 1), (2, 5)], 4.0),                # disjoint
+    ([(0, 3), (2, 5)], 5.0),                # overlapping
+    ([(0, 10), (2, 3), (4, 6)], 10.0),      # nested
+    ([(0, 2), (2, 4)], 4.0),                # touching
+    ([(6, 8), (0, 3), (1, 2), (2.5, 4)], 6.0),  # unsorted, mixed
+])
+def test_busy_seconds(compare, intervals, busy):
+    assert compare.busy_seconds(intervals) == pytest.approx(busy)
+    assert compare.busy_seconds(iter(intervals)) == pytest.approx(busy)
+
+
+def test_summary(compare):
+    rows = [("small", "forward", "fp32", 0.5, "host"),
+            ("small", "forward", "bf16", 0.7, "host"),
+            ("small", "train_step", "fp32", 0.9, "GPU"),
+            ("small", "train_step", "bf16", None, "host"),
+            ("medium", "forward", "fp32", 1.2, None),
+            ("large", "forward", "fp32", 1.1, "GPU")]
+    lines = compare.summary(rows)
+    assert len(lines) == 3
+    assert lines[0].startswith("- small: 3 of 4 rows host-bound, 1 of them at ratio ≤ 0.6;")
+    assert "forward/bf16 0.700" in lines[0] and "train_step/bf16 -" in lines[0]
+    assert "forward/fp32" not in lines[0] and "train_step/fp32" not in lines[0]
+    assert lines[1].startswith("- medium: 0 of 1 rows host-bound") and "1 rows with no bound" in lines[1]
+    assert lines[2] == ("- ratio above 1.0 (benchd slower than the reference): "
+                        "medium/forward/fp32 1.200, large/forward/fp32 1.100")
+
+
+def test_summary_skips_presets_not_run(compare):
+    assert compare.summary([("tiny", "forward", "fp32", 0.4, None)]) == [
+        "- ratio above 1.0 (benchd slower than the reference): none"]
+
+
+def test_cpu_run(daemon):
+    """The whole script on the CPU: reference, benchd through benchctl, the table
+    with its new columns ("-" without a GPU profile) and the summary."""
+    daemon.wait_worker_up()
+    r = subprocess.run(
+        [sys.executable, SCRIPT, "--device", "cpu", "--presets", "tiny", "--modes", "forward", "train_step",
+         "--precisions", "fp32", "--steps", "2", "--warmup-steps", "1", "--context-length", "32",
+         "--benchctl", os.path.join(BIN, "benchctl")],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "BENCHD_ADDRESS": daemon.address})
+    assert r.returncode == 0, (r.stdout, r.stderr, daemon.log())
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert cols[5:8] == ["ratio", "reference GPU busy ms", "bound by"]
+    rows = [line for line in lines if line.startswith("| tiny")]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == len(cols)
+        float(cells[5])  # both sides ran
+        assert cells[6:8] == ["-", "-"]
+    assert lines[-1].startswith("- ratio above 1.0")

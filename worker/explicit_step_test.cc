@@ -1,0 +1,225 @@
+// ExplicitStep against the autograd engine on the same model and batch: the
+// same loss and logits (the same forward ops), and every parameter's gradient
+// equal to float rounding, in fp32 and under bf16 autocast; and its refusals.
+#include "worker/explicit_step.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "common/model_config.h"
+#include "worker/autocast_guard.h"
+
+namespace benchd::worker {
+namespace {
+
+v1::ModelConfig Resolved(const std::string& preset) {
+  v1::ModelConfig in;
+  in.set_preset(preset);
+  auto out = ResolveModelConfig(in);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return *out;
+}
+
+const auto kCpu = torch::TensorOptions().dtype(torch::kFloat32);
+
+struct Step {
+  torch::Tensor loss, logits;
+  std::map<std::string, torch::Tensor> grads;
+};
+
+std::map<std::string, torch::Tensor> Grads(TransformerLM& lm) {
+  std::map<std::string, torch::Tensor> grads;
+  for (const auto& p : lm->named_parameters()) {
+    grads[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
+  }
+  return grads;
+}
+
+Step AutogradStep(TransformerLM& lm, const torch::Tensor& ids, const torch::Tensor& targets,
+                  std::optional<at::ScalarType> autocast) {
+  Step s;
+  {
+    AutocastGuard guard(torch::kCPU, autocast);
+    s.logits = lm(ids);
+    s.loss = CrossEntropy(s.logits, targets);
+  }
+  s.loss.backward();
+  s.grads = Grads(lm);
+  s.loss = s.loss.detach();
+  s.logits = s.logits.detach();
+  return s;
+}
+
+Step ExplicitStepOf(TransformerLM& lm, const torch::Tensor& ids, const torch::Tensor& targets,
+                    std::optional<at::ScalarType> autocast) {
+  Step s;
+  ExplicitStep step(*lm);
+  {
+    AutocastGuard guard(torch::kCPU, autocast);
+    s.loss = step.Forward(ids, targets, /*keep_for_backward=*/true, &s.logits);
+  }
+  step.Backward();
+  s.grads = Grads(lm);
+  return s;
+}
+
+// max |a - b| over max |b|, so a tolerance reads as relative to the tensor's scale.
+double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  const double diff = (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+  return scale == 0 ? diff : diff / scale;
+}
+
+void ExpectSameStep(const Step& explicit_step, const Step& autograd, double grad_tol) {
+  // The forward runs the same ops in the same order: bit for bit.
+  EXPECT_TRUE(torch::equal(explicit_step.loss, autograd.loss))
+      << explicit_step.loss.item<double>() << " vs " << autograd.loss.item<double>();
+  EXPECT_TRUE(torch::equal(explicit_step.logits, autograd.logits));
+  ASSERT_EQ(explicit_step.grads.size(), autograd.grads.size());
+  for (const auto& [name, want] : autograd.grads) {
+    const torch::Tensor& got = explicit_step.grads.at(name);
+    ASSERT_TRUE(want.defined()) << name;
+    ASSERT_TRUE(got.defined()) << name << ": no gradient from the explicit backward";
+    EXPECT_EQ(got.scalar_type(), want.scalar_type()) << name;
+    EXPECT_EQ(got.sizes(), want.sizes()) << name;
+    EXPECT_EQ(got.strides(), want.strides()) << name;
+    EXPECT_GT(want.abs().max().item<double>(), 0) << name << ": autograd's gradient is all zero";
+    EXPECT_LE(RelativeError(got, want), grad_tol) << name;
+  }
+}
+
+class ExplicitStepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(11);
+    lm_ = TransformerLM(Resolved("tiny"), kCpu);
+    ids_ = torch::randint(0, 1000, {2, 16}, torch::kInt64);
+    targets_ = torch::randint(0, 1000, {2, 16}, torch::kInt64);
+  }
+  TransformerLM lm_{nullptr};
+  torch::Tensor ids_, targets_;
+};
+
+TEST_F(ExplicitStepTest, GivesAutogradsGradientsInFp32) {
+  const Step autograd = AutogradStep(lm_, ids_, targets_, std::nullopt);
+  lm_->zero_grad();
+  const Step explicit_step = ExplicitStepOf(lm_, ids_, targets_, std::nullopt);
+  // The same kernels on the same operands, summed in the engine's order: bit
+  // for bit on the CPU.
+  ExpectSameStep(explicit_step, autograd, 0);
+}
+
+TEST_F(ExplicitStepTest, GivesAutogradsGradientsUnderBf16Autocast) {
+  const Step autograd = AutogradStep(lm_, ids_, targets_, at::kBFloat16);
+  lm_->zero_grad();
+  const Step explicit_step = ExplicitStepOf(lm_, ids_, targets_, at::kBFloat16);
+  // The same casts at the same places (a cast left out or put elsewhere is
+  // off by bf16's rounding): bit for bit too.
+  ExpectSameStep(explicit_step, autograd, 0);
+}
+
+TEST_F(ExplicitStepTest, AddsToExistingGradientsAsAccumulateGradDoes) {
+  AutogradStep(lm_, ids_, targets_, std::nullopt);
+  const Step twice_autograd = AutogradStep(lm_, ids_, targets_, std::nullopt);
+  lm_->zero_grad();
+  ExplicitStepOf(lm_, ids_, targets_, std::nullopt);
+  const Step twice_explicit = ExplicitStepOf(lm_, ids_, targets_, std::nullopt);
+  for (const auto& [name, want] : twice_autograd.grads) {
+    EXPECT_LE(RelativeError(twice_explicit.grads.at(name), want), 0) << name;
+  }
+}
+
+TEST_F(ExplicitStepTest, ForwardOnlyKeepsNothingAndRecordsNoGraph) {
+  ExplicitStep step(*lm_);
+  torch::Tensor logits;
+  const torch::Tensor loss = step.Forward(ids_, targets_, /*keep_for_backward=*/false, &logits);
+  EXPECT_FALSE(loss.requires_grad());
+  EXPECT_FALSE(logits.requires_grad());
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 16, 1000}));
+  try {
+    step.Backward();
+    FAIL() << "Backward after a forward that kept nothing";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("keep_for_backward"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ExplicitStepTest, EachForwardIsBackpropagatedOnce) {
+  ExplicitStep step(*lm_);
+  step.Forward(ids_, targets_, /*keep_for_backward=*/true);
+  step.Backward();
+  EXPECT_THROW(step.Backward(), c10::Error);
+}
+
+// On the GPU autocast casts more (exp and sum run in fp32 there) and the
+// kernels are cuBLAS's; the step must still be autograd's. The mini preset at
+// 4 x 64, fp32 and bf16.
+TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  for (const auto& [autocast, tol] : {std::pair<std::optional<at::ScalarType>, double>{
+                                          std::nullopt, 1e-5},
+                                      {at::kBFloat16, 1e-3}}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
+    torch::manual_seed(5);
+    TransformerLM lm(Resolved("mini"), kCpu.device(cuda));
+    const auto ids = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
+    const auto targets = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
+    auto step = [&](bool use_autograd) {
+      Step s;
+      ExplicitStep explicit_step(*lm);
+      {
+        AutocastGuard guard(torch::kCUDA, autocast);
+        if (use_autograd) {
+          s.logits = lm(ids);
+          s.loss = CrossEntropy(s.logits, targets);
+        } else {
+          s.loss = explicit_step.Forward(ids, targets, true, &s.logits);
+        }
+      }
+      if (use_autograd) {
+        s.loss.backward();
+      } else {
+        explicit_step.Backward();
+      }
+      s.grads = Grads(lm);
+      s.loss = s.loss.detach().cpu();
+      s.logits = s.logits.detach().cpu();
+      for (auto& [name, g] : s.grads) g = g.cpu();
+      lm->zero_grad();
+      return s;
+    };
+    const Step autograd = step(true);
+    const Step explicit_step = step(false);
+    ExpectSameStep(explicit_step, autograd, tol);
+    double worst = 0;
+    for (const auto& [name, want] : autograd.grads) {
+      worst = std::max(worst, RelativeError(explicit_step.grads.at(name), want));
+    }
+    std::cout << (autocast ? "bf16" : "fp32") << ": largest gradient difference "
+              << worst << " (relative to the tensor's largest)\n";
+  }
+}
+
+TEST_F(ExplicitStepTest, SaysWhichOptionsNeedAutograd) {
+  EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "");
+  lm_->SetFusedOps(true);
+  EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "fused_ops");
+  ExplicitStep step(*lm_);
+  EXPECT_THROW(step.Forward(ids_, targets_, true), c10::Error);
+  lm_->SetFusedOps(false);
+  lm_->SetAttention(v1::ATTENTION_SDPA);
+  EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "attention other than faithful");
+  lm_->SetAttention(v1::ATTENTION_FAITHFUL);
+  lm_->MakeWeightCopies(at::kBFloat16);
+  EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "weight_copies");
+  lm_->DropWeightCopies();
+  EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "");
+}
+
+}  // namespace
+}  // namespace benchd::worker
