@@ -4,6 +4,8 @@
 # benchmarks through benchctl. Writes logs and JSON results to $OUT (or ./gpu-out).
 #   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context [more benchctl flags]" to run
 #   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
+#   GPU_CHECK_PROFILES lines of "preset mode precision [more flags]" to profile (benchctl profile)
+#   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -67,6 +69,17 @@ if [ -n "${GPU_CHECK_WARMUP:-}" ]; then
   echo "=== bench/warmup.py --presets $GPU_CHECK_WARMUP"
   python3 bench/warmup.py --benchctl "$BIN/benchctl" --presets $GPU_CHECK_WARMUP | tee "$OUT/warmup.md"
 fi
+
+# Profiles (GPU_CHECK_PROFILES: lines of "preset mode precision [more flags]", batch 4,
+# context 256): each phase's kernels, kernel time and idle time, as benchctl prints them.
+while read -r preset mode precision extra; do
+  [ -n "$preset" ] || continue
+  echo "=== benchctl profile --preset $preset --mode $mode --precision $precision --batch-size 4 --context-length 256 ${extra:-}"
+  # shellcheck disable=SC2086  # extra: more flags, split on spaces
+  "$BIN/benchctl" --timeout 120 profile --preset "$preset" --mode "$mode" --precision "$precision" \
+    --batch-size 4 --context-length 256 ${extra:-} || true
+  "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
+done <<< "${GPU_CHECK_PROFILES:-}"
 
 # benchd vs the Python reference (GPU_CHECK_COMPARE="--presets small medium ...").
 # Several runs separated by ';', e.g. "--presets small ; --presets small --modes train_step
