@@ -138,9 +138,10 @@ def gpu_busy(step, n=PROFILED_STEPS):
     return busy / n, kernels / n
 
 
-def reference_steps(args, preset, mode, precision, compiled):
+def reference_steps(args, preset, mode, precision, compiled, profile=True):
     """(seconds of each measured step, GPU busy seconds per step, kernels per
-    step) of the reference; the last two None on a CPU; all None when out of memory."""
+    step) of the reference; the last two None on a CPU or without `profile`;
+    all None when out of memory."""
     V, d, dff, L, H = PRESETS[preset]
     dev = torch.device(args.device)
     torch.manual_seed(0)
@@ -169,7 +170,7 @@ def reference_steps(args, preset, mode, precision, compiled):
         y = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
         times = [step() for _ in range(args.warmup_steps + args.steps)][args.warmup_steps:]
         # Profiled after the timed steps, so the profiler never touches the timing.
-        busy, kernels = gpu_busy(step) if dev.type == "cuda" else (None, None)
+        busy, kernels = gpu_busy(step) if dev.type == "cuda" and profile else (None, None)
         return times, busy, kernels
     except (torch.OutOfMemoryError, MemoryError):
         return None, None, None
@@ -246,6 +247,11 @@ def main():
     p.add_argument("--benchd-flags", default="",
                    help="extra `benchctl submit benchmark` flags for benchd's side, e.g. "
                         "--benchd-flags='--attention flash --optimizer foreach --cuda-graph' (the fast options)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the reference and benchd alternately this many times per row and pool "
+                        "their measured steps: a host-bound step's time drifts with the machine over "
+                        "minutes, and alternating exposes both sides to the same drift. The ratio "
+                        "column then also shows the range of the rounds' ratios")
     p.add_argument("--compile", nargs="*", default=[],
                    help="configs 'preset/mode/precision' to also time with the reference under torch.compile")
     args = p.parse_args()
@@ -256,7 +262,8 @@ def main():
     name = torch.cuda.get_device_name() if dev.type == "cuda" else "CPU"
     print(f"# benchd vs the Python eager reference on {name}, torch {torch.__version__}, "
           f"batch {args.batch_size}, context {args.context_length}, {args.warmup_steps} warm-up + "
-          f"{args.steps} measured steps; median ± std ms; ratio = benchd / reference; "
+          f"{args.steps} measured steps × {args.rounds} alternating round(s); median ± std ms over "
+          f"the pooled steps; ratio = benchd / reference (range of the rounds' ratios); "
           f"benchd flags: {args.benchd_flags or 'none (the faithful default)'}\n")
     print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | bound by "
           "| reference compiled | benchd / compiled | roofline floor | benchd / floor |")
@@ -266,14 +273,28 @@ def main():
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
-                r, busy, kernels = reference_steps(args, preset, mode, precision, compiled=False)
-                gc.collect()
-                if dev.type == "cuda":
-                    torch.cuda.empty_cache()
-                    held = torch.cuda.memory_reserved(dev)
-                    if held:
-                        print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
-                b, roof = benchd_steps(args, preset, mode, precision)
+                r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
+                for i in range(args.rounds):
+                    ri, bi_busy, bi_kernels = reference_steps(args, preset, mode, precision,
+                                                              compiled=False, profile=i == 0)
+                    if i == 0:
+                        busy, kernels = bi_busy, bi_kernels
+                    gc.collect()
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()
+                        held = torch.cuda.memory_reserved(dev)
+                        if held:
+                            print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
+                    bi, roof_i = benchd_steps(args, preset, mode, precision)
+                    roof = roof or roof_i
+                    if ri is None or bi is None:
+                        r = r if ri else None
+                        b = b if bi else None
+                        break
+                    r += ri
+                    b += bi
+                    round_ratios.append(statistics.median(bi) / statistics.median(ri))
+                r, b = r or None, b or None
                 floor = (roof or {}).get("floorSeconds")
                 floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"
                               if b and floor else "- | -")
@@ -289,7 +310,10 @@ def main():
                     c_times = c_times if c_times else None
                     c = fmt(c_times)
                     cratio = f"{statistics.median(b) / statistics.median(c_times):.3f}" if b and c_times else "-"
-                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {fmt_ratio(ratio)} | {busy_col} "
+                ratio_col = fmt_ratio(ratio)
+                if len(round_ratios) > 1:
+                    ratio_col += f" ({min(round_ratios):.3f}–{max(round_ratios):.3f})"
+                print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {ratio_col} | {busy_col} "
                       f"| {bound or '-'} | {c} | {cratio} | {floor_cols} |",
                       flush=True)
     print()

@@ -63,7 +63,7 @@ def test_cpu_run(daemon):
     r = subprocess.run(
         [sys.executable, SCRIPT, "--device", "cpu", "--presets", "tiny", "--modes", "forward", "train_step",
          "--precisions", "fp32", "--steps", "2", "--warmup-steps", "1", "--context-length", "32",
-         "--benchctl", os.path.join(BIN, "benchctl")],
+         "--rounds", "2", "--benchctl", os.path.join(BIN, "benchctl")],
         capture_output=True, text=True, timeout=600, env={**os.environ, "BENCHD_ADDRESS": daemon.address})
     assert r.returncode == 0, (r.stdout, r.stderr, daemon.log())
     lines = r.stdout.splitlines()
@@ -75,6 +75,9 @@ def test_cpu_run(daemon):
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == len(cols)
-        float(cells[5])  # both sides ran
+        ratio, rounds = cells[5].split(" ", 1)  # the pooled ratio, then the 2 rounds' range
+        float(ratio)  # both sides ran
+        lo, hi = (float(v) for v in rounds.strip("()").split("–"))
+        assert lo <= hi
         assert cells[6:8] == ["-", "-"]
     assert lines[-1].startswith("- ratio above 1.0")
