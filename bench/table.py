@@ -47,7 +47,7 @@ def run_group(args, preset, precision):
             r = benchctl(args, "submit", "benchmark", "--preset", preset, "--precision", precision,
                          "--mode", mode, "--batch-size", str(args.batch_size),
                          "--context-length", str(ctx), "--warmup-steps", str(args.warmup_steps),
-                         "--steps", str(args.steps), "--json")
+                         "--steps", str(args.steps), "--json", *args.benchd_flags.split())
             if r.returncode != 0:
                 sys.exit(f"table: submit failed: {r.stderr}")
             ids.append(json.loads(r.stdout)["id"])
@@ -81,7 +81,7 @@ def markdown(args, jobs, node):
     lines.append(f"Measured {datetime.date.today()} with benchd {v.get('benchd')}, torch {v.get('torch')}, "
                  f"CUDA {v.get('cudaRuntime')} (driver {v.get('cudaDriver')}), cuDNN {v.get('cudnn')}. "
                  f"Batch {args.batch_size}, {args.warmup_steps} warm-up and {args.steps} measured steps, "
-                 f"faithful path (no fused kernels, no TF32); step time = CUDA events around the "
+                 f"faithful path (no fused kernels, no TF32){'; flags ' + args.benchd_flags if args.benchd_flags else ''}; step time = CUDA events around the "
                  f"synchronized step, median ± sample std over the measured steps, in ms. "
                  f"OOM = out of memory on this device.\n")
     lines.append("Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.\n")
@@ -150,6 +150,8 @@ def main():
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--benchd-flags", default="",
+                   help="more `benchctl submit benchmark` flags for every job, e.g. '--autograd'")
     p.add_argument("--out", help="Markdown file to write")
     p.add_argument("--json", help="file for the raw jobs")
     args = p.parse_args()

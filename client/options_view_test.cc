@@ -24,6 +24,7 @@ TEST(OptionFlags, FillTheSpec) {
   o.cuda_graph = true;
   o.weight_copies = true;
   o.fused_ops = true;
+  o.autograd = true;
   auto spec = BuildBenchmarkSpec(o);
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::BenchmarkSpec& b = spec->benchmark();
@@ -36,6 +37,7 @@ TEST(OptionFlags, FillTheSpec) {
   EXPECT_TRUE(b.cuda_graph());
   EXPECT_TRUE(b.weight_copies());
   EXPECT_TRUE(b.fused_ops());
+  EXPECT_TRUE(b.autograd());
 }
 
 TEST(OptionFlags, UnsetMeansFaithful) {
@@ -50,6 +52,7 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   EXPECT_FALSE(b.cuda_graph());
   EXPECT_FALSE(b.weight_copies());
   EXPECT_FALSE(b.fused_ops());
+  EXPECT_FALSE(b.autograd());
 }
 
 TEST(OptionFlags, WarmupTakesAutoOrACount) {
@@ -101,8 +104,13 @@ TEST(OptionsView, FaithfulByDefault) {
   v1::Job job = testing::MakeSucceededJob();
   const std::string view = JobView(job);
   EXPECT_THAT(view, HasSubstr("Steps        1 warm-up + 2 measured\n"));
-  EXPECT_THAT(view, HasSubstr(
-                        "Options      faithful (course attention and AdamW, fp32 matmuls, eager)\n"));
+  EXPECT_THAT(view, HasSubstr("Options      faithful (course attention and AdamW, fp32 matmuls, "
+                              "eager, explicit backward)\n"));
+  job.mutable_result()->mutable_benchmark()->set_autograd(true);
+  job.mutable_spec()->mutable_benchmark()->set_autograd(true);
+  EXPECT_THAT(JobView(job), HasSubstr("Options      faithful (course attention and AdamW, fp32 "
+                                      "matmuls, eager, autograd engine)\n"));
+  EXPECT_THAT(JobView(job), HasSubstr("seed 0, autograd"));
   EXPECT_THAT(view, Not(HasSubstr("warm-up auto")));
 }
 
@@ -123,13 +131,14 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   r->set_attention(v1::ATTENTION_SDPA_MATH);
   r->set_optimizer_impl(v1::OPTIMIZER_FUSED);
   r->set_allow_tf32(true);
+  r->set_autograd(true);  // SDPA is not the course's attention: autograd runs it
   std::string view = JobView(job);
   EXPECT_THAT(view, HasSubstr("warm-up auto (max 50), steps 2, seed 0, attention math, optimizer "
                               "fused, tf32"));
   EXPECT_THAT(view, HasSubstr("Steps        7 warm-up (auto: last 3 within 2% of their median, "
                               "cap 50) + 2 measured\n"));
   EXPECT_THAT(view, HasSubstr("Options      attention sdpa (math only), optimizer fused, tf32 "
-                              "matmuls\n"));
+                              "matmuls, autograd engine\n"));
 
   r->set_warmup_converged(false);
   r->set_warmup_steps(50);
@@ -152,7 +161,8 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   r->set_fused_ops(true);
   view = JobView(job);
   EXPECT_THAT(view, HasSubstr("weight copies, fused ops"));
-  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps, fused RMSNorm, SiLU and RoPE\n"));
+  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps, fused RMSNorm, SiLU and "
+                              "RoPE, autograd engine\n"));
 }
 
 }  // namespace

@@ -91,7 +91,34 @@ def test_defaults_echo_the_faithful_path(daemon):
     assert res.attention == bench_pb2.ATTENTION_FAITHFUL
     assert res.optimizer_impl == bench_pb2.OPTIMIZER_FAITHFUL
     assert not res.allow_tf32 and not res.cuda_graph
-    assert "Options      faithful" in daemon.benchctl("get", job.id, check=0).stdout
+    assert not res.autograd  # the explicit backward
+    assert "Options      faithful (course attention and AdamW, fp32 matmuls, eager, explicit backward)" \
+        in daemon.benchctl("get", job.id, check=0).stdout
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_explicit_backward_trains_as_autograd_does(daemon, precision):
+    # The same kernels as the engine's: the same losses step by step, bit for
+    # bit on the CPU, through the whole daemon (AdamW after each backward).
+    common = ["--mode", "train_step", "--precision", precision, "--warmup-steps", "1", "--steps", "3",
+              "--seed", "6"]
+    explicit = submit_fresh(daemon, *common)
+    autograd = submit_fresh(daemon, *common, "--autograd")
+    for job in (explicit, autograd):
+        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert not explicit.result.benchmark.autograd
+    assert autograd.spec.benchmark.autograd and autograd.result.benchmark.autograd
+    e = [s.loss for s in explicit.result.benchmark.steps]
+    assert e == [s.loss for s in autograd.result.benchmark.steps]
+    assert e[-1] < e[0]
+    assert "autograd engine" in daemon.benchctl("get", autograd.id, check=0).stdout
+
+
+def test_options_that_change_the_ops_run_through_autograd(daemon):
+    job = submit(daemon, "--mode", "forward_backward", "--fused-ops", "--warmup-steps", "0", "--steps", "1")
+    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert not job.spec.benchmark.autograd and job.result.benchmark.autograd
+    assert "fused RMSNorm, SiLU and RoPE, autograd engine" in daemon.benchctl("get", job.id, check=0).stdout
 
 
 def test_weight_copies_train_as_autocast_does(daemon):
