@@ -156,7 +156,7 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   r->set_precision(v1::PRECISION_BF16);
   view = JobView(job);
   EXPECT_THAT(view, HasSubstr("tf32, weight copies"));
-  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps\n"));
+  EXPECT_THAT(view, HasSubstr("bf16 weight copies kept between steps, autograd engine\n"));
   spec->set_fused_ops(true);
   r->set_fused_ops(true);
   view = JobView(job);
