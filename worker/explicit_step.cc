@@ -75,6 +75,21 @@ void AccumulateGrad(const Tensor& param, Tensor g) {
   }
 }
 
+// shifted = x - max(x, -1, keepdim).values, as the course's softmax and
+// log-softmax subtract it: x's gradient from shifted's. SubBackward0 passes
+// g to x, and -g summed over the last dim to the max; MaxBackward0 scatters
+// that to the argmax (value_selecting_reduction_backward).
+Tensor MaxShiftBackward(Tensor g_shifted, const Tensor& max_indices, at::IntArrayRef x_sizes,
+                        at::ScalarType x_dtype) {
+  std::vector<int64_t> max_sizes = x_sizes.vec();
+  max_sizes.back() = 1;
+  const Tensor g_max = ToInput(-g_shifted, max_sizes, x_dtype);
+  Tensor g_x = ToInput(g_shifted, x_sizes, x_dtype);
+  g_shifted = Tensor();
+  Accumulate(g_x, at::value_selecting_reduction_backward(g_max, -1, max_indices, x_sizes, true));
+  return g_x;
+}
+
 // ---- Linear: y = x Wᵀ (at::matmul folds x to 2-D and runs one mm) ----------
 
 struct LinearSaved {
@@ -305,16 +320,8 @@ void AttentionBackward(CausalMultiHeadSelfAttentionImpl& attn, AttentionSaved& s
   Accumulate(g_e, g_sum.expand(s.e.sizes()));
   Tensor g_shifted = ToInput(g_e * s.e, s.scores_sizes, s.shifted_dtype);
   s.e = s.sum_e = Tensor();
-  // shifted = masked - max (SubBackward0, then MaxBackward0)
-  Tensor g_masked = g_shifted;
-  {
-    std::vector<int64_t> max_sizes = s.scores_sizes;
-    max_sizes.back() = 1;
-    const Tensor g_m = ToInput(-g_shifted, max_sizes, s.scores_dtype);
-    g_shifted = Tensor();
-    Accumulate(g_masked, at::value_selecting_reduction_backward(g_m, -1, s.max_indices,
-                                                                s.scores_sizes, true));
-  }
+  Tensor g_masked =
+      MaxShiftBackward(std::move(g_shifted), s.max_indices, s.scores_sizes, s.scores_dtype);
   // masked = where(mask, scores, -inf); scores = (q kᵀ) / sqrt(dk)
   const Tensor g_scores = at::where(s.mask, g_masked, at::Scalar(0));
   g_masked = Tensor();
@@ -471,14 +478,8 @@ Tensor LossBackward(LossSaved& s) {
   const Tensor g_sum = g_l.div(s.sum_e);
   const Tensor g_e = g_sum.expand(s.e.sizes());
   Accumulate(g_shifted, ToInput(g_e * s.e, s.nll_sizes, s.shifted_dtype));
-  // shifted = logits - max
-  std::vector<int64_t> max_sizes = s.logits_sizes;
-  max_sizes.back() = 1;
-  const Tensor g_max = ToInput(-g_shifted, max_sizes, s.logits_dtype);
-  Tensor g_logits = ToInput(g_shifted, s.logits_sizes, s.logits_dtype);
-  g_shifted = Tensor();
-  Accumulate(g_logits, at::value_selecting_reduction_backward(g_max, -1, s.logits_max_indices,
-                                                              s.logits_sizes, true));
+  Tensor g_logits = MaxShiftBackward(std::move(g_shifted), s.logits_max_indices, s.logits_sizes,
+                                     s.logits_dtype);
   s = LossSaved{};
   return g_logits;
 }

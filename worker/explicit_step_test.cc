@@ -11,18 +11,13 @@
 #include <string>
 
 #include "common/model_config.h"
+#include "worker/test_model.h"
 #include "worker/autocast_guard.h"
 
 namespace benchd::worker {
 namespace {
 
-v1::ModelConfig Resolved(const std::string& preset) {
-  v1::ModelConfig in;
-  in.set_preset(preset);
-  auto out = ResolveModelConfig(in);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return *out;
-}
+using testing::ResolvedPreset;
 
 const auto kCpu = torch::TensorOptions().dtype(torch::kFloat32);
 
@@ -96,7 +91,7 @@ class ExplicitStepTest : public ::testing::Test {
  protected:
   void SetUp() override {
     torch::manual_seed(11);
-    lm_ = TransformerLM(Resolved("tiny"), kCpu);
+    lm_ = TransformerLM(ResolvedPreset("tiny"), kCpu);
     ids_ = torch::randint(0, 1000, {2, 16}, torch::kInt64);
     targets_ = torch::randint(0, 1000, {2, 16}, torch::kInt64);
   }
@@ -166,7 +161,7 @@ TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
                                       {at::kBFloat16, 1e-3}}) {
     SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
     torch::manual_seed(5);
-    TransformerLM lm(Resolved("mini"), kCpu.device(cuda));
+    TransformerLM lm(ResolvedPreset("mini"), kCpu.device(cuda));
     const auto ids = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
     const auto targets = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
     auto step = [&](bool use_autograd) {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/model_config.h"
+#include "worker/test_model.h"
 #include "worker/autocast_guard.h"
 
 namespace benchd::worker {
@@ -26,13 +27,7 @@ void ExpectNear(const torch::Tensor& actual, const torch::Tensor& expected, doub
   }
 }
 
-v1::ModelConfig Resolved(const std::string& preset) {
-  v1::ModelConfig in;
-  in.set_preset(preset);
-  auto out = ResolveModelConfig(in);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return *out;
-}
+using testing::ResolvedPreset;
 
 const auto kCpu = torch::TensorOptions().dtype(torch::kFloat32);
 
@@ -127,7 +122,7 @@ TEST(AttentionTest, MatchesHandComputedValues) {
 
 TEST(TransformerLMTest, IsCausal) {
   torch::manual_seed(0);
-  TransformerLM lm(Resolved("tiny"), kCpu);
+  TransformerLM lm(ResolvedPreset("tiny"), kCpu);
   auto ids = torch::randint(0, 1000, {1, 8}, torch::kInt64);
   const auto before = lm(ids);
   ids.index_put_({0, 7}, (ids.index({0, 7}).item<int64_t>() + 1) % 1000);
@@ -143,7 +138,7 @@ TEST(TransformerLMTest, WeightCopiesGiveAutocastsNumbersWithoutItsCasts) {
   // weights itself, bit for bit: the copies are the same round-to-nearest
   // casts, and the weight gradients come out of the same bf16 matmuls.
   torch::manual_seed(3);
-  TransformerLM lm(Resolved("tiny"), kCpu);
+  TransformerLM lm(ResolvedPreset("tiny"), kCpu);
   const auto ids = torch::randint(0, 1000, {2, 8}, torch::kInt64);
   const auto targets = torch::randint(0, 1000, {2, 8}, torch::kInt64);
   auto loss_of = [&] {
@@ -185,7 +180,7 @@ TEST(TransformerLMTest, FusedOpsGiveTheCoursesNumbers) {
   // On a CPU fused_ops means at::rms_norm and at::silu (RoPE stays the
   // course's ops: its kernel is CUDA's); loss and gradients as the faithful ops.
   torch::manual_seed(4);
-  TransformerLM lm(Resolved("tiny"), kCpu);
+  TransformerLM lm(ResolvedPreset("tiny"), kCpu);
   const auto ids = torch::randint(0, 1000, {2, 8}, torch::kInt64);
   const auto targets = torch::randint(0, 1000, {2, 8}, torch::kInt64);
   auto run = [&](bool fused) {
@@ -206,7 +201,7 @@ TEST(TransformerLMTest, FusedOpsGiveTheCoursesNumbers) {
 }
 
 TEST(TransformerLMTest, NamesParametersLikeTheCourse) {
-  TransformerLM lm(Resolved("tiny"), torch::TensorOptions().device(torch::kMeta));
+  TransformerLM lm(ResolvedPreset("tiny"), torch::TensorOptions().device(torch::kMeta));
   const auto named = lm->named_parameters();
   for (const char* name :
        {"token_embeddings.weight", "layers.0.attn.q_proj.weight", "layers.0.attn.k_proj.weight",
@@ -222,7 +217,7 @@ TEST(TransformerLMTest, NamesParametersLikeTheCourse) {
 
 TEST(ParameterCountTest, SmallPresetsBuiltForReal) {
   for (const char* preset : {"tiny", "mini"}) {
-    const auto config = Resolved(preset);
+    const auto config = ResolvedPreset(preset);
     TransformerLM lm(config, kCpu);
     EXPECT_EQ(CountParameters(*lm), ParameterCount(config)) << preset;
   }
@@ -234,7 +229,7 @@ TEST(ParameterCountTest, CoursePresetsOnTheMetaDevice) {
       {"small", 128'625'408}, {"medium", 423'183'360}, {"large", 969'411'840},
       {"xl", 1'998'235'200},  {"2.7B", 3'406'809'600}};
   for (const auto& [preset, count] : expected) {
-    const auto config = Resolved(preset);
+    const auto config = ResolvedPreset(preset);
     TransformerLM lm(config, torch::TensorOptions().device(torch::kMeta));
     EXPECT_EQ(CountParameters(*lm), count) << preset;
     EXPECT_EQ(ParameterCount(config), count) << preset;
@@ -278,7 +273,7 @@ TEST(InitTest, LinearAndEmbeddingUseTheCourseScales) {
 }
 
 TEST(InitTest, SameSeedSameWeights) {
-  const auto config = Resolved("tiny");
+  const auto config = ResolvedPreset("tiny");
   torch::manual_seed(7);
   TransformerLM a(config, kCpu);
   torch::manual_seed(7);
