@@ -429,7 +429,7 @@ Tensor BlockBackward(TransformerBlockImpl& block, BlockSaved& s, const Tensor& g
 struct LossSaved {
   Tensor logits_max_indices, e, sum_e, targets;
   std::vector<int64_t> logits_sizes, nll_sizes, gathered_sizes, l_sizes;
-  at::ScalarType logits_dtype, shifted_dtype, log_dtype, loss_dtype;
+  at::ScalarType logits_dtype, shifted_dtype, log_dtype;
   Tensor loss;
 };
 
@@ -492,7 +492,6 @@ struct ExplicitStep::Saved {
   NormSaved ln_final;
   LinearSaved lm_head;
   LossSaved loss;
-  std::vector<int64_t> embedded_sizes;
 };
 
 std::string ExplicitStep::Unsupported(const TransformerLMImpl& model) {
@@ -527,7 +526,6 @@ Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets,
   Tensor x = model_.token_embeddings->weight.index({token_ids});
   if (s) {
     s->token_ids = token_ids;
-    s->embedded_sizes = x.sizes().vec();
     s->blocks.resize(model_.layers.size());
   }
   for (size_t i = 0; i < model_.layers.size(); ++i) {
