@@ -138,9 +138,9 @@ def gpu_busy(step, n=PROFILED_STEPS):
     return busy / n, kernels / n
 
 
-def reference_steps(args, preset, mode, precision, compiled, profile=True):
+def reference_steps(args, preset, mode, precision, compiled, measure_busy=True):
     """(seconds of each measured step, GPU busy seconds per step, kernels per
-    step) of the reference; the last two None on a CPU or without `profile`;
+    step) of the reference; the last two None on a CPU or without `measure_busy`;
     all None when out of memory."""
     V, d, dff, L, H = PRESETS[preset]
     dev = torch.device(args.device)
@@ -170,7 +170,7 @@ def reference_steps(args, preset, mode, precision, compiled, profile=True):
         y = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
         times = [step() for _ in range(args.warmup_steps + args.steps)][args.warmup_steps:]
         # Profiled after the timed steps, so the profiler never touches the timing.
-        busy, kernels = gpu_busy(step) if dev.type == "cuda" and profile else (None, None)
+        busy, kernels = gpu_busy(step) if dev.type == "cuda" and measure_busy else (None, None)
         return times, busy, kernels
     except (torch.OutOfMemoryError, MemoryError):
         return None, None, None
@@ -275,10 +275,10 @@ def main():
             for precision in args.precisions:
                 r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
                 for i in range(args.rounds):
-                    ri, bi_busy, bi_kernels = reference_steps(args, preset, mode, precision,
-                                                              compiled=False, profile=i == 0)
+                    ri, ri_busy, ri_kernels = reference_steps(args, preset, mode, precision,
+                                                              compiled=False, measure_busy=i == 0)
                     if i == 0:
-                        busy, kernels = bi_busy, bi_kernels
+                        busy, kernels = ri_busy, ri_kernels
                     gc.collect()
                     if dev.type == "cuda":
                         torch.cuda.empty_cache()
