@@ -77,6 +77,34 @@ int main(int argc, char** argv) {
          for (int i = 0; i < 8; ++i) y = y * wc + b;
          y.sum().backward();
        }},
+      // The same forward and the same 24 backward kernels as chain_fwd_bwd,
+      // issued directly below autograd, as benchd's ExplicitStep issues the
+      // model's: what is left of the step's host cost without the engine.
+      {"chain_fwd_bwd_explicit", 17,
+       [&] {
+         at::AutoDispatchBelowADInplaceOrView below_autograd;
+         torch::Tensor ys[8];
+         torch::Tensor y = a;
+         for (int i = 0; i < 8; ++i) {
+           ys[i] = y;
+           y = y * wc + b;
+         }
+         const torch::Tensor sum = y.sum();
+         // The engine's order: the seed, then MulBackward0 from the last
+         // multiply down, wc's contributions summed as they come.
+         torch::Tensor g = at::ones_like(sum).expand(y.sizes()), g_wc;
+         for (int i = 7; i >= 0; --i) {
+           const torch::Tensor contribution = g * ys[i];
+           g_wc = g_wc.defined() ? g_wc + contribution : contribution;
+           if (i > 0) g = g * wc;
+         }
+         torch::Tensor& grad = wc.mutable_grad();
+         if (grad.defined()) {
+           grad.add_(g_wc);
+         } else {
+           grad = g_wc;
+         }
+       }},
   };
 
   for (auto& c : cases) {

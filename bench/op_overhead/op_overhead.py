@@ -52,8 +52,28 @@ def python_cases(device):
             y = y * wc + b
         y.sum().backward()
 
+    def chain_fwd_bwd_explicit():
+        # chain_fwd_bwd's kernels without the engine (as op_overhead.cc's case).
+        with torch.no_grad():
+            ys, y = [], a
+            for _ in range(8):
+                ys.append(y)
+                y = y * wc + b
+            s = y.sum()
+            g, g_wc = torch.ones_like(s).expand(y.shape), None
+            for i in range(7, -1, -1):
+                c = g * ys[i]
+                g_wc = c if g_wc is None else g_wc + c
+                if i > 0:
+                    g = g * wc
+            if wc.grad is None:
+                wc.grad = g_wc
+            else:
+                wc.grad.add_(g_wc)
+
     return [("add", 1, add), ("add_autograd", 1, add_autograd), ("mul_inplace", 1, mul_inplace),
-            ("linear_autograd", 1, linear_autograd), ("chain_fwd_bwd", 17, chain_fwd_bwd)]
+            ("linear_autograd", 1, linear_autograd), ("chain_fwd_bwd", 17, chain_fwd_bwd),
+            ("chain_fwd_bwd_explicit", 17, chain_fwd_bwd_explicit)]
 
 
 def sync(device):
