@@ -34,11 +34,12 @@ std::map<std::string, torch::Tensor> Grads(TransformerLM& lm) {
   return grads;
 }
 
+// One step through autograd, on the device of `ids`, under `autocast` if set.
 Step AutogradStep(TransformerLM& lm, const torch::Tensor& ids, const torch::Tensor& targets,
                   std::optional<at::ScalarType> autocast) {
   Step s;
   {
-    AutocastGuard guard(torch::kCPU, autocast);
+    AutocastGuard guard(ids.device().type(), autocast);
     s.logits = lm(ids);
     s.loss = CrossEntropy(s.logits, targets);
   }
@@ -54,7 +55,7 @@ Step ExplicitStepOf(TransformerLM& lm, const torch::Tensor& ids, const torch::Te
   Step s;
   ExplicitStep step(*lm);
   {
-    AutocastGuard guard(torch::kCPU, autocast);
+    AutocastGuard guard(ids.device().type(), autocast);
     s.loss = step.Forward(ids, targets, /*keep_for_backward=*/true, &s.logits);
   }
   step.Backward();
@@ -164,32 +165,9 @@ TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
     TransformerLM lm(ResolvedPreset("mini"), kCpu.device(cuda));
     const auto ids = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
     const auto targets = torch::randint(0, 10000, {4, 64}, torch::kInt64).to(cuda);
-    auto step = [&](bool use_autograd) {
-      Step s;
-      ExplicitStep explicit_step(*lm);
-      {
-        AutocastGuard guard(torch::kCUDA, autocast);
-        if (use_autograd) {
-          s.logits = lm(ids);
-          s.loss = CrossEntropy(s.logits, targets);
-        } else {
-          s.loss = explicit_step.Forward(ids, targets, true, &s.logits);
-        }
-      }
-      if (use_autograd) {
-        s.loss.backward();
-      } else {
-        explicit_step.Backward();
-      }
-      s.grads = Grads(lm);
-      s.loss = s.loss.detach().cpu();
-      s.logits = s.logits.detach().cpu();
-      for (auto& [name, g] : s.grads) g = g.cpu();
-      lm->zero_grad();
-      return s;
-    };
-    const Step autograd = step(true);
-    const Step explicit_step = step(false);
+    const Step autograd = AutogradStep(lm, ids, targets, autocast);
+    lm->zero_grad();
+    const Step explicit_step = ExplicitStepOf(lm, ids, targets, autocast);
     ExpectSameStep(explicit_step, autograd, tol);
     double worst = 0;
     for (const auto& [name, want] : autograd.grads) {
