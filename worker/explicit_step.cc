@@ -236,7 +236,8 @@ Tensor AttentionForward(CausalMultiHeadSelfAttentionImpl& attn, const Tensor& x,
   Tensor out;
   {
     NamedRange range("attention");
-    const Tensor mask = CausalMask(seq_len, x.device());
+    CausalMaskCache& masks = attn.masks();
+    const Tensor mask = masks.Mask(seq_len, x.device());
     const double d_k = static_cast<double>(k.size(-1));
     const Tensor kt = k.transpose(-2, -1);
     const int64_t bh = batch * heads_n;
@@ -252,7 +253,7 @@ Tensor AttentionForward(CausalMultiHeadSelfAttentionImpl& attn, const Tensor& x,
     }
     {
       NamedRange r("attention.mask");
-      masked = torch::where(mask, scores, -std::numeric_limits<double>::infinity());
+      masked = torch::where(mask, scores, masks.NegInf(scores.scalar_type(), scores.device()));
     }
     Tensor shifted;
     {

@@ -46,10 +46,27 @@ torch::Tensor CausalMask(int64_t seq_len, const torch::Device& device) {
   return pos.unsqueeze(1) >= pos.unsqueeze(0);  // [query, key]
 }
 
+torch::Tensor CausalMaskCache::Mask(int64_t seq_len, const torch::Device& device) {
+  if (!mask_.defined() || mask_.size(0) != seq_len || mask_.device() != device) {
+    mask_ = CausalMask(seq_len, device);
+  }
+  return mask_;
+}
+
+torch::Tensor CausalMaskCache::NegInf(at::ScalarType dtype, const torch::Device& device) {
+  for (const torch::Tensor& t : neg_inf_) {
+    if (t.scalar_type() == dtype && t.device() == device) return t;
+  }
+  neg_inf_.push_back(torch::full({}, -std::numeric_limits<double>::infinity(),
+                                 torch::TensorOptions().dtype(dtype).device(device)));
+  return neg_inf_.back();
+}
+
 // Each part is a named range, so a profile can set softmax's time against
 // the matmuls' (the profile request's attention table).
 torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                        const torch::Tensor& v, const torch::Tensor& mask) {
+                                        const torch::Tensor& v, const torch::Tensor& mask,
+                                        CausalMaskCache* masks) {
   const double d_k = static_cast<double>(k.size(-1));
   torch::Tensor scores, weights;
   {
@@ -58,7 +75,8 @@ torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Ten
   }
   if (mask.defined()) {
     NamedRange range("attention.mask");
-    scores = torch::where(mask, scores, -std::numeric_limits<double>::infinity());
+    scores = masks ? torch::where(mask, scores, masks->NegInf(scores.scalar_type(), scores.device()))
+                   : torch::where(mask, scores, -std::numeric_limits<double>::infinity());
   }
   {
     NamedRange range("attention.softmax");
@@ -122,8 +140,14 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::Table(int64_t seq_l
     const torch::Tensor freqs = torch::outer(t, inv_freq);
     cos_ = freqs.cos();
     sin_ = freqs.sin();
+    cos_view_ = sin_view_ = torch::Tensor();
   }
-  return {cos_.narrow(0, 0, seq_len), sin_.narrow(0, 0, seq_len)};
+  // The views are kept too: every layer asks twice per step.
+  if (!cos_view_.defined() || cos_view_.size(0) != seq_len) {
+    cos_view_ = cos_.narrow(0, 0, seq_len);
+    sin_view_ = sin_.narrow(0, 0, seq_len);
+  }
+  return {cos_view_, sin_view_};
 }
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
@@ -140,8 +164,9 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
 }
 
 CausalMultiHeadSelfAttentionImpl::CausalMultiHeadSelfAttentionImpl(
-    int64_t d_model, int64_t num_heads, RotaryEmbedding rope, const torch::TensorOptions& options)
-    : num_heads_(num_heads), rope_(std::move(rope)) {
+    int64_t d_model, int64_t num_heads, RotaryEmbedding rope,
+    std::shared_ptr<CausalMaskCache> masks, const torch::TensorOptions& options)
+    : num_heads_(num_heads), rope_(std::move(rope)), masks_(std::move(masks)) {
   TORCH_CHECK(d_model % num_heads == 0, "d_model ", d_model, " not divisible by num_heads ",
               num_heads);
   q_proj = register_module("q_proj", Linear(d_model, d_model, options));
@@ -165,7 +190,7 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
     // The attention core, after the projections and RoPE.
     NamedRange range("attention");
     out = attention_ == v1::ATTENTION_FAITHFUL
-              ? ScaledDotProductAttention(q, k, v, CausalMask(seq_len, x.device()))
+              ? ScaledDotProductAttention(q, k, v, masks_->Mask(seq_len, x.device()), masks_.get())
               : SdpaCausalAttention(q, k, v, attention_);
   }
   return output_proj->forward(out.transpose(1, 2).reshape({batch, seq_len, d_model}).contiguous());
@@ -184,9 +209,10 @@ torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t d_model, int64_t num_heads, int64_t d_ff,
                                            RotaryEmbedding rope,
+                                           std::shared_ptr<CausalMaskCache> masks,
                                            const torch::TensorOptions& options) {
-  attn = register_module("attn",
-                         CausalMultiHeadSelfAttention(d_model, num_heads, std::move(rope), options));
+  attn = register_module("attn", CausalMultiHeadSelfAttention(d_model, num_heads, std::move(rope),
+                                                              std::move(masks), options));
   ffn = register_module("ffn", SwiGLU(d_model, d_ff, options));
   ln1 = register_module("ln1", RMSNorm(d_model, options));
   ln2 = register_module("ln2", RMSNorm(d_model, options));
@@ -205,9 +231,11 @@ TransformerLMImpl::TransformerLMImpl(const v1::ModelConfig& config,
   token_embeddings =
       register_module("token_embeddings", Embedding(config.vocab_size(), d_model, options));
   RotaryEmbedding rope(d_model / config.num_heads(), config.rope_theta());
+  auto masks = std::make_shared<CausalMaskCache>();
   torch::nn::ModuleList list;
   for (int64_t i = 0; i < config.num_layers(); ++i) {
-    layers.push_back(TransformerBlock(d_model, config.num_heads(), config.d_ff(), rope, options));
+    layers.push_back(
+        TransformerBlock(d_model, config.num_heads(), config.d_ff(), rope, masks, options));
     list->push_back(layers.back());
   }
   register_module("layers", list);

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -31,9 +32,29 @@ torch::Tensor Silu(const torch::Tensor& x);
 // [T, T] bool, true where key <= query (the positions a query may attend to).
 torch::Tensor CausalMask(int64_t seq_len, const torch::Device& device);
 // softmax(Q Kᵀ / sqrt(d_k), masked to -inf where `mask` is false) V.
-// `mask` may be undefined (no masking).
+// `mask` may be undefined (no masking). With `masks`, the -inf comes from
+// its NegInf; without, `where` makes one from a scalar (a fill per call).
+class CausalMaskCache;
 torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                        const torch::Tensor& v, const torch::Tensor& mask);
+                                        const torch::Tensor& v, const torch::Tensor& mask,
+                                        CausalMaskCache* masks = nullptr);
+
+// The causal mask and the -inf that masked scores take, built once and shared
+// by every layer, as the RoPE table is. The course builds them in each layer:
+// an arange, a compare and where's scalar fill, three small kernels and their
+// launches per layer in steps bound by launches. Same values, same `where`.
+class CausalMaskCache {
+ public:
+  // CausalMask(seq_len, device), rebuilt when the length or device changes.
+  torch::Tensor Mask(int64_t seq_len, const torch::Device& device);
+  // A 0-dim -inf of `dtype` on `device`: in the scores' own dtype, so that
+  // `where` uses it as it is (another dtype would be cast on every call).
+  torch::Tensor NegInf(at::ScalarType dtype, const torch::Device& device);
+
+ private:
+  torch::Tensor mask_;
+  std::vector<torch::Tensor> neg_inf_;  // one per (dtype, device) seen
+};
 
 // y = x Wᵀ, W [d_out, d_in], no bias; W ~ truncated N(0, 2/(d_in+d_out)) at ±3 std.
 class LinearImpl : public torch::nn::Module {
@@ -92,12 +113,14 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
   int64_t head_dim_;
   double theta_;
   torch::Tensor cos_, sin_;  // [cached_len, head_dim/2], fp32
+  torch::Tensor cos_view_, sin_view_;  // their first rows, as Table last returned them
 };
 TORCH_MODULE(RotaryEmbedding);
 
 class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalMultiHeadSelfAttentionImpl(int64_t d_model, int64_t num_heads, RotaryEmbedding rope,
+                                   std::shared_ptr<CausalMaskCache> masks,
                                    const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
   // ATTENTION_FAITHFUL (the default): ScaledDotProductAttention above. Any
@@ -108,6 +131,7 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   v1::AttentionImpl attention() const { return attention_; }
   RotaryEmbeddingImpl& rope() { return *rope_; }
   const RotaryEmbeddingImpl& rope() const { return *rope_; }
+  CausalMaskCache& masks() { return *masks_; }
   int64_t num_heads() const { return num_heads_; }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, output_proj{nullptr};
 
@@ -115,6 +139,7 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   int64_t num_heads_;
   v1::AttentionImpl attention_ = v1::ATTENTION_FAITHFUL;
   RotaryEmbedding rope_;  // shared by all layers, not registered (it has no state to save)
+  std::shared_ptr<CausalMaskCache> masks_;  // shared by all layers
 };
 TORCH_MODULE(CausalMultiHeadSelfAttention);
 
@@ -132,7 +157,7 @@ TORCH_MODULE(SwiGLU);
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(int64_t d_model, int64_t num_heads, int64_t d_ff, RotaryEmbedding rope,
-                       const torch::TensorOptions& options);
+                       std::shared_ptr<CausalMaskCache> masks, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
   RMSNorm ln1{nullptr}, ln2{nullptr};
   CausalMultiHeadSelfAttention attn{nullptr};

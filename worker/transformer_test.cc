@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/model_config.h"
 #include "worker/test_model.h"
@@ -118,6 +119,31 @@ TEST(AttentionTest, MatchesHandComputedValues) {
   // Unmasked, row 0 is softmax(1, 0) = (0.7310586, 0.2689414): v0 + 1.0757656.
   ExpectNear(ScaledDotProductAttention(q, k, v, torch::Tensor()).select(1, 0),
              T({2.0757656f, 3.0757656f, 4.0757656f, 5.0757656f}, {1, 4}));
+}
+
+TEST(AttentionTest, MaskCacheGivesTheSameMaskAndFill) {
+  CausalMaskCache masks;
+  const auto m4 = masks.Mask(4, torch::kCPU);
+  EXPECT_TRUE(torch::equal(m4, CausalMask(4, torch::kCPU)));
+  EXPECT_TRUE(masks.Mask(4, torch::kCPU).is_same(m4));  // built once
+  EXPECT_TRUE(torch::equal(masks.Mask(3, torch::kCPU), CausalMask(3, torch::kCPU)));  // rebuilt
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
+    const auto inf = masks.NegInf(dtype, torch::kCPU);
+    EXPECT_EQ(inf.dim(), 0);
+    EXPECT_EQ(inf.scalar_type(), dtype);
+    EXPECT_EQ(inf.item<double>(), -std::numeric_limits<double>::infinity());
+    EXPECT_TRUE(masks.NegInf(dtype, torch::kCPU).is_same(inf));
+  }
+  // The cache's -inf gives the scalar's result bit for bit, in each dtype.
+  torch::manual_seed(0);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const auto q = torch::randn({2, 3, 5, 8}).to(dtype), k = torch::randn({2, 3, 5, 8}).to(dtype),
+               v = torch::randn({2, 3, 5, 8}).to(dtype);
+    const auto mask = masks.Mask(5, torch::kCPU);
+    const auto cached = ScaledDotProductAttention(q, k, v, mask, &masks);
+    EXPECT_EQ(cached.scalar_type(), dtype);
+    EXPECT_TRUE(torch::equal(cached, ScaledDotProductAttention(q, k, v, mask)));
+  }
 }
 
 TEST(TransformerLMTest, IsCausal) {
