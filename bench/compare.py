@@ -22,7 +22,8 @@ running the same kernels can reach 0.6, so only host-bound rows are held to
 it. The summary after the table counts them for small and medium.
 
 The reference frees its GPU memory before benchd runs, and benchd's resident
-models are evicted before each reference run, so neither crowds the other.
+models are evicted before each reference run, so neither crowds the other;
+with --resident both stay on the device for all of a row's rounds instead.
 
   bench/compare.py --benchctl build/bin/benchctl --context-length 256
 """
@@ -138,58 +139,83 @@ def gpu_busy(step, n=PROFILED_STEPS):
     return busy / n, kernels / n
 
 
-def reference_steps(args, preset, mode, precision, compiled, measure_busy=True):
-    """(seconds of each measured step, GPU busy seconds per step, kernels per
-    step) of the reference; the last two None on a CPU or without `measure_busy`;
-    all None when out of memory."""
-    V, d, dff, L, H = PRESETS[preset]
-    dev = torch.device(args.device)
-    torch.manual_seed(0)
-    model = opt = run = loss = x = y = None
-    dtype = DTYPES[precision]
+class Reference:
+    """The reference model, optimizer and batch of one row, built on the device
+    (raises torch.OutOfMemoryError / MemoryError when they do not fit); steps()
+    runs warm-up + measured steps on them, as often as asked; close() frees
+    them and the cache, so that benchd has the device to itself."""
 
-    def step():
-        # loss lives in the enclosing scope, as before, so the last step's graph
-        # is freed at the same point of the next step.
-        nonlocal loss
-        model.zero_grad(set_to_none=True)
-        clock = StepClock(dev)
-        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-            loss = ref.cross_entropy(run(x), y)
-        if mode != "forward":
-            loss.backward()
-        if mode == "train_step":
-            opt.step()
+    def __init__(self, args, preset, mode, precision, compiled):
+        V, d, dff, L, H = PRESETS[preset]
+        self.dev, self.mode, self.compiled = torch.device(args.device), mode, compiled
+        self.dtype = DTYPES[precision]
+        self.model = self.opt = self.run = self.loss = self.x = self.y = None
+        torch.manual_seed(0)
+        try:
+            self.model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(self.dev)
+            self.opt = ref.AdamW(self.model.parameters())
+            self.run = torch.compile(self.model) if compiled else self.model
+            self.x = torch.randint(0, V, (args.batch_size, args.context_length), device=self.dev)
+            self.y = torch.randint(0, V, (args.batch_size, args.context_length), device=self.dev)
+        except BaseException:
+            self.close()
+            raise
+
+    def step(self):
+        # The loss lives on self, as before, so the last step's graph is freed at
+        # the same point of the next step.
+        self.model.zero_grad(set_to_none=True)
+        clock = StepClock(self.dev)
+        with torch.autocast(self.dev.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
+            self.loss = ref.cross_entropy(self.run(self.x), self.y)
+        if self.mode != "forward":
+            self.loss.backward()
+        if self.mode == "train_step":
+            self.opt.step()
         return clock.stop()
 
-    try:
-        model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(dev)
-        opt = ref.AdamW(model.parameters())
-        run = torch.compile(model) if compiled else model
-        x = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
-        y = torch.randint(0, V, (args.batch_size, args.context_length), device=dev)
-        times = [step() for _ in range(args.warmup_steps + args.steps)][args.warmup_steps:]
-        # Profiled after the timed steps, so the profiler never touches the timing.
-        busy, kernels = gpu_busy(step) if dev.type == "cuda" and measure_busy else (None, None)
-        return times, busy, kernels
-    except (torch.OutOfMemoryError, MemoryError):
-        return None, None, None
-    finally:
+    def steps(self, warmup, measured):
+        """Seconds of each measured step."""
+        return [self.step() for _ in range(warmup + measured)][warmup:]
+
+    def close(self):
         # Everything that holds the model or the graph goes before the cache is
         # emptied, or this process keeps the memory while benchd runs.
-        model = opt = run = loss = x = y = None
-        if compiled:
+        self.model = self.opt = self.run = self.loss = self.x = self.y = None
+        if self.compiled:
             torch._dynamo.reset()
         gc.collect()
-        if dev.type == "cuda":
+        if self.dev.type == "cuda":
             # cuBLAS keeps its workspace (32 MiB on an H100) in the caching
             # allocator until it is cleared; empty_cache alone leaves it held.
             torch._C._cuda_clearCublasWorkspaces()
             torch.cuda.empty_cache()
 
 
-def benchd_steps(args, preset, mode, precision):
-    benchctl(args, "evict", "--all")
+def reference_steps(args, preset, mode, precision, compiled, measure_busy=True):
+    """(seconds of each measured step, GPU busy seconds per step, kernels per
+    step) of the reference, built, run and freed; the last two None on a CPU or
+    without `measure_busy`; all None when out of memory."""
+    reference = None
+    try:
+        reference = Reference(args, preset, mode, precision, compiled)
+        times = reference.steps(args.warmup_steps, args.steps)
+        # Profiled after the timed steps, so the profiler never touches the timing.
+        busy, kernels = (gpu_busy(reference.step) if reference.dev.type == "cuda" and measure_busy
+                         else (None, None))
+        return times, busy, kernels
+    except (torch.OutOfMemoryError, MemoryError):
+        return None, None, None
+    finally:
+        if reference:
+            reference.close()
+
+
+def benchd_steps(args, preset, mode, precision, evict=True):
+    """(seconds of each measured step, roofline) of one benchd job; (None, None)
+    when it did not succeed. `evict`: no resident model before or after it."""
+    if evict:
+        benchctl(args, "evict", "--all")
     r = benchctl(args, "submit", "benchmark", "--preset", preset, "--mode", mode, "--precision", precision,
                  "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
                  "--warmup-steps", str(args.warmup_steps), "--steps", str(args.steps), "--json",
@@ -197,7 +223,8 @@ def benchd_steps(args, preset, mode, precision):
     job_id = json.loads(r.stdout)["id"]
     benchctl(args, "watch", job_id, "--json")
     job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
-    benchctl(args, "evict", "--all")
+    if evict:
+        benchctl(args, "evict", "--all")
     if job["state"] != "SUCCEEDED":
         return None, None
     res = job["result"]["benchmark"]
@@ -255,6 +282,11 @@ def main():
                         "their measured steps: a host-bound step's time drifts with the machine over "
                         "minutes, and alternating exposes both sides to the same drift. The ratio "
                         "column then also shows the range of the rounds' ratios")
+    p.add_argument("--resident", action="store_true",
+                   help="with --rounds: keep the reference's model and benchd's resident between a row's "
+                        "rounds instead of building both for each, so rounds cost little more than their "
+                        "steps and alternate faster than the machine drifts. Both models are on the device "
+                        "at once: only where two copies fit (small and medium), or a row reads OOM")
     p.add_argument("--compile", nargs="*", default=[],
                    help="configs 'preset/mode/precision' to also time with the reference under torch.compile")
     args = p.parse_args()
@@ -265,7 +297,8 @@ def main():
     name = torch.cuda.get_device_name() if dev.type == "cuda" else "CPU"
     print(f"# benchd vs the Python eager reference on {name}, torch {torch.__version__}, "
           f"batch {args.batch_size}, context {args.context_length}, {args.warmup_steps} warm-up + "
-          f"{args.steps} measured steps × {args.rounds} alternating round(s); median ± std ms over "
+          f"{args.steps} measured steps × {args.rounds} alternating round(s)"
+          f"{' on resident models' if args.resident else ''}; median ± std ms over "
           f"the pooled steps; ratio = benchd / reference (range of the rounds' ratios); "
           f"benchd flags: {args.benchd_flags or 'none (the faithful default)'}\n")
     print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | bound by "
@@ -277,26 +310,42 @@ def main():
         for mode in args.modes:
             for precision in args.precisions:
                 r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
-                for i in range(args.rounds):
-                    ri, ri_busy, ri_kernels = reference_steps(args, preset, mode, precision,
-                                                              compiled=False, measure_busy=i == 0)
-                    if i == 0:
-                        busy, kernels = ri_busy, ri_kernels
-                    gc.collect()
-                    if dev.type == "cuda":
-                        torch.cuda.empty_cache()
-                        held = torch.cuda.memory_reserved(dev)
-                        if held:
-                            print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
-                    bi, roof_i = benchd_steps(args, preset, mode, precision)
-                    roof = roof or roof_i
-                    if ri is None or bi is None:
-                        r = r if ri else None
-                        b = b if bi else None
-                        break
-                    r += ri
-                    b += bi
-                    round_ratios.append(statistics.median(bi) / statistics.median(ri))
+                resident = None
+                try:
+                    if args.resident:
+                        benchctl(args, "evict", "--all")
+                        resident = Reference(args, preset, mode, precision, compiled=False)
+                    for i in range(args.rounds):
+                        if resident:
+                            ri = resident.steps(args.warmup_steps, args.steps)
+                        else:
+                            ri, ri_busy, ri_kernels = reference_steps(args, preset, mode, precision,
+                                                                      compiled=False, measure_busy=i == 0)
+                            if i == 0:
+                                busy, kernels = ri_busy, ri_kernels
+                            if dev.type == "cuda":
+                                held = torch.cuda.memory_reserved(dev)
+                                if held:
+                                    print(f"compare: the reference still holds {held} bytes of {dev}",
+                                          file=sys.stderr)
+                        bi, roof_i = benchd_steps(args, preset, mode, precision, evict=not resident)
+                        roof = roof or roof_i
+                        if ri is None or bi is None:
+                            r = r if ri else None
+                            b = b if bi else None
+                            break
+                        r += ri
+                        b += bi
+                        round_ratios.append(statistics.median(bi) / statistics.median(ri))
+                    if resident and dev.type == "cuda" and r:
+                        # After every timed round: the profiler never touches the timing.
+                        busy, kernels = gpu_busy(resident.step)
+                except (torch.OutOfMemoryError, MemoryError):
+                    r = None  # the reference's OOM (both resident: see --resident)
+                finally:
+                    if resident:
+                        resident.close()
+                        benchctl(args, "evict", "--all")
                 r, b = r or None, b or None
                 floor = (roof or {}).get("floorSeconds")
                 floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"

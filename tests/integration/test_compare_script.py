@@ -1,6 +1,7 @@
 """bench/compare.py: its GPU busy time (the union of kernel intervals), the
 summary on the 0.6 target, and a whole run on the CPU against a real daemon."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -56,14 +57,24 @@ def test_summary_skips_presets_not_run(compare):
         "- ratio above 1.0 (benchd slower than the reference): none"]
 
 
-def test_cpu_run(daemon):
+def benchd_jobs(daemon):
+    """Every job of the daemon, oldest first, as `benchctl list --json` gives it."""
+    listed = subprocess.run([os.path.join(BIN, "benchctl"), "list", "--limit", "100", "--json"],
+                            capture_output=True, text=True, check=True,
+                            env={**os.environ, "BENCHD_ADDRESS": daemon.address}).stdout
+    return sorted(json.loads(listed)["jobs"], key=lambda j: int(j["id"]))
+
+
+@pytest.mark.parametrize("resident", [False, True])
+def test_cpu_run(daemon, resident):
     """The whole script on the CPU: reference, benchd through benchctl, the table
-    with its new columns ("-" without a GPU profile) and the summary."""
+    with its new columns ("-" without a GPU profile) and the summary. With
+    --resident, benchd's model stays between a row's rounds."""
     daemon.wait_worker_up()
     r = subprocess.run(
         [sys.executable, SCRIPT, "--device", "cpu", "--presets", "tiny", "--modes", "forward", "train_step",
          "--precisions", "fp32", "--steps", "2", "--warmup-steps", "1", "--context-length", "32",
-         "--rounds", "2", "--benchctl", os.path.join(BIN, "benchctl")],
+         "--rounds", "2", "--benchctl", os.path.join(BIN, "benchctl")] + (["--resident"] if resident else []),
         capture_output=True, text=True, timeout=600, env={**os.environ, "BENCHD_ADDRESS": daemon.address})
     assert r.returncode == 0, (r.stdout, r.stderr, daemon.log())
     lines = r.stdout.splitlines()
@@ -81,3 +92,10 @@ def test_cpu_run(daemon):
         assert lo <= hi
         assert cells[6:8] == ["-", "-"]
     assert lines[-1].startswith("- ratio above 1.0")
+    assert ("on resident models" in lines[0]) == resident
+    jobs = benchd_jobs(daemon)
+    assert [j["state"] for j in jobs] == ["SUCCEEDED"] * 4  # 2 rows x 2 rounds
+    # Each row's second round found the model resident only with --resident;
+    # each row starts with nothing resident either way.
+    was_resident = [j["result"]["benchmark"].get("modelWasResident", False) for j in jobs]
+    assert was_resident == ([False, True, False, True] if resident else [False] * 4)
