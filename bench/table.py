@@ -72,6 +72,19 @@ def key(job):
     return (b["model"]["preset"], int(b["contextLength"]), b["mode"], b["precision"])
 
 
+def engine_text(jobs):
+    """Which engine ran the steps, as the results say (BenchmarkResult.autograd):
+    benchd's explicit forward and backward, or LibTorch's autograd engine."""
+    ran = {j["result"]["benchmark"].get("autograd", False) for j in jobs if j.get("state") == "SUCCEEDED"}
+    if not ran:
+        return ""
+    if ran == {False}:
+        return ", explicit backward (benchd's own; `--autograd` for the engine)"
+    if ran == {True}:
+        return ", through LibTorch's autograd engine"
+    return ", explicit backward in some jobs and the autograd engine in others (see each job's result)"
+
+
 def markdown(args, jobs, node):
     by = {key(j): j for j in jobs}
     lines = []
@@ -81,7 +94,8 @@ def markdown(args, jobs, node):
     lines.append(f"Measured {datetime.date.today()} with benchd {v.get('benchd')}, torch {v.get('torch')}, "
                  f"CUDA {v.get('cudaRuntime')} (driver {v.get('cudaDriver')}), cuDNN {v.get('cudnn')}. "
                  f"Batch {args.batch_size}, {args.warmup_steps} warm-up and {args.steps} measured steps, "
-                 f"faithful path (no fused kernels, no TF32){'; flags ' + args.benchd_flags if args.benchd_flags else ''}; step time = CUDA events around the "
+                 f"faithful path (no fused kernels, no TF32){'; flags ' + args.benchd_flags if args.benchd_flags else ''}"
+                 f"{engine_text(jobs)}; step time = CUDA events around the "
                  f"synchronized step, median ± sample std over the measured steps, in ms. "
                  f"OOM = out of memory on this device.\n")
     lines.append("Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.\n")
@@ -106,8 +120,10 @@ def markdown(args, jobs, node):
             for ctx in args.contexts:
                 row = [by.get((preset, ctx, MODE_ENUM[mode], "PRECISION_" + p.upper())) for p in args.precisions]
                 lines.append(f"| {preset} | {ctx} | " + " | ".join(cell(j) if j else "-" for j in row) + " |")
-    if "train_step" in args.modes:
-        lines.append("\n## train_step phases (median ms: forward / backward / optimizer)\n")
+    def train_step_section(title, text):
+        """A preset x context table of the train_step rows: text(benchmark result)
+        where the job succeeded, its cell (OOM, failed) where not."""
+        lines.append(f"\n## {title}\n")
         lines.append("| model | context | " + " | ".join(args.precisions) + " |")
         lines.append("|" + "---|" * (2 + len(args.precisions)))
         for preset in args.presets:
@@ -116,26 +132,18 @@ def markdown(args, jobs, node):
                 for p in args.precisions:
                     j = by.get((preset, ctx, "MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
                     if j and j.get("state") == "SUCCEEDED":
-                        b = j["result"]["benchmark"]
-                        cells.append(" / ".join(f"{b[k]['median'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer")))
+                        cells.append(text(j["result"]["benchmark"]))
                     else:
                         cells.append(cell(j) if j else "-")
                 lines.append(f"| {preset} | {ctx} | " + " | ".join(cells) + " |")
-    lines.append("\n## Throughput (train_step, tokens/s and achieved TFLOP/s, peak memory GiB)\n")
-    lines.append("| model | context | " + " | ".join(args.precisions) + " |")
-    lines.append("|" + "---|" * (2 + len(args.precisions)))
-    for preset in args.presets:
-        for ctx in args.contexts:
-            cells = []
-            for p in args.precisions:
-                j = by.get((preset, ctx, "MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
-                if j and j.get("state") == "SUCCEEDED":
-                    b = j["result"]["benchmark"]
-                    cells.append(f"{b['tokensPerSecond']:,.0f} tok/s, {b['tflopsPerSecond']:.1f} TF/s, "
-                                 f"{int(b['peakMemoryBytes']) / 2**30:.1f} GiB")
-                else:
-                    cells.append(cell(j) if j else "-")
-            lines.append(f"| {preset} | {ctx} | " + " | ".join(cells) + " |")
+
+    if "train_step" in args.modes:
+        train_step_section("train_step phases (median ms: forward / backward / optimizer)",
+                           lambda b: " / ".join(f"{b[k]['median'] * 1e3:.2f}"
+                                                for k in ("forward", "backward", "optimizer")))
+        train_step_section("Throughput (train_step, tokens/s and achieved TFLOP/s, peak memory GiB)",
+                           lambda b: f"{b['tokensPerSecond']:,.0f} tok/s, {b['tflopsPerSecond']:.1f} TF/s, "
+                                     f"{int(b['peakMemoryBytes']) / 2**30:.1f} GiB")
     return "\n".join(lines) + "\n"
 
 
@@ -151,7 +159,8 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--benchd-flags", default="",
-                   help="more `benchctl submit benchmark` flags for every job, e.g. '--autograd'")
+                   help="more `benchctl submit benchmark` flags for every job, e.g. --benchd-flags=--autograd "
+                        "(with '=': a value that starts with -- is taken for a flag otherwise)")
     p.add_argument("--out", help="Markdown file to write")
     p.add_argument("--json", help="file for the raw jobs")
     args = p.parse_args()
