@@ -11,20 +11,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
-# unpack.sh drops Debian's libfmt.so.9.1.0 in favour of the machine's soname,
-# but fmt's CMake targets still name the file: point it at the machine's copy.
-lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
-if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
-  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
-fi
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-
-t0=$(date +%s)
-cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
-  -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-echo "gpu-check: built in $(( $(date +%s) - t0 )) s"
+source scripts/gpu-lib.sh
+gpu_setup
+gpu_build gpu-check -DBENCHD_TEST_PYTHON=/nonexistent
 ctest --test-dir "$BUILD" -E integration ${GPU_CHECK_CTEST:+-R "$GPU_CHECK_CTEST"} --output-on-failure > "$OUT/ctest.log" 2>&1 || grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest.log" | head -80
 tail -3 "$OUT/ctest.log"
 

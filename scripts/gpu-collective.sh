@@ -23,23 +23,15 @@ BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 MAX=${GPU_COLLECTIVE_MAX:-1GiB}
 GLOO_MAX=${GPU_COLLECTIVE_GLOO_MAX:-256MiB}
 ITERS=${GPU_COLLECTIVE_ITERS:-20}
-lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
-if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
-  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
-fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+source scripts/gpu-lib.sh
+gpu_setup
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
 NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 [ "$NGPU" -ge 2 ] || { echo "gpu-collective: needs 2 or more GPUs, found $NGPU"; exit 1; }
 
 if [ -z "${GPU_COLLECTIVE_SKIP_BUILD:-}" ]; then
-  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-  t0=$(date +%s)
-  cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
-    -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  gpu_build gpu-collective -DBENCHD_TEST_PYTHON=/nonexistent
   grep "benchd-worker:" "$OUT/configure.log" || true
-  cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-  echo "gpu-collective: built in $(( $(date +%s) - t0 )) s"
 fi
 BIN=$BUILD/bin
 

@@ -14,21 +14,11 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT/profile"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
-lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
-if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
-  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
-fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+source scripts/gpu-lib.sh
+gpu_setup
 
-if [ -z "${GPU_PROFILE_SKIP_BUILD:-}" ]; then
-  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-  t0=$(date +%s)
-  cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
-    -DBENCHD_TEST_PYTHON=/nonexistent > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-  cmake --build "$BUILD" -j "$(nproc)" --target benchd benchd-worker benchctl > "$OUT/build.log" 2>&1 \
-    || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-  echo "gpu-profile: built in $(( $(date +%s) - t0 )) s"
-fi
+[ -n "${GPU_PROFILE_SKIP_BUILD:-}" ] || gpu_build gpu-profile -DBENCHD_TEST_PYTHON=/nonexistent \
+  --target benchd benchd-worker benchctl
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-profile-XXXXXX)

@@ -7,14 +7,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
-lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
-if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
-  ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
-fi
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
-  -DBENCHD_BUILD_TESTS=OFF > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+source scripts/gpu-lib.sh
+gpu_setup
+gpu_build gpu-table -DBENCHD_BUILD_TESTS=OFF
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed -E 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
 DATA=$(mktemp -d /tmp/benchd-table-XXXXXX)
 "$BUILD/bin/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics off 2>"$OUT/benchd.log" &

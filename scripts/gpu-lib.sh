@@ -1,0 +1,31 @@
+# shellcheck shell=bash
+# Sourced by scripts/gpu-*.sh (on a GPU machine, after `source .gpu-debs/unpack.sh`):
+# the set-up and the build they share. Expects OUT and BUILD to be set.
+
+# Fixes the unpacked libraries, then writes the GPUs to $OUT/gpu.txt.
+gpu_setup() {
+  # unpack.sh drops Debian's libfmt.so.9.1.0 in favour of the machine's soname,
+  # but fmt's CMake targets still name the file: point it at the machine's copy.
+  local lib=${GPU_DEPS:-/opt/gpu-deps}/usr/lib/x86_64-linux-gnu
+  if [ -d "$lib" ] && [ ! -e "$lib/libfmt.so.9.1.0" ] && [ -e /usr/lib/x86_64-linux-gnu/libfmt.so.9 ]; then
+    ln -sf /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$lib/libfmt.so.9.1.0"
+  fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+}
+
+# gpu_build NAME CMAKE_OPTION [BUILD_ARGS...]: a Release build into $BUILD with the
+# machine's torch (CMAKE_PREFIX_PATH from unpack.sh) and one more -D option, e.g.
+# -DBENCHD_BUILD_TESTS=OFF; BUILD_ARGS go to `cmake --build` (e.g. --target benchd).
+# Logs in $OUT/configure.log and $OUT/build.log; their errors and exit 1 on failure.
+gpu_build() {
+  local name=$1 option=$2 gen="" t0
+  shift 2
+  command -v ninja >/dev/null && gen="-G Ninja"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086  # gen: empty or two words
+  cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+    "$option" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j "$(nproc)" "$@" > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  echo "$name: built in $(( $(date +%s) - t0 )) s"
+}
