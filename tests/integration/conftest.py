@@ -127,6 +127,15 @@ def daemon(tmp_data_dir):
     assert leftovers == "", f"workers left running: {leftovers}"
 
 
+def load_bench_script(name):
+    """bench/<name>.py as a module, for tests of its functions."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SRC, "bench", name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def wait_for_state(stub, job_id, states, timeout=300):
     deadline = time.time() + timeout
     while time.time() < deadline:

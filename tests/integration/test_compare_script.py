@@ -1,6 +1,5 @@
 """bench/compare.py: its GPU busy time (the union of kernel intervals), the
 summary on the 0.6 target, and a whole run on the CPU against a real daemon."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -8,17 +7,14 @@ import sys
 
 import pytest
 
-from conftest import BIN, SRC
+from conftest import BIN, SRC, load_bench_script
 
 SCRIPT = os.path.join(SRC, "bench", "compare.py")
 
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("compare", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench_script("compare")
 
 
 @pytest.mark.parametrize("intervals, busy", [

@@ -1,7 +1,6 @@
 """bench/table.py, the CS336 table's one command: a whole run on the CPU
 against a real daemon (both engines), and its cells for jobs that did not
 succeed."""
-import importlib.util
 import json
 import os
 import re
@@ -10,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, SRC
+from conftest import BIN, SRC, load_bench_script
 
 SCRIPT = os.path.join(SRC, "bench", "table.py")
 MS = r"\d+\.\d\d ± \d+\.\d\d"
@@ -18,10 +17,7 @@ MS = r"\d+\.\d\d ± \d+\.\d\d"
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location("table", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench_script("table")
 
 
 def test_cells_of_jobs_that_did_not_succeed(table):
