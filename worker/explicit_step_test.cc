@@ -5,10 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/model_config.h"
 #include "worker/test_model.h"
@@ -88,6 +93,71 @@ void ExpectSameStep(const Step& explicit_step, const Step& autograd, double grad
   }
 }
 
+// The operators that do work (the kernels on a GPU), as a count per name: each
+// aten operator seen by RecordFunction below which no other counted operator
+// ran, less those that only make views or allocate (no kernel). The engine's
+// own records (a node's evaluate_function) count for nothing themselves.
+// Records every thread, as autograd's engine may run the backward on its own.
+class ComputeOpCounter {
+ public:
+  ComputeOpCounter() {
+    handle_ = at::addGlobalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              Stack().push_back({fn.name(), false});
+              return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) {
+              auto& stack = Stack();
+              const auto [name, work_below] = stack.back();
+              stack.pop_back();
+              const bool work = name.rfind("aten::", 0) == 0 && !NoWork().count(name);
+              if (work && !work_below) {
+                std::lock_guard<std::mutex> lock(Mutex());
+                // One kernel either way. Summing two gradients, the engine adds
+                // out of place while it still holds another reference to one of
+                // them (AddBackward hands one tensor to both inputs), which the
+                // explicit step, consuming in its own order, may not.
+                ++Counts()[name == "aten::add_" ? "aten::add" : name];
+              }
+              if ((work || work_below) && !stack.empty()) stack.back().second = true;
+            })
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~ComputeOpCounter() { at::removeCallback(handle_); }
+  std::map<std::string, int> Take() {
+    std::lock_guard<std::mutex> lock(Mutex());
+    return std::exchange(Counts(), {});
+  }
+
+ private:
+  static std::vector<std::pair<std::string, bool>>& Stack() {
+    thread_local std::vector<std::pair<std::string, bool>> stack;
+    return stack;
+  }
+  static const std::set<std::string>& NoWork() {
+    static const std::set<std::string> names = {
+        "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
+        "aten::expand", "aten::select", "aten::narrow", "aten::slice", "aten::unsqueeze",
+        "aten::squeeze", "aten::as_strided", "aten::_unsafe_view", "aten::alias", "aten::detach",
+        "aten::permute", "aten::unflatten", "aten::flatten", "aten::empty", "aten::empty_strided",
+        "aten::empty_like", "aten::resize_", "aten::to", "aten::contiguous", "aten::expand_as",
+        "aten::result_type", "aten::lift_fresh", "aten::set_", "aten::is_same_size",
+        "aten::_has_compatible_shallow_copy_type", "aten::resolve_conj", "aten::resolve_neg",
+        "aten::new_empty"};
+    return names;
+  }
+  static std::mutex& Mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<std::string, int>& Counts() {
+    static std::map<std::string, int> counts;
+    return counts;
+  }
+  at::CallbackHandle handle_;
+};
+
 class ExplicitStepTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -116,6 +186,37 @@ TEST_F(ExplicitStepTest, GivesAutogradsGradientsUnderBf16Autocast) {
   // The same casts at the same places (a cast left out or put elsewhere is
   // off by bf16's rounding): bit for bit too.
   ExpectSameStep(explicit_step, autograd, 0);
+}
+
+// The claim behind "same kernels": the explicit step launches the operators
+// autograd's forward and backward launch, as many of each. Runs an autograd
+// step first, which builds the RoPE table, mask and -inf both share.
+void ExpectSameComputeOps(TransformerLM& lm, const torch::Tensor& ids, const torch::Tensor& targets,
+                          std::optional<at::ScalarType> autocast) {
+  lm->zero_grad();
+  AutogradStep(lm, ids, targets, autocast);
+  ComputeOpCounter counter;
+  lm->zero_grad();
+  AutogradStep(lm, ids, targets, autocast);
+  const auto autograd = counter.Take();
+  lm->zero_grad();
+  ExplicitStepOf(lm, ids, targets, autocast);
+  const auto explicit_ops = counter.Take();
+  EXPECT_GT(autograd.count("aten::mm"), 0u);
+  for (const auto& [name, n] : autograd) {
+    EXPECT_EQ(explicit_ops.count(name) ? explicit_ops.at(name) : 0, n)
+        << name << " (autograd: " << n << ")";
+  }
+  for (const auto& [name, n] : explicit_ops) {
+    EXPECT_TRUE(autograd.count(name)) << name << " x" << n << ": not in autograd's step";
+  }
+}
+
+TEST_F(ExplicitStepTest, RunsAutogradsComputeOps) {
+  for (const auto autocast : {std::optional<at::ScalarType>(), std::optional(at::kBFloat16)}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
+    ExpectSameComputeOps(lm_, ids_, targets_, autocast);
+  }
 }
 
 TEST_F(ExplicitStepTest, AddsToExistingGradientsAsAccumulateGradDoes) {
@@ -169,6 +270,7 @@ TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
     lm->zero_grad();
     const Step explicit_step = ExplicitStepOf(lm, ids, targets, autocast);
     ExpectSameStep(explicit_step, autograd, tol);
+    ExpectSameComputeOps(lm, ids, targets, autocast);
     double worst = 0;
     for (const auto& [name, want] : autograd.grads) {
       worst = std::max(worst, RelativeError(explicit_step.grads.at(name), want));
