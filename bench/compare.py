@@ -231,6 +231,51 @@ def benchd_steps(args, preset, mode, precision, evict=True):
     return [s["stepSeconds"] for s in res["steps"] if not s.get("warmup")], res.get("roofline", {})
 
 
+def alternate(args, preset, mode, precision):
+    """One row's rounds: the reference, then benchd, args.rounds times, their
+    measured steps pooled. Returns (reference steps, benchd steps, benchd's
+    roofline, reference GPU busy seconds, kernels, each round's ratio); a side's
+    steps are None when it ran out of memory (the rounds stop there)."""
+    dev = torch.device(args.device)
+    r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
+    resident = None
+    try:
+        if args.resident:
+            benchctl(args, "evict", "--all")
+            resident = Reference(args, preset, mode, precision, compiled=False)
+        for i in range(args.rounds):
+            if resident:
+                ri = resident.steps(args.warmup_steps, args.steps)
+            else:
+                ri, ri_busy, ri_kernels = reference_steps(args, preset, mode, precision,
+                                                          compiled=False, measure_busy=i == 0)
+                if i == 0:
+                    busy, kernels = ri_busy, ri_kernels
+                if dev.type == "cuda":
+                    held = torch.cuda.memory_reserved(dev)
+                    if held:
+                        print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
+            bi, roof_i = benchd_steps(args, preset, mode, precision, evict=not resident)
+            roof = roof or roof_i
+            if ri is None or bi is None:
+                r = r if ri else None
+                b = b if bi else None
+                break
+            r += ri
+            b += bi
+            round_ratios.append(statistics.median(bi) / statistics.median(ri))
+        if resident and dev.type == "cuda" and r:
+            # After every timed round: the profiler never touches the timing.
+            busy, kernels = gpu_busy(resident.step)
+    except (torch.OutOfMemoryError, MemoryError):
+        r = None  # the reference's OOM (both resident: see --resident)
+    finally:
+        if resident:
+            resident.close()
+            benchctl(args, "evict", "--all")
+    return r or None, b or None, roof, busy, kernels, round_ratios
+
+
 def fmt(times):
     if times is None:
         return "OOM"
@@ -309,44 +354,7 @@ def main():
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
-                r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
-                resident = None
-                try:
-                    if args.resident:
-                        benchctl(args, "evict", "--all")
-                        resident = Reference(args, preset, mode, precision, compiled=False)
-                    for i in range(args.rounds):
-                        if resident:
-                            ri = resident.steps(args.warmup_steps, args.steps)
-                        else:
-                            ri, ri_busy, ri_kernels = reference_steps(args, preset, mode, precision,
-                                                                      compiled=False, measure_busy=i == 0)
-                            if i == 0:
-                                busy, kernels = ri_busy, ri_kernels
-                            if dev.type == "cuda":
-                                held = torch.cuda.memory_reserved(dev)
-                                if held:
-                                    print(f"compare: the reference still holds {held} bytes of {dev}",
-                                          file=sys.stderr)
-                        bi, roof_i = benchd_steps(args, preset, mode, precision, evict=not resident)
-                        roof = roof or roof_i
-                        if ri is None or bi is None:
-                            r = r if ri else None
-                            b = b if bi else None
-                            break
-                        r += ri
-                        b += bi
-                        round_ratios.append(statistics.median(bi) / statistics.median(ri))
-                    if resident and dev.type == "cuda" and r:
-                        # After every timed round: the profiler never touches the timing.
-                        busy, kernels = gpu_busy(resident.step)
-                except (torch.OutOfMemoryError, MemoryError):
-                    r = None  # the reference's OOM (both resident: see --resident)
-                finally:
-                    if resident:
-                        resident.close()
-                        benchctl(args, "evict", "--all")
-                r, b = r or None, b or None
+                r, b, roof, busy, kernels, round_ratios = alternate(args, preset, mode, precision)
                 floor = (roof or {}).get("floorSeconds")
                 floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"
                               if b and floor else "- | -")
