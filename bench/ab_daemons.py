@@ -14,7 +14,6 @@ Each row prints every round's medians, then the pooled medians, each side's
 ratio to the reference (the range of the rounds' ratios) and B / A.
 """
 import argparse
-import gc
 import statistics
 import os
 import sys
@@ -71,7 +70,6 @@ def main():
             r, _, _ = compare.reference_steps(args, preset, mode, precision, compiled=False, measure_busy=False)
             if r is None:
                 sys.exit(f"ab_daemons: the reference ran out of memory ({name})")
-            gc.collect()
             ta = run_benchd(args.a, preset, mode, precision)
             tb = run_benchd(args.b, preset, mode, precision)
             ref += r
