@@ -15,11 +15,18 @@ the worker measured) and how many floors benchd's median step takes.
 union of the intervals of its kernels, memcpys and memsets under
 torch.profiler, averaged over 2 steps run after the timed ones (timing
 unchanged), and how many kernels a step launches.
+"benchd GPU busy ms" is the same for benchd's side, from a `benchctl profile`
+of the same step (CUDA activity only) after its timed rounds: the sum of its
+kernels' times per step (one stream, so the sum is the union) and its kernel
+count, which says whether both sides launch the same kernels.
 "bound by" reads the target "benchd at most 0.6 x the reference where the
 reference is bound by its own overhead": a row is GPU-bound when that busy
 time is at least 0.6 x the reference's median step, and then no program
 running the same kernels can reach 0.6, so only host-bound rows are held to
-it. The summary after the table counts them for small and medium.
+it. The summary after the table counts them for small and medium; for a
+host-bound row above 0.6 it gives the lowest ratio the reference's kernels
+allow (their busy time over the reference's step) and benchd's step over its
+own kernels' time (1.0: the GPU never waits for benchd's host).
 
 The reference frees its GPU memory before benchd runs, and benchd's resident
 models are evicted before each reference run, so neither crowds the other;
@@ -68,9 +75,10 @@ PROFILED_STEPS = 2
 SYNC_NAMES = {"Event Sync", "Stream Sync", "Stream Wait Event", "Context Sync", "Unknown"}
 
 
-def benchctl(args, *rest):
+def benchctl(args, *rest, check=True):
+    """benchctl's result; exits on a usage or RPC error (exit 2..4) unless not `check`."""
     r = subprocess.run([args.benchctl, "--timeout", "60", *rest], capture_output=True, text=True)
-    if r.returncode not in (0, 1):
+    if check and r.returncode not in (0, 1):
         sys.exit(f"compare: benchctl {' '.join(rest)}: {r.stderr.strip()}")
     return r
 
@@ -231,13 +239,43 @@ def benchd_steps(args, preset, mode, precision, evict=True):
     return [s["stepSeconds"] for s in res["steps"] if not s.get("warmup")], res.get("roofline", {})
 
 
+def benchd_busy(args, preset, mode, precision):
+    """(seconds of kernels per step, kernels per step) of benchd's step, from a
+    profile job on the model the rounds left resident (benchd's `step` range,
+    CUDA activity only on a GPU); (None, None) if the profile did not succeed.
+    On a CPU worker the profile holds operator self times, not kernels: the
+    caller uses it on a GPU only."""
+    activities = "cuda" if torch.device(args.device).type == "cuda" else "cpu"
+    r = benchctl(args, "profile", "--preset", preset, "--mode", mode, "--precision", precision,
+                 "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
+                 "--warmup-steps", "2", "--steps", "2", "--profile-steps", str(PROFILED_STEPS),
+                 "--activities", activities, "--detach", "--json", *args.benchd_flags.split(), check=False)
+    if r.returncode != 0:
+        print(f"compare: no benchd GPU busy time: {r.stderr.strip()}", file=sys.stderr)
+        return None, None
+    job_id = json.loads(r.stdout)["id"]
+    benchctl(args, "watch", job_id, "--json")
+    job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
+    if job["state"] != "SUCCEEDED":
+        print(f"compare: no benchd GPU busy time: {job.get('errorMessage', job['state'])}", file=sys.stderr)
+        return None, None
+    res = job["result"]["profile"]
+    step = next((g for g in res.get("ranges", []) if g["name"] == "step"), None)
+    if step is None:
+        return None, None
+    return (step.get("kernelSecondsPerStep", 0.0),
+            int(step.get("kernelCount", 0)) / int(res.get("profileSteps", PROFILED_STEPS)))
+
+
 def alternate(args, preset, mode, precision):
     """One row's rounds: the reference, then benchd, args.rounds times, their
     measured steps pooled. Returns (reference steps, benchd steps, benchd's
-    roofline, reference GPU busy seconds, kernels, each round's ratio); a side's
-    steps are None when it ran out of memory (the rounds stop there)."""
+    roofline, reference GPU busy seconds, kernels, benchd's GPU busy seconds,
+    kernels, each round's ratio); a side's steps are None when it ran out of
+    memory (the rounds stop there)."""
     dev = torch.device(args.device)
     r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
+    b_busy, b_kernels = None, None
     resident = None
     try:
         if args.resident:
@@ -267,13 +305,20 @@ def alternate(args, preset, mode, precision):
         if resident and dev.type == "cuda" and r:
             # After every timed round: the profiler never touches the timing.
             busy, kernels = gpu_busy(resident.step)
+        if dev.type == "cuda" and r and b:
+            if resident:  # the reference's model off the device while benchd's is profiled
+                resident.close()
+                resident = None
+            b_busy, b_kernels = benchd_busy(args, preset, mode, precision)
+            benchctl(args, "evict", "--all")
     except (torch.OutOfMemoryError, MemoryError):
         r = None  # the reference's OOM (both resident: see --resident)
     finally:
         if resident:
             resident.close()
+        if args.resident:
             benchctl(args, "evict", "--all")
-    return r or None, b or None, roof, busy, kernels, round_ratios
+    return r or None, b or None, roof, busy, kernels, b_busy, b_kernels, round_ratios
 
 
 def fmt(times):
@@ -286,10 +331,25 @@ def fmt_ratio(ratio):
     return "-" if ratio is None else f"{ratio:.3f}"
 
 
+def missed(row):
+    """A host-bound row above the target, with what bounds it: the lowest
+    ratio the reference's kernels allow and benchd's step over its kernels."""
+    _, mode, precision, ratio, _, kernel_share, benchd_over_kernels = row
+    text = f"{mode}/{precision} {fmt_ratio(ratio)}"
+    notes = []
+    if kernel_share is not None:
+        notes.append(f"the reference's kernels alone {kernel_share:.3f} of its step")
+    if benchd_over_kernels is not None:
+        notes.append(f"benchd's step {benchd_over_kernels:.2f} × its kernels")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def summary(rows):
     """Lines on the target: per preset of small and medium that ran, its
     host-bound rows and which of them are above 0.6; then rows above 1.0.
-    rows: (preset, mode, precision, ratio or None, "GPU" / "host" / None)."""
+    rows: (preset, mode, precision, ratio or None, "GPU" / "host" / None,
+    reference GPU busy / reference step or None, benchd step / benchd GPU busy
+    or None)."""
     lines = []
     for preset in ("small", "medium"):
         mine = [row for row in rows if row[0] == preset]
@@ -298,12 +358,12 @@ def summary(rows):
         host = [row for row in mine if row[4] == "host"]
         met = [row for row in host if row[3] is not None and row[3] <= TARGET]
         # A host-bound row with no benchd result misses the target too.
-        above = ", ".join(f"{m}/{p} {fmt_ratio(q)}" for _, m, p, q, _ in host if q is None or q > TARGET)
+        above = ", ".join(missed(row) for row in host if row[3] is None or row[3] > TARGET)
         unknown = sum(1 for row in mine if row[4] is None)
         lines.append(f"- {preset}: {len(host)} of {len(mine)} rows host-bound, {len(met)} of them at ratio "
                      f"≤ {TARGET}; host-bound above {TARGET}: {above or 'none'}"
                      + (f"; {unknown} rows with no bound (no GPU profile or no reference time)" if unknown else ""))
-    slower = ", ".join(f"{pr}/{m}/{p} {q:.3f}" for pr, m, p, q, _ in rows if q is not None and q > 1.0)
+    slower = ", ".join(f"{pr}/{m}/{p} {q:.3f}" for pr, m, p, q, *_ in rows if q is not None and q > 1.0)
     lines.append(f"- ratio above 1.0 (benchd slower than the reference): {slower or 'none'}")
     return lines
 
@@ -346,15 +406,16 @@ def main():
           f"{' on resident models' if args.resident else ''}; median ± std ms over "
           f"the pooled steps; ratio = benchd / reference (range of the rounds' ratios); "
           f"benchd flags: {args.benchd_flags or 'none (the faithful default)'}\n")
-    print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | bound by "
-          "| reference compiled | benchd / compiled | roofline floor | benchd / floor |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | benchd GPU busy ms "
+          "| bound by | reference compiled | benchd / compiled | roofline floor | benchd / floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     benchctl(args, "evict", "--all")
     rows = []
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
-                r, b, roof, busy, kernels, round_ratios = alternate(args, preset, mode, precision)
+                r, b, roof, busy, kernels, b_busy, b_kernels, round_ratios = alternate(
+                    args, preset, mode, precision)
                 floor = (roof or {}).get("floorSeconds")
                 floor_cols = (f"{floor * 1e3:.2f} | {statistics.median(b) / floor:.2f}"
                               if b and floor else "- | -")
@@ -363,7 +424,10 @@ def main():
                 if r and busy is not None:
                     bound = "GPU" if busy >= TARGET * statistics.median(r) else "host"
                 busy_col = f"{busy * 1e3:.2f} ({kernels:.0f} kernels)" if busy is not None else "-"
-                rows.append((preset, mode, precision, ratio, bound))
+                b_busy_col = f"{b_busy * 1e3:.2f} ({b_kernels:.0f} kernels)" if b_busy else "-"
+                kernel_share = busy / statistics.median(r) if r and busy is not None else None
+                benchd_over_kernels = statistics.median(b) / b_busy if b and b_busy else None
+                rows.append((preset, mode, precision, ratio, bound, kernel_share, benchd_over_kernels))
                 c, cratio = "", ""
                 if f"{preset}/{mode}/{precision}" in args.compile:
                     c_times, _, _ = reference_steps(args, preset, mode, precision, compiled=True)
@@ -374,7 +438,7 @@ def main():
                 if len(round_ratios) > 1:
                     ratio_col += f" ({min(round_ratios):.3f}–{max(round_ratios):.3f})"
                 print(f"| {preset} | {mode} | {precision} | {fmt(r)} | {fmt(b)} | {ratio_col} | {busy_col} "
-                      f"| {bound or '-'} | {c} | {cratio} | {floor_cols} |",
+                      f"| {b_busy_col} | {bound or '-'} | {c} | {cratio} | {floor_cols} |",
                       flush=True)
     print()
     for line in summary(rows):

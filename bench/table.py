@@ -98,14 +98,18 @@ def markdown(args, jobs, node):
                  f"{engine_text(jobs)}; step time = CUDA events around the "
                  f"synchronized step, median ± sample std over the measured steps, in ms. "
                  f"OOM = out of memory on this device.\n")
-    lines.append("Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.\n")
+    lines.append(f"Regenerate: `{args.regenerate}`" if args.regenerate else
+                 "Regenerate: `" + " ".join(["bench/table.py"] + sys.argv[1:]) + "` against a running benchd.")
+    lines[-1] += "\n"
     # Timing truth: the device time from CUDA events against the host clock
     # around the same synchronized steps.
     gaps = []
     for j in jobs:
         if j.get("state") == "SUCCEEDED":
             b = j["result"]["benchmark"]
-            gaps.append((abs(b["hostStep"]["median"] - b["step"]["median"]) / b["hostStep"]["median"], key(j)))
+            preset, ctx, mode, precision = key(j)
+            where = f"{preset} {mode.removeprefix('MODE_').lower()} {precision.removeprefix('PRECISION_').lower()}, context {ctx}"
+            gaps.append((abs(b["hostStep"]["median"] - b["step"]["median"]) / b["hostStep"]["median"], where))
     if gaps:
         worst = max(gaps)
         within = sum(1 for g, _ in gaps if g <= 0.02)
@@ -161,6 +165,8 @@ def main():
     p.add_argument("--benchd-flags", default="",
                    help="more `benchctl submit benchmark` flags for every job, e.g. --benchd-flags=--autograd "
                         "(with '=': a value that starts with -- is taken for a flag otherwise)")
+    p.add_argument("--regenerate", default="",
+                   help="the command to name under 'Regenerate:' (default: this command line)")
     p.add_argument("--out", help="Markdown file to write")
     p.add_argument("--json", help="file for the raw jobs")
     args = p.parse_args()

@@ -17,4 +17,6 @@ DAEMON=$!
 trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
 export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
-python3 bench/table.py --benchctl "$BUILD/bin/benchctl" --out "$OUT/$GPU.md" --json "$OUT/$GPU-jobs.json" "$@" | tail -60
+# The table names the command that made it: this script, with any table.py flags passed to it.
+python3 bench/table.py --benchctl "$BUILD/bin/benchctl" --out "$OUT/$GPU.md" --json "$OUT/$GPU-jobs.json" \
+  --regenerate "source .gpu-debs/unpack.sh && scripts/gpu-table.sh${*:+ $*}" "$@" | tail -60

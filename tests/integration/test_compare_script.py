@@ -1,5 +1,6 @@
 """bench/compare.py: its GPU busy time (the union of kernel intervals), the
 summary on the 0.6 target, and a whole run on the CPU against a real daemon."""
+import argparse
 import json
 import os
 import subprocess
@@ -32,16 +33,19 @@ def test_busy_seconds(compare, intervals, busy):
 
 
 def test_summary(compare):
-    rows = [("small", "forward", "fp32", 0.5, "host"),
-            ("small", "forward", "bf16", 0.7, "host"),
-            ("small", "train_step", "fp32", 0.9, "GPU"),
-            ("small", "train_step", "bf16", None, "host"),
-            ("medium", "forward", "fp32", 1.2, None),
-            ("large", "forward", "fp32", 1.1, "GPU")]
+    rows = [("small", "forward", "fp32", 0.5, "host", 0.3, 1.4),
+            ("small", "forward", "bf16", 0.7, "host", 0.592, 1.1),
+            ("small", "train_step", "fp32", 0.9, "GPU", 0.8, 1.05),
+            ("small", "train_step", "bf16", None, "host", 0.2, None),
+            ("medium", "forward", "fp32", 1.2, None, None, None),
+            ("large", "forward", "fp32", 1.1, "GPU", 0.9, 1.0)]
     lines = compare.summary(rows)
     assert len(lines) == 3
     assert lines[0].startswith("- small: 3 of 4 rows host-bound, 1 of them at ratio ≤ 0.6;")
-    assert "forward/bf16 0.700" in lines[0] and "train_step/bf16 -" in lines[0]
+    # A miss says what bounds it: the reference's kernels and benchd's own.
+    assert ("forward/bf16 0.700 (the reference's kernels alone 0.592 of its step; "
+            "benchd's step 1.10 × its kernels)") in lines[0]
+    assert "train_step/bf16 - (the reference's kernels alone 0.200 of its step)" in lines[0]
     assert "forward/fp32" not in lines[0] and "train_step/fp32" not in lines[0]
     assert lines[1].startswith("- medium: 0 of 1 rows host-bound") and "1 rows with no bound" in lines[1]
     assert lines[2] == ("- ratio above 1.0 (benchd slower than the reference): "
@@ -49,7 +53,7 @@ def test_summary(compare):
 
 
 def test_summary_skips_presets_not_run(compare):
-    assert compare.summary([("tiny", "forward", "fp32", 0.4, None)]) == [
+    assert compare.summary([("tiny", "forward", "fp32", 0.4, None, None, None)]) == [
         "- ratio above 1.0 (benchd slower than the reference): none"]
 
 
@@ -76,7 +80,7 @@ def test_cpu_run(daemon, resident):
     lines = r.stdout.splitlines()
     header = next(line for line in lines if line.startswith("| model"))
     cols = [c.strip() for c in header.strip("|").split("|")]
-    assert cols[5:8] == ["ratio", "reference GPU busy ms", "bound by"]
+    assert cols[5:9] == ["ratio", "reference GPU busy ms", "benchd GPU busy ms", "bound by"]
     rows = [line for line in lines if line.startswith("| tiny")]
     assert len(rows) == 2
     for row in rows:
@@ -86,7 +90,7 @@ def test_cpu_run(daemon, resident):
         float(ratio)  # both sides ran
         lo, hi = (float(v) for v in rounds.strip("()").split("–"))
         assert lo <= hi
-        assert cells[6:8] == ["-", "-"]
+        assert cells[6:9] == ["-", "-", "-"]  # busy times are measured on a GPU only
     assert lines[-1].startswith("- ratio above 1.0")
     assert ("on resident models" in lines[0]) == resident
     jobs = benchd_jobs(daemon)
@@ -95,3 +99,20 @@ def test_cpu_run(daemon, resident):
     # each row starts with nothing resident either way.
     was_resident = [j["result"]["benchmark"].get("modelWasResident", False) for j in jobs]
     assert was_resident == ([False, True, False, True] if resident else [False] * 4)
+
+
+def test_benchd_busy(compare, daemon, monkeypatch):
+    """benchd's side of the busy column: a real profile job of the step, read
+    from its `step` range (on a CPU worker: operator self times, so this checks
+    the job and the reading, not a GPU's numbers)."""
+    daemon.wait_worker_up()
+    monkeypatch.setenv("BENCHD_ADDRESS", daemon.address)
+    args = argparse.Namespace(benchctl=os.path.join(BIN, "benchctl"), device="cpu", batch_size=2,
+                              context_length=16, benchd_flags="")
+    seconds, kernels = compare.benchd_busy(args, "tiny", "forward", "fp32")
+    assert seconds > 0 and kernels >= 1, (seconds, kernels)
+    job = benchd_jobs(daemon)[-1]
+    assert job["state"] == "SUCCEEDED" and "profile" in job["result"]
+    # A profile the daemon refuses is no busy time, not a crash: cuda_graph has no ranges.
+    args.benchd_flags = "--cuda-graph"
+    assert compare.benchd_busy(args, "tiny", "forward", "fp32") == (None, None)

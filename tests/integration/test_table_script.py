@@ -48,7 +48,7 @@ def test_cpu_run(daemon, tmp_path, autograd):
         [sys.executable, SCRIPT, "--benchctl", os.path.join(BIN, "benchctl"), "--device", "cpu:0",
          "--presets", "tiny", "--contexts", "16", "32", "--precisions", "fp32", "--steps", "2",
          "--warmup-steps", "1", "--out", str(out), "--json", str(raw)]
-        + (["--benchd-flags=--autograd"] if autograd else []),
+        + (["--benchd-flags=--autograd", "--regenerate", "scripts/gpu-table.sh"] if autograd else []),
         capture_output=True, text=True, timeout=600, env={**os.environ, "BENCHD_ADDRESS": daemon.address})
     assert r.returncode == 0, (r.stdout, r.stderr, daemon.log())
     text = out.read_text()
@@ -58,9 +58,15 @@ def test_cpu_run(daemon, tmp_path, autograd):
     assert "Batch 4, 1 warm-up and 2 measured steps" in header
     assert ("through LibTorch's autograd engine" in header) == autograd
     assert ("explicit backward (benchd's own" in header) == (not autograd)
-    assert any(line.startswith("Regenerate: `bench/table.py ") for line in lines)
+    # The command that made it: as run, or as the wrapper script names it.
+    regenerate = [line for line in lines if line.startswith("Regenerate: ")]
+    assert regenerate == (["Regenerate: `scripts/gpu-table.sh`"] if autograd else regenerate[:1])
+    assert autograd or regenerate[0].startswith("Regenerate: `bench/table.py --benchctl ")
     truth = next(line for line in lines if line.startswith("CUDA events vs host clock"))
     assert re.search(r": \d of 6 benchmarks agree within 2%", truth)  # 2 contexts x 3 modes
+    # The row with the largest gap, named as a reader names it.
+    assert re.search(r"the largest gap is \d+\.\d\d% \(tiny (forward|forward_backward|train_step) fp32, "
+                     r"context (16|32)\)\.$", truth), truth
     for mode in ("forward", "forward_backward", "train_step"):
         rows = section(lines, mode)
         assert [row[:2] for row in rows] == [["tiny", "16"], ["tiny", "32"]], mode
