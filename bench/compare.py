@@ -245,7 +245,8 @@ def benchd_busy(args, preset, mode, precision):
     CUDA activity only on a GPU); (None, None) if the profile did not succeed.
     On a CPU worker the profile holds operator self times, not kernels: the
     caller uses it on a GPU only."""
-    activities = "cuda" if torch.device(args.device).type == "cuda" else "cpu"
+    # The CPU side too: kernels reach the `step` range through their launches.
+    activities = "cpu,cuda" if torch.device(args.device).type == "cuda" else "cpu"
     r = benchctl(args, "profile", "--preset", preset, "--mode", mode, "--precision", precision,
                  "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
                  "--warmup-steps", "2", "--steps", "2", "--profile-steps", str(PROFILED_STEPS),

@@ -5,7 +5,7 @@
 #   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context [more benchctl flags]" to run
 #   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
 #   GPU_CHECK_PROFILES lines of "preset mode precision [more flags]" to profile (benchctl profile)
-#   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_COMPARE: see each stage below
+#   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_AFTEREFFECT, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -69,6 +69,17 @@ while read -r preset mode precision extra; do
     --batch-size 4 --context-length 256 ${extra:-} || true
   "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
 done <<< "${GPU_CHECK_PROFILES:-}"
+
+# Benchmarks before and after profile requests on this worker, ending with a CUDA graph
+# (GPU_CHECK_AFTEREFFECT="small bf16": preset and precision of a train_step).
+if [ -n "${GPU_CHECK_AFTEREFFECT:-}" ]; then
+  read -r preset precision <<< "$GPU_CHECK_AFTEREFFECT"
+  echo "=== bench/profile_aftereffect.py --preset $preset --precision $precision --cuda-graph"
+  "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
+  python3 bench/profile_aftereffect.py --benchctl "$BIN/benchctl" --preset "$preset" --precision "$precision" \
+    --cuda-graph | tee "$OUT/aftereffect.md"
+  "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
+fi
 
 # benchd vs the Python reference (GPU_CHECK_COMPARE="--presets small medium ...").
 # Several runs separated by ';', e.g. "--presets small ; --presets small --modes train_step

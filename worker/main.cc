@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
   // own functions); "fast" is its in-process ELF/DWARF reader. Set before any
   // thread starts (LibTorch reads it once); a value from the environment wins.
   setenv("TORCH_SYMBOLIZE_MODE", "fast", /*overwrite=*/0);
+  // Kineto leaves CUPTI attached after a profile unless told to finalize it,
+  // and every later kernel launch in this process then costs more: the
+  // benchmarks a resident worker runs after a profile request would be slowed
+  // (bench/profile_aftereffect.py measures it). Kineto reads this when each
+  // trace ends; a value from the environment wins.
+  setenv("TEARDOWN_CUPTI", "1", /*overwrite=*/0);
   auto device = benchd::worker::ParseWorkerDevice(device_text, "--device");
   if (!device.ok()) {
     std::cerr << "benchd-worker: " << device.status().message() << "\n";
