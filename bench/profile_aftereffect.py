@@ -2,7 +2,7 @@
 """Does a profile request slow the benchmarks that follow it on the same worker?
 
 Against a running benchd: a benchmark, then a profile of the same step, then
-the benchmark again (and once more after a second profile); prints each
+the benchmark again, --profiles times over; prints each
 benchmark's median step and its ratio to the first. A worker that leaves the
 profiler's CUPTI attached after a trace launches every later kernel more
 slowly, which shows here as ratios well above 1 for host-bound steps (the
@@ -58,6 +58,7 @@ def main():
     p.add_argument("--context-length", type=int, default=256)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--profiles", type=int, default=2, help="profile requests, each followed by a benchmark")
     p.add_argument("--cuda-graph", action="store_true",
                    help="end with a --cuda-graph benchmark (GPU workers only)")
     args = p.parse_args()
@@ -78,7 +79,7 @@ def main():
 
     first = median_ms(run_job(args, "benchmark"))
     row("benchmark", first)
-    for i in (1, 2):
+    for i in range(1, args.profiles + 1):
         prof = run_job(args, "profile")["result"]["profile"]
         step = next(r for r in prof["ranges"] if r["name"] == "step")
         if int(step.get("kernelCount", 0)) == 0:

@@ -77,7 +77,7 @@ if [ -n "${GPU_CHECK_AFTEREFFECT:-}" ]; then
   echo "=== bench/profile_aftereffect.py --preset $preset --precision $precision --cuda-graph"
   "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
   python3 bench/profile_aftereffect.py --benchctl "$BIN/benchctl" --preset "$preset" --precision "$precision" \
-    --cuda-graph | tee "$OUT/aftereffect.md"
+    --profiles "${GPU_CHECK_AFTEREFFECT_PROFILES:-2}" --cuda-graph | tee "$OUT/aftereffect.md"
   "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
 fi
 
