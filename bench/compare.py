@@ -16,7 +16,7 @@ union of the intervals of its kernels, memcpys and memsets under
 torch.profiler, averaged over 2 steps run after the timed ones (timing
 unchanged), and how many kernels a step launches.
 "benchd GPU busy ms" is the same for benchd's side, from a `benchctl profile`
-of the same step (CUDA activity only) after its timed rounds: the sum of its
+of the same step (CPU and CUDA activity) after its timed rounds: the sum of its
 kernels' times per step (one stream, so the sum is the union) and its kernel
 count, which says whether both sides launch the same kernels.
 "bound by" reads the target "benchd at most 0.6 x the reference where the
@@ -242,10 +242,11 @@ def benchd_steps(args, preset, mode, precision, evict=True):
 def benchd_busy(args, preset, mode, precision):
     """(seconds of kernels per step, kernels per step) of benchd's step, from a
     profile job on the model the rounds left resident (benchd's `step` range,
-    CUDA activity only on a GPU); (None, None) if the profile did not succeed.
+    CPU and CUDA activity on a GPU); (None, None) if the profile did not succeed.
     On a CPU worker the profile holds operator self times, not kernels: the
     caller uses it on a GPU only."""
-    # The CPU side too: kernels reach the `step` range through their launches.
+    # The CPU side too: kernels reach the `step` range through their launches
+    # (the daemon refuses cuda alone).
     activities = "cpu,cuda" if torch.device(args.device).type == "cuda" else "cpu"
     r = benchctl(args, "profile", "--preset", preset, "--mode", mode, "--precision", precision,
                  "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
