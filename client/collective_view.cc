@@ -23,7 +23,8 @@ absl::StatusOr<v1::JobSpec> BuildCollectiveSpec(const CollectiveOptions& o) {
   v1::JobSpec spec;
   v1::CollectiveSpec* c = spec.mutable_collective();
   if (!o.group.empty() && !o.devices.empty()) {
-    return absl::InvalidArgumentError("--group and --devices: give one (a resident group, or devices and a backend)");
+    return absl::InvalidArgumentError(
+        "--group and --devices: give one (a resident group, or devices and a backend)");
   }
   c->set_group(o.group);
   for (const auto& d : List(o.devices)) c->add_devices(d);
@@ -34,13 +35,15 @@ absl::StatusOr<v1::JobSpec> BuildCollectiveSpec(const CollectiveOptions& o) {
   }
   for (const auto& name : List(o.backends)) {
     auto b = ParseBackend(name);
-    if (!b.ok()) return absl::InvalidArgumentError(absl::StrCat("--backends: ", b.status().message()));
+    if (!b.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--backends: ", b.status().message()));
     c->add_backends(*b);
   }
   for (const auto& w : List(o.world_sizes)) {
     int n = 0;
     if (!absl::SimpleAtoi(w, &n)) {
-      return absl::InvalidArgumentError(fmt::format("--world-sizes: '{}' is not a number of ranks", w));
+      return absl::InvalidArgumentError(
+          fmt::format("--world-sizes: '{}' is not a number of ranks", w));
     }
     c->add_world_sizes(n);
   }
@@ -48,7 +51,8 @@ absl::StatusOr<v1::JobSpec> BuildCollectiveSpec(const CollectiveOptions& o) {
   if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat("--op: ", op.status().message()));
   c->set_op(*op);
   auto dtype = ParseDtype(o.dtype);
-  if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
+  if (!dtype.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
   c->set_dtype(*dtype);
   if (!o.sizes.empty()) {
     for (const auto& s : List(o.sizes)) {
@@ -77,11 +81,18 @@ absl::StatusOr<v1::JobSpec> BuildCollectiveSpec(const CollectiveOptions& o) {
 
 std::string CollectiveTable(const v1::CollectiveResult& r) {
   using A = Table::Align;
-  Table t({{"size", A::kRight}, {"world", A::kRight}, {"backend"}, {"median µs", A::kRight},
-           {"p99 µs", A::kRight}, {"algbw GB/s", A::kRight}, {"busbw GB/s", A::kRight}, {"wrong", A::kRight}});
+  Table t({{"size", A::kRight},
+           {"world", A::kRight},
+           {"backend"},
+           {"median µs", A::kRight},
+           {"p99 µs", A::kRight},
+           {"algbw GB/s", A::kRight},
+           {"busbw GB/s", A::kRight},
+           {"wrong", A::kRight}});
   for (const auto& row : r.rows()) {
-    t.AddRow({FormatBytes(row.size_bytes()), fmt::format("{}", row.world_size()), BackendName(row.backend()),
-              fmt::format("{:.1f}", row.duration().median() * 1e6), fmt::format("{:.1f}", row.duration().p99() * 1e6),
+    t.AddRow({FormatBytes(row.size_bytes()), fmt::format("{}", row.world_size()),
+              BackendName(row.backend()), fmt::format("{:.1f}", row.duration().median() * 1e6),
+              fmt::format("{:.1f}", row.duration().p99() * 1e6),
               fmt::format("{:.3f}", row.algbw_gbps()), fmt::format("{:.3f}", row.busbw_gbps()),
               fmt::format("{}", row.wrong_elements())});
   }
@@ -89,17 +100,21 @@ std::string CollectiveTable(const v1::CollectiveResult& r) {
 }
 
 std::string CollectiveResultView(const v1::CollectiveResult& r) {
-  std::string out = fmt::format("{} {}, {}, {} warm-up + {} measured iterations (slowest rank per iteration)\n",
-                                CollectiveOpName(r.op()), DtypeName(r.dtype()), r.in_place() ? "in place" : "out of place",
-                                r.warmup_iters(), r.iters());
+  std::string out =
+      fmt::format("{} {}, {}, {} warm-up + {} measured iterations (slowest rank per iteration)\n",
+                  CollectiveOpName(r.op()), DtypeName(r.dtype()),
+                  r.in_place() ? "in place" : "out of place", r.warmup_iters(), r.iters());
   out += CollectiveTable(r);
   for (const auto& g : r.groups()) {
-    out += fmt::format("group {} ({} on {}): {}\n", g.group(), BackendName(g.backend()), absl::StrJoin(g.devices(), ","),
-                       g.was_resident() ? "resident, no set-up in this job"
-                                        : fmt::format("set up for this job in {:.3f} s{}", g.setup_seconds(),
-                                                      g.transient() ? " (transient, destroyed after)" : ""));
+    out += fmt::format("group {} ({} on {}): {}\n", g.group(), BackendName(g.backend()),
+                       absl::StrJoin(g.devices(), ","),
+                       g.was_resident()
+                           ? "resident, no set-up in this job"
+                           : fmt::format("set up for this job in {:.3f} s{}", g.setup_seconds(),
+                                         g.transient() ? " (transient, destroyed after)" : ""));
   }
-  out += fmt::format("wrong elements: {}{}\n", r.wrong_elements(), r.wrong_elements() == 0 ? " (all results exact)" : " (CHECK FAILED)");
+  out += fmt::format("wrong elements: {}{}\n", r.wrong_elements(),
+                     r.wrong_elements() == 0 ? " (all results exact)" : " (CHECK FAILED)");
   for (const auto& p : r.plots()) {
     if (!p.artifact().empty()) out += fmt::format("plot {}: {}\n", p.name(), p.artifact());
   }
@@ -107,34 +122,44 @@ std::string CollectiveResultView(const v1::CollectiveResult& r) {
 }
 
 std::string CollectiveRowLine(const v1::CollectiveRow& row) {
-  return fmt::format("{} x{} {}: median {:.1f} µs, busbw {:.3f} GB/s, wrong {}", BackendName(row.backend()),
-                     row.world_size(), FormatBytes(row.size_bytes()), row.duration().median() * 1e6,
-                     row.busbw_gbps(), row.wrong_elements());
+  return fmt::format("{} x{} {}: median {:.1f} µs, busbw {:.3f} GB/s, wrong {}",
+                     BackendName(row.backend()), row.world_size(), FormatBytes(row.size_bytes()),
+                     row.duration().median() * 1e6, row.busbw_gbps(), row.wrong_elements());
 }
 
 std::string GroupStateName(v1::GroupState s) {
   switch (s) {
-    case v1::GROUP_READY: return "ready";
-    case v1::GROUP_BROKEN: return "broken";
-    default: return "unknown";
+    case v1::GROUP_READY:
+      return "ready";
+    case v1::GROUP_BROKEN:
+      return "broken";
+    default:
+      return "unknown";
   }
 }
 
 std::string GroupsTable(const std::vector<v1::Group>& groups) {
   if (groups.empty()) return "no process groups\n";
   using A = Table::Align;
-  Table t({{"id"}, {"backend"}, {"devices"}, {"state"}, {"setup s", A::kRight}, {"jobs", A::kRight}, {"reason"}});
+  Table t({{"id"},
+           {"backend"},
+           {"devices"},
+           {"state"},
+           {"setup s", A::kRight},
+           {"jobs", A::kRight},
+           {"reason"}});
   for (const auto& g : groups) {
-    t.AddRow({g.id(), BackendName(g.backend()), absl::StrJoin(g.devices(), ","), GroupStateName(g.state()),
-              fmt::format("{:.3f}", g.setup_seconds()), fmt::format("{}", g.jobs_run()), g.broken_reason()});
+    t.AddRow({g.id(), BackendName(g.backend()), absl::StrJoin(g.devices(), ","),
+              GroupStateName(g.state()), fmt::format("{:.3f}", g.setup_seconds()),
+              fmt::format("{}", g.jobs_run()), g.broken_reason()});
   }
   return t.Render();
 }
 
 std::string GroupView(const v1::Group& g) {
-  std::string out = fmt::format("group {}: {} on {} ({} ranks), {}, set up in {:.3f} s\n", g.id(), BackendName(g.backend()),
-                                absl::StrJoin(g.devices(), ","), g.devices_size(), GroupStateName(g.state()),
-                                g.setup_seconds());
+  std::string out = fmt::format("group {}: {} on {} ({} ranks), {}, set up in {:.3f} s\n", g.id(),
+                                BackendName(g.backend()), absl::StrJoin(g.devices(), ","),
+                                g.devices_size(), GroupStateName(g.state()), g.setup_seconds());
   if (!g.broken_reason().empty()) out += "broken: " + g.broken_reason() + "\n";
   return out;
 }
@@ -143,7 +168,8 @@ std::vector<std::string> SavePlots(const v1::Job& job, const std::string& dir) {
   std::vector<std::string> lines;
   if (!job.result().has_collective()) return lines;
   for (const auto& p : job.result().collective().plots()) {
-    const std::string path = fmt::format("{}/{}-{}.svg", dir.empty() ? "." : dir, job.id(), p.name());
+    const std::string path =
+        fmt::format("{}/{}-{}.svg", dir.empty() ? "." : dir, job.id(), p.name());
     std::ofstream out(path);
     out << p.svg();
     lines.push_back(out ? fmt::format("saved {}", path) : fmt::format("cannot write {}", path));

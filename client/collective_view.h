@@ -21,9 +21,9 @@ struct CollectiveOptions {
   std::string world_sizes;  // "2,4"
   std::string op = "all_reduce";
   std::string dtype = "fp32";
-  std::string min;          // "1MiB" ("" = 1 MiB)
-  std::string max;          // "" = min
-  std::string sizes;        // a list instead: "4KiB,1MiB"
+  std::string min;    // "1MiB" ("" = 1 MiB)
+  std::string max;    // "" = min
+  std::string sizes;  // a list instead: "4KiB,1MiB"
   std::optional<int64_t> factor;
   std::optional<int64_t> warmup;
   std::optional<int64_t> iters;

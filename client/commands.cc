@@ -13,7 +13,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/collective_math.h"
 #include "client/csv.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -22,8 +21,9 @@
 #include "client/list_views.h"
 #include "client/memory_view.h"
 #include "client/progress.h"
-#include "client/table.h"
 #include "client/rpc.h"
+#include "client/table.h"
+#include "common/collective_math.h"
 
 namespace benchd::client {
 namespace {
@@ -106,14 +106,14 @@ int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const char* ki
 }
 
 ArtifactFetcher FetcherOf(BenchClient& client) {
-  return [&client](const std::string& job_id,
-                   const std::string& name) -> absl::StatusOr<std::string> {
-    std::string bytes;
-    absl::StatusOr<int64_t> size =
-        client.FetchArtifact(job_id, name, [&](const std::string& chunk) { bytes += chunk; });
-    if (!size.ok()) return size.status();
-    return bytes;
-  };
+  return
+      [&client](const std::string& job_id, const std::string& name) -> absl::StatusOr<std::string> {
+        std::string bytes;
+        absl::StatusOr<int64_t> size =
+            client.FetchArtifact(job_id, name, [&](const std::string& chunk) { bytes += chunk; });
+        if (!size.ok()) return size.status();
+        return bytes;
+      };
 }
 
 // Fetches an artifact into `path` through `path`.part, renamed when whole.
@@ -152,7 +152,8 @@ absl::StatusOr<v1::JobState> ParseJobState(const std::string& name) {
 std::string ErrorMessage(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kUnavailable: return std::string(status.message());
+    case absl::StatusCode::kUnavailable:
+      return std::string(status.message());
     default:
       return fmt::format("{}: {}", absl::StatusCodeToString(status.code()),
                          std::string(status.message()));
@@ -240,8 +241,8 @@ int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool 
   return code;
 }
 
-int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach,
-                      bool json, const ProfileViewOptions& view, const std::string& trace_path) {
+int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach, bool json,
+                      const ProfileViewOptions& view, const std::string& trace_path) {
   absl::StatusOr<v1::JobSpec> spec = BuildProfileSpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
@@ -277,7 +278,8 @@ int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool jso
     return kExitOk;
   }
   Table t({{"name"}, {"size", Table::Align::kRight}});
-  for (const v1::Artifact& a : response->artifacts()) t.AddRow({a.name(), FormatBytes(a.size_bytes())});
+  for (const v1::Artifact& a : response->artifacts())
+    t.AddRow({a.name(), FormatBytes(a.size_bytes())});
   Print(t.Render() + fmt::format("in {} on the daemon's host\n", response->artifacts_dir()));
   return kExitOk;
 }
@@ -286,8 +288,9 @@ int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std
                     const std::string& out_path) {
   BenchClient client = MakeClient(g);
   if (out_path == "-") {
-    absl::StatusOr<int64_t> got = client.FetchArtifact(
-        job_id, name, [](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
+    absl::StatusOr<int64_t> got = client.FetchArtifact(job_id, name, [](const std::string& chunk) {
+      std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+    });
     std::fflush(stdout);
     return got.ok() ? kExitOk : ReportError(got.status());
   }
@@ -322,8 +325,10 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
   switch (job->state()) {
     case v1::FAILED:
     case v1::CANCELLED:
-    case v1::INTERRUPTED: return kExitJobFailed;
-    default: return kExitOk;
+    case v1::INTERRUPTED:
+      return kExitJobFailed;
+    default:
+      return kExitOk;
   }
 }
 
@@ -404,13 +409,15 @@ int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const st
   }
   if (!backend.empty()) {
     auto b = ParseBackend(backend);
-    if (!b.ok()) return ReportError(absl::InvalidArgumentError(absl::StrCat("--", b.status().message())));
+    if (!b.ok())
+      return ReportError(absl::InvalidArgumentError(absl::StrCat("--", b.status().message())));
     request.set_backend(*b);
   }
   request.set_timeout_seconds(timeout_seconds);
   BenchClient client = MakeClient(g);
   const double rendezvous = (timeout_seconds > 0 ? timeout_seconds : 300) + 60;
-  auto group = client.CreateGroup(request, std::chrono::milliseconds(static_cast<int64_t>(rendezvous * 1000)));
+  auto group = client.CreateGroup(
+      request, std::chrono::milliseconds(static_cast<int64_t>(rendezvous * 1000)));
   if (!group.ok()) return ReportError(group.status());
   Print(json ? ToJson(*group) : GroupView(*group));
   return kExitOk;
@@ -432,7 +439,8 @@ int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json) {
   return kExitOk;
 }
 
-int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json, const std::string& svg_dir) {
+int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json,
+                  const std::string& svg_dir) {
   auto spec = BuildCollectiveSpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
@@ -454,7 +462,8 @@ int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool
   absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
   const v1::Job& done = stored.ok() ? *stored : final_job;
   if (!json) {
-    if (done.result().has_collective()) Print("\n" + CollectiveResultView(done.result().collective()));
+    if (done.result().has_collective())
+      Print("\n" + CollectiveResultView(done.result().collective()));
   }
   if (code != kExitOk) {
     std::fflush(stdout);

@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
-#include "client/profile_view.h"
 #include "client/collective_view.h"
+#include "client/profile_view.h"
 #include "client/spec_builder.h"
 
 namespace benchd::client {
@@ -50,8 +50,8 @@ std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& sv
 // `benchctl profile`: submits a profile request, follows it and prints the
 // ranges and kernel tables (`view` says how many rows); with `trace_path`
 // fetches the Chrome trace there. With `detach`, prints the job id and returns.
-int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach,
-                      bool json, const ProfileViewOptions& view, const std::string& trace_path);
+int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach, bool json,
+                      const ProfileViewOptions& view, const std::string& trace_path);
 // `benchctl artifacts list JOB`.
 int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json);
 // `benchctl artifacts get JOB NAME [-o PATH]`: to PATH (default NAME here;
@@ -76,7 +76,8 @@ int RunGroupsList(const GlobalOptions& g, bool json);
 int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json);
 // `benchctl collective`: submits, prints each row as it completes, then the
 // table; saves the plots in `svg_dir` when it is not empty.
-int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json, const std::string& svg_dir);
+int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json,
+                  const std::string& svg_dir);
 
 }  // namespace benchd::client
 

@@ -14,8 +14,9 @@ TEST(ParseJobState, NamesInAnyCase) {
 }
 
 TEST(ErrorMessage, CodeNameUnlessTheMessageSpeaksForItself) {
-  EXPECT_EQ(ErrorMessage(absl::InvalidArgumentError("benchmark.batch_size: expected 1..65536, got 0")),
-            "benchmark.batch_size: expected 1..65536, got 0");
+  EXPECT_EQ(
+      ErrorMessage(absl::InvalidArgumentError("benchmark.batch_size: expected 1..65536, got 0")),
+      "benchmark.batch_size: expected 1..65536, got 0");
   EXPECT_EQ(ErrorMessage(absl::UnavailableError("cannot reach benchd at x")),
             "cannot reach benchd at x");
   EXPECT_EQ(ErrorMessage(absl::NotFoundError("no job j9")), "NOT_FOUND: no job j9");

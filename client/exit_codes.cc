@@ -4,10 +4,14 @@ namespace benchd::client {
 
 ExitCode ExitCodeForRpc(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return kExitOk;
-    case grpc::StatusCode::INVALID_ARGUMENT: return kExitUsage;
-    case grpc::StatusCode::UNAVAILABLE: return kExitUnreachable;
-    default: return kExitRpcError;
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return kExitUsage;
+    case grpc::StatusCode::UNAVAILABLE:
+      return kExitUnreachable;
+    default:
+      return kExitRpcError;
   }
 }
 
@@ -17,11 +21,14 @@ ExitCode ExitCodeForStatus(const absl::Status& status) {
 
 ExitCode ExitCodeForJobState(v1::JobState state) {
   switch (state) {
-    case v1::SUCCEEDED: return kExitOk;
+    case v1::SUCCEEDED:
+      return kExitOk;
     case v1::FAILED:
     case v1::CANCELLED:
-    case v1::INTERRUPTED: return kExitJobFailed;
-    default: return kExitRpcError;
+    case v1::INTERRUPTED:
+      return kExitJobFailed;
+    default:
+      return kExitRpcError;
   }
 }
 

@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include "absl/strings/str_join.h"
-#include "client/format.h"
 #include "client/collective_view.h"
+#include "client/format.h"
 #include "client/memory_view.h"
-#include "client/profile_view.h"
 #include "client/options_view.h"
+#include "client/profile_view.h"
 #include "client/table.h"
 #include "common/job_spec.h"
 #include "common/model_config.h"
@@ -37,10 +37,10 @@ KeyValueList RooflineLines(const v1::Roofline& r) {
                                   FormatMs(r.matmul_seconds()));
   if (r.optimizer_bytes() > 0) floor += fmt::format(" + AdamW {}", FormatMs(r.optimizer_seconds()));
   floor += fmt::format("); this step reaches {:.1f}% of it", 100 * r.fraction_of_floor());
-  std::string peaks = fmt::format(
-      "{} matmul {} TFLOP/s ({}^3), copy {} GB/s ({} MiB); ", r.matmul_dtype(),
-      FormatRate(r.peak_matmul_flops_per_second() / 1e12), r.matmul_size(),
-      FormatRate(r.bandwidth_bytes_per_second() / 1e9), r.copy_bytes() >> 20);
+  std::string peaks =
+      fmt::format("{} matmul {} TFLOP/s ({}^3), copy {} GB/s ({} MiB); ", r.matmul_dtype(),
+                  FormatRate(r.peak_matmul_flops_per_second() / 1e12), r.matmul_size(),
+                  FormatRate(r.bandwidth_bytes_per_second() / 1e9), r.copy_bytes() >> 20);
   peaks += r.measured_now() ? "measured by this job in " + FormatSeconds(r.measure_seconds())
                             : std::string("cached by the worker");
   return {{"Roofline", floor}, {"Peaks", peaks}};
@@ -117,9 +117,11 @@ std::string StatsTable(const v1::BenchmarkResult& r, const std::string& indent) 
                {"max", Align::kRight},
                {"p95", Align::kRight},
                {"cv", Align::kRight}});
-  const std::pair<const char*, const v1::Stats*> rows[] = {
-      {"step", &r.step()},         {"forward", &r.forward()},     {"backward", &r.backward()},
-      {"optimizer", &r.optimizer()}, {"host_step", &r.host_step()}};
+  const std::pair<const char*, const v1::Stats*> rows[] = {{"step", &r.step()},
+                                                           {"forward", &r.forward()},
+                                                           {"backward", &r.backward()},
+                                                           {"optimizer", &r.optimizer()},
+                                                           {"host_step", &r.host_step()}};
   for (const auto& [name, s] : rows) {
     // Backward and optimizer are all zero in modes that don't run them; a
     // row of zeros would read as "measured and free".
@@ -151,18 +153,20 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
   std::string device = r.device().empty() ? "-" : r.device();
   if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
   const int64_t tokens = r.batch_size() * r.context_length();
-  std::string out = KeyValues({
-      {"Model", ModelSummary(r.model())},
-      {"Parameters", FormatThousands(r.parameter_count())},
-      {"Device", device},
-      {"Mode", ModeName(r.mode())},
-      {"Precision", PrecisionName(r.precision())},
-      {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", r.batch_size(), r.context_length(),
-                            FormatThousands(tokens))},
-      {"Steps", StepsLine(r)},
-      {"Options", OptionsLine(r)},
-      {"Timer", r.timer().empty() ? "-" : r.timer()},
-  }, kKeyWidth);
+  std::string out = KeyValues(
+      {
+          {"Model", ModelSummary(r.model())},
+          {"Parameters", FormatThousands(r.parameter_count())},
+          {"Device", device},
+          {"Mode", ModeName(r.mode())},
+          {"Precision", PrecisionName(r.precision())},
+          {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", r.batch_size(),
+                                r.context_length(), FormatThousands(tokens))},
+          {"Steps", StepsLine(r)},
+          {"Options", OptionsLine(r)},
+          {"Timer", r.timer().empty() ? "-" : r.timer()},
+      },
+      kKeyWidth);
   out += fmt::format("\nStatistics (ms over {} measured steps)\n", r.step().count());
   out += StatsTable(r, "  ");
 
@@ -172,14 +176,16 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
                                 ? std::string("resident (reused, not rebuilt)")
                                 : "built in " + FormatSeconds(r.model_build_seconds());
   out += "\n";
-  out += KeyValues({
-      {"Tokens/s", FormatRate(r.tokens_per_second())},
-      {"TFLOP/s", FormatRate(r.tflops_per_second())},
-      {"FLOPs/step", fmt::format("{:.4g}", r.flops_per_step())},
-      {"Peak memory", memory},
-      {"Model", model},
-      {"Versions", FormatVersions(r.versions())},
-  }, kKeyWidth);
+  out += KeyValues(
+      {
+          {"Tokens/s", FormatRate(r.tokens_per_second())},
+          {"TFLOP/s", FormatRate(r.tflops_per_second())},
+          {"FLOPs/step", fmt::format("{:.4g}", r.flops_per_step())},
+          {"Peak memory", memory},
+          {"Model", model},
+          {"Versions", FormatVersions(r.versions())},
+      },
+      kKeyWidth);
   if (r.has_roofline()) out += KeyValues(RooflineLines(r.roofline()), kKeyWidth);
   if (!r.parity_bundle().empty()) out += KeyValues({{"Parity", r.parity_bundle()}}, kKeyWidth);
   if (r.steps_size() > 0) {
@@ -226,8 +232,9 @@ std::string FinalStateLine(const v1::Job& job) {
       std::string line = fmt::format("job {} succeeded", job.id());
       if (HasResult(job)) {
         const v1::BenchmarkResult& r = job.result().benchmark();
-        line += fmt::format(": median step {} ms, {} tokens/s, {} TFLOP/s", FormatMs(r.step().median()),
-                            FormatRate(r.tokens_per_second()), FormatRate(r.tflops_per_second()));
+        line +=
+            fmt::format(": median step {} ms, {} tokens/s, {} TFLOP/s", FormatMs(r.step().median()),
+                        FormatRate(r.tokens_per_second()), FormatRate(r.tflops_per_second()));
       }
       if (HasMemoryResult(job)) {
         const v1::MemoryResult& r = job.result().memory();
@@ -243,23 +250,26 @@ std::string FinalStateLine(const v1::Job& job) {
       }
       if (HasProfileResult(job)) {
         const v1::ProfileResult& r = job.result().profile();
-        line += fmt::format(": {} ranges over {} profiled step{}, step {} ms profiled vs {} ms "
-                            "unprofiled",
-                            r.ranges_size(), r.profile_steps(), r.profile_steps() == 1 ? "" : "s",
-                            FormatMs(r.profiled_step().median()),
-                            FormatMs(r.unprofiled_step().median()));
+        line += fmt::format(
+            ": {} ranges over {} profiled step{}, step {} ms profiled vs {} ms "
+            "unprofiled",
+            r.ranges_size(), r.profile_steps(), r.profile_steps() == 1 ? "" : "s",
+            FormatMs(r.profiled_step().median()), FormatMs(r.unprofiled_step().median()));
       }
       return line;
     }
-    case v1::FAILED: return fmt::format("job {} failed: {}", job.id(), ErrorText(job));
-    case v1::CANCELLED: return fmt::format("job {} was cancelled", job.id());
+    case v1::FAILED:
+      return fmt::format("job {} failed: {}", job.id(), ErrorText(job));
+    case v1::CANCELLED:
+      return fmt::format("job {} was cancelled", job.id());
     case v1::INTERRUPTED: {
       std::string line =
           fmt::format("job {} was interrupted (the daemon stopped while it ran)", job.id());
       if (!job.error_message().empty()) line += ": " + job.error_message();
       return line;
     }
-    default: return fmt::format("job {} is {}", job.id(), StateName(job.state()));
+    default:
+      return fmt::format("job {} is {}", job.id(), StateName(job.state()));
   }
 }
 

@@ -107,9 +107,12 @@ TEST(ListViews, JobsTable) {
   queued->set_kind("benchmark");
   queued->set_state(v1::QUEUED);
   EXPECT_EQ(JobListView(response),
-            "ID   KIND       STATE      DEVICE  SPEC                         CREATED (UTC)        MEDIAN STEP ms\n"
-            "j42  benchmark  SUCCEEDED  cuda:0  small train_step bf16 4x128  2026-11-18 11:06:40          12.500\n"
-            "j43  benchmark  QUEUED     -       -                            -                                 -\n");
+            "ID   KIND       STATE      DEVICE  SPEC                         CREATED (UTC)        "
+            "MEDIAN STEP ms\n"
+            "j42  benchmark  SUCCEEDED  cuda:0  small train_step bf16 4x128  2026-11-18 11:06:40   "
+            "       12.500\n"
+            "j43  benchmark  QUEUED     -       -                            -                     "
+            "            -\n");
   EXPECT_EQ(JobListView({}), "no jobs\n");
 }
 
@@ -144,7 +147,8 @@ TEST(ListViews, NodeView) {
   const std::string view = NodeView(node);
   EXPECT_THAT(view, HasSubstr("Host      gpu1\n"));
   EXPECT_THAT(view, HasSubstr("Metrics   -\n"));
-  EXPECT_THAT(view, HasSubstr("cuda:0  NVIDIA H100  9.0     79.00      80.00  up      1234         0\n"));
+  EXPECT_THAT(view,
+              HasSubstr("cuda:0  NVIDIA H100  9.0     79.00      80.00  up      1234         0\n"));
 }
 
 TEST(JobView, ParityBundlePathWhenExported) {

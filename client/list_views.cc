@@ -24,7 +24,8 @@ std::string JobListView(const v1::ListJobsResponse& response) {
                {"CREATED (UTC)"},
                {"MEDIAN STEP ms", Align::kRight}});
   for (const v1::Job& job : response.jobs()) {
-    const bool has_stats = job.result().has_benchmark() && job.result().benchmark().step().count() > 0;
+    const bool has_stats =
+        job.result().has_benchmark() && job.result().benchmark().step().count() > 0;
     table.AddRow({job.id(), OrDash(job.kind()), StateName(job.state()),
                   OrDash(job.device().empty() ? job.spec().device() : job.device()),
                   OrDash(ShortSpecSummary(job.spec())), FormatTime(job.created()),
@@ -44,7 +45,8 @@ std::string ModelsView(const v1::ListModelsResponse& response) {
                {"BUILD s", Align::kRight},
                {"USES", Align::kRight}});
   for (const v1::ResidentModel& m : response.models()) {
-    table.AddRow({m.key(), OrDash(m.device()), OrDash(m.model().preset().empty() ? "custom" : m.model().preset()),
+    table.AddRow({m.key(), OrDash(m.device()),
+                  OrDash(m.model().preset().empty() ? "custom" : m.model().preset()),
                   PrecisionName(m.precision()), FormatThousands(m.parameter_count()),
                   FormatBytes(m.bytes()), fmt::format("{:.2f}", m.build_seconds()),
                   FormatThousands(m.uses())});
@@ -72,7 +74,8 @@ std::string NodeView(const v1::NodeInfo& node) {
   for (const v1::Device& d : node.devices()) {
     table.AddRow({d.name(), OrDash(d.description()), OrDash(d.compute_capability()),
                   FormatGiB(d.free_memory_bytes()), FormatGiB(d.total_memory_bytes()),
-                  OrDash(d.worker_state()), d.worker_pid() > 0 ? std::to_string(d.worker_pid()) : "-",
+                  OrDash(d.worker_state()),
+                  d.worker_pid() > 0 ? std::to_string(d.worker_pid()) : "-",
                   std::to_string(d.worker_restarts())});
   }
   return out + table.Render();

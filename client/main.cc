@@ -40,7 +40,8 @@ std::string PresetHelp() {
 // The flags that say what one step is: model, mode, precision, batch,
 // warm-up and the speed options (shared by `submit benchmark` and `memory`).
 void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
-  cmd->add_option("--device", o.device, "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+  cmd->add_option("--device", o.device,
+                  "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
   cmd->add_option("--preset", o.preset, PresetHelp());
   cmd->add_option("--vocab-size", o.vocab_size, "vocabulary size");
   cmd->add_option("--d-model", o.d_model, "model width");
@@ -52,9 +53,9 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--precision", o.precision, "fp32|bf16|fp16 (default fp32)");
   cmd->add_option("--batch-size", o.batch_size, "batch size (default 4)");
   cmd->add_option("--context-length", o.context_length, "tokens per sequence (default 128)");
-  cmd->add_option("--warmup-steps", o.warmup_steps, "warm-up steps, timed but not in the statistics (default 5)");
-  cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")
-      ->check(kNonNegative);
+  cmd->add_option("--warmup-steps", o.warmup_steps,
+                  "warm-up steps, timed but not in the statistics (default 5)");
+  cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")->check(kNonNegative);
   // Options: each off unless asked (docs/architecture.md "Options").
   cmd->add_option("--warmup", o.warmup,
                   "auto: warm up until the last 3 step times are within 2% of their median "
@@ -96,8 +97,7 @@ void AddBenchmarkFlags(CLI::App* cmd, BenchmarkOptions& o) {
 
 void AddMemoryFlags(CLI::App* cmd, benchd::client::MemoryOptions& o) {
   AddStepFlags(cmd, o.step);
-  cmd->add_option("--record-steps", o.record_steps,
-                  "steps recorded after the warm-up (default 2)");
+  cmd->add_option("--record-steps", o.record_steps, "steps recorded after the warm-up (default 2)");
   cmd->add_option("--max-entries", o.max_entries,
                   "allocator history entries kept per run (default 100000)");
   cmd->add_option("--stacks", o.stacks,
@@ -106,8 +106,7 @@ void AddMemoryFlags(CLI::App* cmd, benchd::client::MemoryOptions& o) {
   cmd->add_option("--top", o.top_allocations, "largest allocations to list per run (default 10)");
   cmd->add_option("--contexts", o.contexts,
                   "sweep: context lengths, e.g. 128,256,512 (default: --context-length)");
-  cmd->add_option("--modes", o.modes,
-                  "sweep: modes, e.g. forward,train_step (default: --mode)");
+  cmd->add_option("--modes", o.modes, "sweep: modes, e.g. forward,train_step (default: --mode)");
   cmd->add_option("--precisions", o.precisions,
                   "sweep: precisions, e.g. fp32,bf16 (default: --precision)");
 }
@@ -119,7 +118,8 @@ void AddProfileFlags(CLI::App* cmd, benchd::client::ProfileOptions& o) {
   cmd->add_option("--profile-steps", o.profile_steps, "steps recorded by the profiler (default 3)");
   cmd->add_option("--activities", o.activities,
                   "cpu and/or cuda, e.g. cpu,cuda (default: cpu+cuda on a GPU, cpu on a CPU)");
-  cmd->add_flag("--record-shapes", o.record_shapes, "record every operator's input shapes (in the trace)");
+  cmd->add_flag("--record-shapes", o.record_shapes,
+                "record every operator's input shapes (in the trace)");
   cmd->add_flag("--profile-memory", o.profile_memory, "record allocator events (in the trace)");
 }
 
@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
   artifacts_get->add_option("JOB", job_id, "job id")->required();
   artifacts_get->add_option("NAME", artifact_name, "artifact name (from `artifacts list`)")
       ->required();
-  artifacts_get->add_option("-o,--output", artifact_out, "where to write it (default: NAME here; - = stdout)");
+  artifacts_get->add_option("-o,--output", artifact_out,
+                            "where to write it (default: NAME here; - = stdout)");
 
   CLI::App* watch_cmd = app.add_subcommand("watch", "follow a job's events until it ends");
   watch_cmd->add_option("JOB", job_id, "job id")->required();
@@ -253,15 +254,20 @@ int main(int argc, char** argv) {
   // groups create|list|destroy
   CLI::App* groups = app.add_subcommand("groups", "resident process groups (NCCL on GPUs, Gloo)");
   groups->require_subcommand(1);
-  CLI::App* groups_create = groups->add_subcommand("create", "make a group over devices of this node");
+  CLI::App* groups_create =
+      groups->add_subcommand("create", "make a group over devices of this node");
   std::string group_devices, group_backend, group_id;
   double group_timeout = 0;
-  groups_create->add_option("--devices", group_devices, "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1")->required();
-  groups_create->add_option("--backend", group_backend, "nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  groups_create
+      ->add_option("--devices", group_devices, "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1")
+      ->required();
+  groups_create->add_option("--backend", group_backend,
+                            "nccl|gloo (default: nccl on cuda, gloo on cpu)");
   groups_create->add_option("--group-timeout", group_timeout,
                             "seconds after which a hung collective is aborted (default 300)");
   add_json(groups_create, "print the Group as JSON");
-  CLI::App* groups_list = groups->add_subcommand("list", "list the groups, their state and set-up time");
+  CLI::App* groups_list =
+      groups->add_subcommand("list", "list the groups, their state and set-up time");
   add_json(groups_list, "print the ListGroupsResponse as JSON");
   CLI::App* groups_destroy = groups->add_subcommand("destroy", "drop a group");
   groups_destroy->add_option("ID", group_id, "group id (from `groups list`)")->required();
@@ -269,28 +275,38 @@ int main(int argc, char** argv) {
 
   // collective
   CLI::App* collective_cmd = app.add_subcommand(
-      "collective", "time a collective over message sizes (and world sizes, backends): table, 3 SVG plots");
+      "collective",
+      "time a collective over message sizes (and world sizes, backends): table, 3 SVG plots");
   bc::CollectiveOptions coll;
   std::string coll_svg_dir;
   collective_cmd->add_option("--group", coll.group, "a resident group id");
-  collective_cmd->add_option("--devices", coll.devices, "or devices, rank order: cuda:0,cuda:1,... or cpu:0,...");
-  collective_cmd->add_option("--backend", coll.backend, "nccl|gloo (default: nccl on cuda, gloo on cpu)");
-  collective_cmd->add_option("--backends", coll.backends, "sweep: one series per backend on --devices, e.g. nccl,gloo");
-  collective_cmd->add_option("--world-sizes", coll.world_sizes, "sweep: the first N devices, e.g. 2,4");
-  collective_cmd->add_option("--op", coll.op, "all_reduce|all_gather|reduce_scatter|broadcast|all_to_all")
+  collective_cmd->add_option("--devices", coll.devices,
+                             "or devices, rank order: cuda:0,cuda:1,... or cpu:0,...");
+  collective_cmd->add_option("--backend", coll.backend,
+                             "nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  collective_cmd->add_option("--backends", coll.backends,
+                             "sweep: one series per backend on --devices, e.g. nccl,gloo");
+  collective_cmd->add_option("--world-sizes", coll.world_sizes,
+                             "sweep: the first N devices, e.g. 2,4");
+  collective_cmd
+      ->add_option("--op", coll.op, "all_reduce|all_gather|reduce_scatter|broadcast|all_to_all")
       ->capture_default_str();
-  collective_cmd->add_option("--dtype", coll.dtype, "fp32|fp16|bf16|fp64|int32")->capture_default_str();
+  collective_cmd->add_option("--dtype", coll.dtype, "fp32|fp16|bf16|fp64|int32")
+      ->capture_default_str();
   collective_cmd->add_option("--min", coll.min, "smallest message, e.g. 1MiB (default 1MiB)");
   collective_cmd->add_option("--max", coll.max, "largest message, e.g. 1GiB (default --min)");
   collective_cmd->add_option("--factor", coll.factor, "size multiplier between steps (default 2)");
-  collective_cmd->add_option("--sizes", coll.sizes, "a list of sizes instead, e.g. 4KiB,1MiB,64MiB");
+  collective_cmd->add_option("--sizes", coll.sizes,
+                             "a list of sizes instead, e.g. 4KiB,1MiB,64MiB");
   collective_cmd->add_option("--warmup", coll.warmup, "warm-up iterations per size (default 5)");
   collective_cmd->add_option("--iters", coll.iters, "measured iterations per size (default 20)");
-  collective_cmd->add_flag("--in-place", coll.in_place,
-                           "all_gather/reduce_scatter in place (all_reduce and broadcast always are in c10d)");
+  collective_cmd->add_flag(
+      "--in-place", coll.in_place,
+      "all_gather/reduce_scatter in place (all_reduce and broadcast always are in c10d)");
   collective_cmd->add_option("--group-timeout", coll.timeout_seconds,
                              "seconds after which a hung collective is aborted (default 300)");
-  collective_cmd->add_option("--svg-dir", coll_svg_dir, "save the three plots here as <job>-<plot>.svg");
+  collective_cmd->add_option("--svg-dir", coll_svg_dir,
+                             "save the three plots here as <job>-<plot>.svg");
   add_json(collective_cmd, "print NDJSON events like `watch --json`");
 
   try {
@@ -318,7 +334,8 @@ int main(int argc, char** argv) {
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
   if (*node) return bc::RunNode(g, json);
-  if (*groups_create) return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);
+  if (*groups_create)
+    return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);
   if (*groups_list) return bc::RunGroupsList(g, json);
   if (*groups_destroy) return bc::RunGroupsDestroy(g, group_id, json);
   if (*collective_cmd) return bc::RunCollective(g, coll, json, coll_svg_dir);

@@ -33,33 +33,44 @@ std::string PhasePeak(const v1::MemoryRun& run, const std::string& name) {
 
 std::string MemoryStacksName(v1::MemoryStacks s) {
   switch (s) {
-    case v1::MEMORY_STACKS_NONE: return "none";
-    case v1::MEMORY_STACKS_PYTHON: return "python";
+    case v1::MEMORY_STACKS_NONE:
+      return "none";
+    case v1::MEMORY_STACKS_PYTHON:
+      return "python";
     case v1::MEMORY_STACKS_CPP:
-    case v1::MEMORY_STACKS_UNSPECIFIED: return "cpp";
-    case v1::MEMORY_STACKS_ALL: return "all";
-    default: return fmt::format("unknown({})", static_cast<int>(s));
+    case v1::MEMORY_STACKS_UNSPECIFIED:
+      return "cpp";
+    case v1::MEMORY_STACKS_ALL:
+      return "all";
+    default:
+      return fmt::format("unknown({})", static_cast<int>(s));
   }
 }
 
 std::string MemoryPeakTable(const v1::MemoryResult& r, const std::string& indent) {
-  Table t({{"run"}, {"context", Align::kRight}, {"mode"}, {"precision"},
-           {"peak alloc", Align::kRight}, {"peak reserved", Align::kRight},
-           {"resident", Align::kRight}, {"forward", Align::kRight},
-           {"backward", Align::kRight}, {"optimizer", Align::kRight},
-           {"1 activation", Align::kRight}, {"status"}});
+  Table t({{"run"},
+           {"context", Align::kRight},
+           {"mode"},
+           {"precision"},
+           {"peak alloc", Align::kRight},
+           {"peak reserved", Align::kRight},
+           {"resident", Align::kRight},
+           {"forward", Align::kRight},
+           {"backward", Align::kRight},
+           {"optimizer", Align::kRight},
+           {"1 activation", Align::kRight},
+           {"status"}});
   for (const v1::MemoryRun& run : r.runs()) {
     std::vector<std::string> row = {run.name(), std::to_string(run.context_length()),
                                     ModeName(run.mode()), PrecisionName(run.precision())};
     if (run.out_of_memory() && run.peak_allocated_bytes() == 0) {
-      row.insert(row.end(), {Bytes(run.oom_allocated_bytes()), Bytes(run.oom_reserved_bytes()),
-                             "-", "-", "-", "-", Bytes(run.activation_bytes())});
+      row.insert(row.end(), {Bytes(run.oom_allocated_bytes()), Bytes(run.oom_reserved_bytes()), "-",
+                             "-", "-", "-", Bytes(run.activation_bytes())});
     } else {
-      row.insert(row.end(),
-                 {Bytes(run.peak_allocated_bytes()), Bytes(run.peak_reserved_bytes()),
-                  Bytes(run.baseline_allocated_bytes()), PhasePeak(run, "forward"),
-                  PhasePeak(run, "backward"), PhasePeak(run, "optimizer_step"),
-                  Bytes(run.activation_bytes())});
+      row.insert(row.end(), {Bytes(run.peak_allocated_bytes()), Bytes(run.peak_reserved_bytes()),
+                             Bytes(run.baseline_allocated_bytes()), PhasePeak(run, "forward"),
+                             PhasePeak(run, "backward"), PhasePeak(run, "optimizer_step"),
+                             Bytes(run.activation_bytes())});
     }
     if (run.out_of_memory()) {
       row.push_back(fmt::format("OOM (allocated {}, reserved {}, device free {} of {})",
@@ -77,15 +88,20 @@ std::string MemoryPeakTable(const v1::MemoryResult& r, const std::string& indent
 std::string MemoryResultView(const v1::MemoryResult& r) {
   std::string device = r.device().empty() ? "-" : r.device();
   if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
-  std::string out = KeyValues({
-      {"Model", fmt::format("{} ({} parameters)", r.model().preset().empty() ? "custom" : r.model().preset(),
-                            FormatThousands(r.parameter_count()))},
-      {"Device", device},
-      {"Stacks", MemoryStacksName(r.stacks())},
-      {"History", fmt::format("up to {} allocator events per run", FormatThousands(r.max_entries()))},
-  }, 11);
-  out += "\nPeak memory per run (allocated = held by tensors; reserved = cached by the allocator;\n"
-         "resident = held before the recorded steps: weights, AdamW state)\n";
+  std::string out = KeyValues(
+      {
+          {"Model", fmt::format("{} ({} parameters)",
+                                r.model().preset().empty() ? "custom" : r.model().preset(),
+                                FormatThousands(r.parameter_count()))},
+          {"Device", device},
+          {"Stacks", MemoryStacksName(r.stacks())},
+          {"History",
+           fmt::format("up to {} allocator events per run", FormatThousands(r.max_entries()))},
+      },
+      11);
+  out +=
+      "\nPeak memory per run (allocated = held by tensors; reserved = cached by the allocator;\n"
+      "resident = held before the recorded steps: weights, AdamW state)\n";
   out += MemoryPeakTable(r, "  ");
   for (const v1::MemoryRun& run : r.runs()) {
     out += fmt::format("\n{}: {} x {} tokens, {} warm-up + {} recorded step{}\n", run.name(),
@@ -93,8 +109,11 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
                        run.recorded_steps(), run.recorded_steps() == 1 ? "" : "s");
     if (run.out_of_memory()) out += "  out of memory: " + run.out_of_memory_message() + "\n";
     if (run.phases_size() > 0) {
-      Table phases({{"phase"}, {"start alloc", Align::kRight}, {"start reserved", Align::kRight},
-                    {"peak alloc", Align::kRight}, {"peak reserved", Align::kRight}});
+      Table phases({{"phase"},
+                    {"start alloc", Align::kRight},
+                    {"start reserved", Align::kRight},
+                    {"peak alloc", Align::kRight},
+                    {"peak reserved", Align::kRight}});
       for (const v1::MemoryPhase& p : run.phases()) {
         phases.AddRow({p.name(), Bytes(p.start_allocated_bytes()), Bytes(p.start_reserved_bytes()),
                        Bytes(p.peak_allocated_bytes()), Bytes(p.peak_reserved_bytes())});
@@ -104,12 +123,12 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
     if (run.allocator_peak_allocated_bytes() > 0) {
       const bool agree = run.allocator_peak_allocated_bytes() == run.peak_allocated_bytes() &&
                          run.allocator_peak_reserved_bytes() == run.peak_reserved_bytes();
-      out += fmt::format("  allocator's own peaks: requested {}, reserved {}{}; "
-                         "max_memory_allocated (512 B blocks) {}\n",
-                         Bytes(run.allocator_peak_allocated_bytes()),
-                         Bytes(run.allocator_peak_reserved_bytes()),
-                         agree ? " (agree with the trace)" : " (differ from the trace's)",
-                         Bytes(run.max_memory_allocated_bytes()));
+      out += fmt::format(
+          "  allocator's own peaks: requested {}, reserved {}{}; "
+          "max_memory_allocated (512 B blocks) {}\n",
+          Bytes(run.allocator_peak_allocated_bytes()), Bytes(run.allocator_peak_reserved_bytes()),
+          agree ? " (agree with the trace)" : " (differ from the trace's)",
+          Bytes(run.max_memory_allocated_bytes()));
     }
     if (run.largest_allocations_size() > 0) {
       out += fmt::format("  largest allocations\n");
@@ -129,9 +148,11 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
     if (!files.empty()) out += "  artifacts: " + absl::StrJoin(files, ", ") + "\n";
   }
   if (!r.artifacts_dir().empty()) {
-    out += fmt::format("\nArtifacts in {} on the daemon's host (memory_viz reads the .pickle files:\n"
-                       "  python -m torch.cuda._memory_viz trace_plot FILE -o FILE.html, or pytorch.org/memory_viz)\n",
-                       r.artifacts_dir());
+    out += fmt::format(
+        "\nArtifacts in {} on the daemon's host (memory_viz reads the .pickle files:\n"
+        "  python -m torch.cuda._memory_viz trace_plot FILE -o FILE.html, or "
+        "pytorch.org/memory_viz)\n",
+        r.artifacts_dir());
   }
   return out;
 }

@@ -69,8 +69,9 @@ TEST(MemoryViewTest, PeakTableHasARowPerRunAndOomRows) {
   EXPECT_NE(t.find("ctx128-train_step-fp32"), std::string::npos) << t;
   EXPECT_NE(t.find("3.00 GiB"), std::string::npos) << t;
   EXPECT_NE(t.find("2.50 GiB"), std::string::npos) << t;  // phase peaks
-  EXPECT_NE(t.find("OOM (allocated 79.00 GiB, reserved 79.00 GiB, device free 512.00 MiB of 80.00 GiB)"),
-            std::string::npos)
+  EXPECT_NE(
+      t.find("OOM (allocated 79.00 GiB, reserved 79.00 GiB, device free 512.00 MiB of 80.00 GiB)"),
+      std::string::npos)
       << t;
 }
 
@@ -168,8 +169,10 @@ TEST(MemoryJobViewTest, GetAndFinalLineShowTheMemoryResult) {
   oom->set_name("ctx128-train_step-fp32");
   oom->set_out_of_memory(true);
   const std::string view = JobView(job);
-  EXPECT_NE(view.find("small forward/train_step fp32 batch 4 ctx 128, 2 recorded steps (2 runs, stacks cpp)"),
-            std::string::npos)
+  EXPECT_NE(
+      view.find(
+          "small forward/train_step fp32 batch 4 ctx 128, 2 recorded steps (2 runs, stacks cpp)"),
+      std::string::npos)
       << view;
   EXPECT_NE(view.find("Peak memory per run"), std::string::npos) << view;
   EXPECT_EQ(FinalStateLine(job),

@@ -11,9 +11,12 @@ namespace {
 
 std::string AttentionText(v1::AttentionImpl a) {
   switch (a) {
-    case v1::ATTENTION_FAITHFUL: return "faithful";
-    case v1::ATTENTION_SDPA: return "sdpa (PyTorch picks the kernel)";
-    default: return fmt::format("sdpa ({} only)", AttentionName(a));
+    case v1::ATTENTION_FAITHFUL:
+      return "faithful";
+    case v1::ATTENTION_SDPA:
+      return "sdpa (PyTorch picks the kernel)";
+    default:
+      return fmt::format("sdpa ({} only)", AttentionName(a));
   }
 }
 
@@ -38,10 +41,10 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
 std::string StepsLine(const v1::BenchmarkResult& r) {
   std::string warmup = fmt::format("{} warm-up", r.warmup_steps());
   if (r.warmup_auto()) {
-    warmup += fmt::format(" (auto: {}, cap {})",
-                          r.warmup_converged() ? "last 3 within 2% of their median"
-                                               : "capped before converging",
-                          r.warmup_max_steps());
+    warmup += fmt::format(
+        " (auto: {}, cap {})",
+        r.warmup_converged() ? "last 3 within 2% of their median" : "capped before converging",
+        r.warmup_max_steps());
   }
   std::string line = fmt::format("{} + {} measured", warmup, r.measure_steps());
   if (r.cuda_graph()) {
@@ -60,14 +63,15 @@ std::string OptionsLine(const v1::BenchmarkResult& r) {
   }
   if (r.allow_tf32()) parts.push_back("tf32 matmuls");
   if (r.cuda_graph()) {
-    const bool optimizer_after = r.mode() == v1::MODE_TRAIN_STEP &&
-                                 r.optimizer_impl() != v1::OPTIMIZER_FOREACH;
+    const bool optimizer_after =
+        r.mode() == v1::MODE_TRAIN_STEP && r.optimizer_impl() != v1::OPTIMIZER_FOREACH;
     parts.push_back(optimizer_after
                         ? "cuda graph of forward+backward, optimizer eager after each replay"
                         : "cuda graph (phase times not measured)");
   }
   if (r.weight_copies()) {
-    parts.push_back(fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
+    parts.push_back(
+        fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
   }
   if (r.fused_ops()) parts.push_back("fused RMSNorm, SiLU and RoPE");
   const char* engine = r.autograd() ? "autograd engine" : "explicit backward";

@@ -22,8 +22,9 @@ std::string Pct(double ratio) { return fmt::format("{:.1f}%", ratio * 100.0); }
 std::string ActivitiesName(const google::protobuf::RepeatedField<int>& activities) {
   std::vector<std::string> names;
   for (int a : activities) {
-    names.push_back(a == v1::PROFILER_ACTIVITY_CUDA ? "cuda" : a == v1::PROFILER_ACTIVITY_CPU ? "cpu"
-                                                                                              : "?");
+    names.push_back(a == v1::PROFILER_ACTIVITY_CUDA  ? "cuda"
+                    : a == v1::PROFILER_ACTIVITY_CPU ? "cpu"
+                                                     : "?");
   }
   return names.empty() ? "default" : absl::StrJoin(names, "+");
 }
@@ -64,10 +65,14 @@ std::string ProfileSpecSummary(const v1::ProfileSpec& p) {
 
 std::string ProfileRangeTable(const v1::ProfileResult& r, const std::string& indent) {
   const bool gpu = r.kernel_source() == "cuda_kernels";
-  Table t({{"range"}, {"per step", Align::kRight}, {"wall ms", Align::kRight},
+  Table t({{"range"},
+           {"per step", Align::kRight},
+           {"wall ms", Align::kRight},
            {gpu ? "kernels ms" : "operators ms", Align::kRight},
-           {gpu ? "GPU idle" : "outside ops", Align::kRight}, {"GEMM", Align::kRight},
-           {gpu ? "kernels" : "ops", Align::kRight}, {"GFLOP", Align::kRight},
+           {gpu ? "GPU idle" : "outside ops", Align::kRight},
+           {"GEMM", Align::kRight},
+           {gpu ? "kernels" : "ops", Align::kRight},
+           {"GFLOP", Align::kRight},
            {"TFLOP/s", Align::kRight}});
   const double steps = static_cast<double>(std::max<int64_t>(1, r.profile_steps()));
   for (const v1::ProfileRange& range : r.ranges()) {
@@ -96,29 +101,40 @@ std::string AttentionPartsTable(const v1::ProfileResult& r, const std::string& i
     }
   }
   if (time <= 0) return "";
-  Table t({{"part"}, {"time ms", Align::kRight}, {"% time", Align::kRight},
-           {"GFLOP", Align::kRight}, {"% FLOPs", Align::kRight}, {"TFLOP/s", Align::kRight},
+  Table t({{"part"},
+           {"time ms", Align::kRight},
+           {"% time", Align::kRight},
+           {"GFLOP", Align::kRight},
+           {"% FLOPs", Align::kRight},
+           {"TFLOP/s", Align::kRight},
            {"kernels", Align::kRight}});
   const double steps = static_cast<double>(std::max<int64_t>(1, r.profile_steps()));
   for (const char* name : kParts) {
     const v1::ProfileRange* p = FindRange(r, name);
     if (p == nullptr) continue;
-    t.AddRow({std::string(name).substr(10), Ms(p->kernel_seconds_per_step()),
-              Pct(p->kernel_seconds_per_step() / time), FormatRate(p->flops_per_step() / 1e9),
-              Pct(flops > 0 ? p->flops_per_step() / flops : 0),
-              p->kernel_flops_per_second() > 0 ? FormatRate(p->kernel_flops_per_second() / 1e12)
-                                               : "-",
-              FormatRate(static_cast<double>(p->kernel_count()) / steps)});
+    t.AddRow(
+        {std::string(name).substr(10), Ms(p->kernel_seconds_per_step()),
+         Pct(p->kernel_seconds_per_step() / time), FormatRate(p->flops_per_step() / 1e9),
+         Pct(flops > 0 ? p->flops_per_step() / flops : 0),
+         p->kernel_flops_per_second() > 0 ? FormatRate(p->kernel_flops_per_second() / 1e12) : "-",
+         FormatRate(static_cast<double>(p->kernel_count()) / steps)});
   }
   return t.Render(indent);
 }
 
 std::string KernelTable(const v1::ProfileRange& range, const ProfileViewOptions& o,
                         bool non_gemm_only, const std::string& indent) {
-  Table t({{"Time %", Align::kRight}, {"Total ms", Align::kRight}, {"Instances", Align::kRight},
-           {"Avg us", Align::kRight}, {"Med us", Align::kRight}, {"Min us", Align::kRight},
-           {"Max us", Align::kRight}, {"StdDev us", Align::kRight}, {"ms/step", Align::kRight},
-           {"GEMM"}, {"Name"}});
+  Table t({{"Time %", Align::kRight},
+           {"Total ms", Align::kRight},
+           {"Instances", Align::kRight},
+           {"Avg us", Align::kRight},
+           {"Med us", Align::kRight},
+           {"Min us", Align::kRight},
+           {"Max us", Align::kRight},
+           {"StdDev us", Align::kRight},
+           {"ms/step", Align::kRight},
+           {"GEMM"},
+           {"Name"}});
   int shown = 0;
   for (const v1::KernelRow& k : range.kernels()) {
     if (non_gemm_only && k.gemm()) continue;
@@ -127,7 +143,8 @@ std::string KernelTable(const v1::ProfileRange& range, const ProfileViewOptions&
     t.AddRow({fmt::format("{:.1f}", k.time_percent()), Ms(k.total_seconds()),
               FormatThousands(k.instances()), Us(k.avg_seconds()), Us(k.med_seconds()),
               Us(k.min_seconds()), Us(k.max_seconds()), Us(k.stddev_seconds()),
-              Ms(k.total_seconds_per_step()), k.gemm() ? "yes" : "", ShortKernelName(k.name(), o.name_width)});
+              Ms(k.total_seconds_per_step()), k.gemm() ? "yes" : "",
+              ShortKernelName(k.name(), o.name_width)});
   }
   return t.empty() ? "" : t.Render(indent);
 }
@@ -144,13 +161,13 @@ std::string ProfileResultView(const v1::ProfileResult& r, const ProfileViewOptio
                             FormatThousands(r.parameter_count()), ModeName(r.mode()),
                             PrecisionName(r.precision()), r.batch_size(), r.context_length())},
       {"Device", device},
-      {"Profiled", fmt::format("{} step{}, activities {}; rows are {}", r.profile_steps(),
-                               r.profile_steps() == 1 ? "" : "s", ActivitiesName(r.activities()),
-                               gpu ? "device kernels (CUPTI)"
-                                   : "operators' self time (no device activity)")},
-      {"Step time", fmt::format("unprofiled median {} ms (cv {}), profiled median {} ms: x{:.3f}",
-                                Ms(un.median()), Pct(un.cv()), Ms(pr.median()),
-                                r.profiler_overhead())},
+      {"Profiled",
+       fmt::format("{} step{}, activities {}; rows are {}", r.profile_steps(),
+                   r.profile_steps() == 1 ? "" : "s", ActivitiesName(r.activities()),
+                   gpu ? "device kernels (CUPTI)" : "operators' self time (no device activity)")},
+      {"Step time",
+       fmt::format("unprofiled median {} ms (cv {}), profiled median {} ms: x{:.3f}",
+                   Ms(un.median()), Pct(un.cv()), Ms(pr.median()), r.profiler_overhead())},
   };
   if (r.unattributed_kernels() > 0) {
     kv.emplace_back("Outside ranges", fmt::format("{} {} ({} ms) not in any named range",
@@ -166,16 +183,15 @@ std::string ProfileResultView(const v1::ProfileResult& r, const ProfileViewOptio
   }
   std::string out = KeyValues(kv, 11);
   out += fmt::format("\nRanges, per step (wall = {}; idle = wall - {})\n",
-                     gpu ? "device time a CUDA event pair around the range measures"
-                         : "host time",
+                     gpu ? "device time a CUDA event pair around the range measures" : "host time",
                      gpu ? "kernel time: the GPU waiting for launches" : "operator time");
   out += ProfileRangeTable(r, "  ");
   if (std::string parts = AttentionPartsTable(r, "  "); !parts.empty()) {
     out += "\nAttention parts in the forward pass, per step (time against FLOPs)\n" + parts;
   }
   for (const v1::ProfileRange& range : r.ranges()) {
-    out += fmt::format("\n{}: {} {}, {} ms per step, GEMM {}\n", range.name(),
-                       range.kernels_size(), gpu ? "distinct kernels" : "distinct operators",
+    out += fmt::format("\n{}: {} {}, {} ms per step, GEMM {}\n", range.name(), range.kernels_size(),
+                       gpu ? "distinct kernels" : "distinct operators",
                        Ms(range.kernel_seconds_per_step()), Pct(range.gemm_fraction()));
     out += KernelTable(range, o, false, "  ");
     if (!o.all && range.gemm_seconds() > 0 && range.gemm_fraction() < 1) {

@@ -12,8 +12,8 @@
 namespace benchd::client {
 
 struct ProfileViewOptions {
-  int top = 10;          // kernels per range (and non-GEMM kernels per range)
-  bool all = false;      // every kernel of every range
+  int top = 10;            // kernels per range (and non-GEMM kernels per range)
+  bool all = false;        // every kernel of every range
   size_t name_width = 90;  // kernel names are shortened to this for display only
 };
 

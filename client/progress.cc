@@ -14,7 +14,8 @@ namespace {
 constexpr int kBarWidth = 20;
 
 std::string Bar(int64_t done, int64_t total) {
-  int filled = total > 0 ? static_cast<int>(kBarWidth * std::clamp<int64_t>(done, 0, total) / total) : 0;
+  int filled =
+      total > 0 ? static_cast<int>(kBarWidth * std::clamp<int64_t>(done, 0, total) / total) : 0;
   return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]";
 }
 
@@ -25,18 +26,25 @@ bool IsTerminal(const v1::JobEvent& e) {
     case v1::JobEvent::kResult:
     case v1::JobEvent::kFailed:
     case v1::JobEvent::kCancelled:
-    case v1::JobEvent::kInterrupted: return true;
-    default: return false;
+    case v1::JobEvent::kInterrupted:
+      return true;
+    default:
+      return false;
   }
 }
 
 const v1::Job& TerminalJob(const v1::JobEvent& e) {
   switch (e.event_case()) {
-    case v1::JobEvent::kResult: return e.result();
-    case v1::JobEvent::kFailed: return e.failed();
-    case v1::JobEvent::kCancelled: return e.cancelled();
-    case v1::JobEvent::kInterrupted: return e.interrupted();
-    default: return v1::Job::default_instance();
+    case v1::JobEvent::kResult:
+      return e.result();
+    case v1::JobEvent::kFailed:
+      return e.failed();
+    case v1::JobEvent::kCancelled:
+      return e.cancelled();
+    case v1::JobEvent::kInterrupted:
+      return e.interrupted();
+    default:
+      return v1::Job::default_instance();
   }
 }
 
@@ -50,7 +58,9 @@ Progress::Progress(std::string job_id) : job_id_(std::move(job_id)) {}
 
 void Progress::Observe(const v1::JobEvent& e) {
   switch (e.event_case()) {
-    case v1::JobEvent::kQueued: phase_ = Phase::kQueued; break;
+    case v1::JobEvent::kQueued:
+      phase_ = Phase::kQueued;
+      break;
     case v1::JobEvent::kStarted:
       phase_ = Phase::kStarted;
       device_ = e.started().device();
@@ -79,8 +89,10 @@ void Progress::Observe(const v1::JobEvent& e) {
 
 std::string Progress::BarLine() const {
   switch (phase_) {
-    case Phase::kWaiting: return fmt::format("{}  waiting for events", job_id_);
-    case Phase::kQueued: return fmt::format("{}  queued", job_id_);
+    case Phase::kWaiting:
+      return fmt::format("{}  waiting for events", job_id_);
+    case Phase::kQueued:
+      return fmt::format("{}  queued", job_id_);
     case Phase::kStarted:
       return fmt::format("{}  running{}", job_id_, device_.empty() ? "" : " on " + device_);
     case Phase::kWarmup:
@@ -91,14 +103,16 @@ std::string Progress::BarLine() const {
                          Bar(step_, total_), FormatMs(last_seconds_),
                          FormatMs(ComputeStats(phase_seconds_).median()));
     }
-    case Phase::kDone: return fmt::format("{}  done", job_id_);
+    case Phase::kDone:
+      return fmt::format("{}  done", job_id_);
   }
   return job_id_;
 }
 
 std::string Progress::PlainLine(const v1::JobEvent& e) const {
   switch (e.event_case()) {
-    case v1::JobEvent::kQueued: return fmt::format("job {} queued", job_id_);
+    case v1::JobEvent::kQueued:
+      return fmt::format("job {} queued", job_id_);
     case v1::JobEvent::kStarted:
       return fmt::format("job {} started{}", job_id_,
                          e.started().device().empty() ? "" : " on " + e.started().device());
@@ -110,8 +124,10 @@ std::string Progress::PlainLine(const v1::JobEvent& e) const {
                          total_, FormatMs(last_seconds_),
                          FormatMs(ComputeStats(phase_seconds_).median()));
     }
-    case v1::JobEvent::kLog: return e.log();
-    default: return "";
+    case v1::JobEvent::kLog:
+      return e.log();
+    default:
+      return "";
   }
 }
 

@@ -31,13 +31,15 @@ TEST(Progress, WarmupThenMeasuredWithRunningMedian) {
   EXPECT_EQ(p.BarLine(), "j1  running on cuda:0");
 
   p.Observe(StepEvent(true, 0, 10, 0.100));
-  EXPECT_EQ(p.BarLine(), "j1  warm-up  1/10 [##..................]  last 100.000 ms  median 100.000 ms");
+  EXPECT_EQ(p.BarLine(),
+            "j1  warm-up  1/10 [##..................]  last 100.000 ms  median 100.000 ms");
   // The measured phase's median starts afresh: warm-up times would skew it.
   p.Observe(StepEvent(false, 1, 10, 0.010));
   p.Observe(StepEvent(false, 2, 10, 0.030));
   const v1::JobEvent third = StepEvent(false, 3, 10, 0.012);
   p.Observe(third);
-  EXPECT_EQ(p.BarLine(), "j1  measure  4/10 [########............]  last 12.000 ms  median 12.000 ms");
+  EXPECT_EQ(p.BarLine(),
+            "j1  measure  4/10 [########............]  last 12.000 ms  median 12.000 ms");
   EXPECT_EQ(p.PlainLine(third), "measure 4/10  step 12.000 ms  median 12.000 ms");
   EXPECT_FALSE(p.terminal());
 

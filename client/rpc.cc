@@ -92,18 +92,21 @@ absl::StatusOr<Response> BenchClient::Unary(Call call) {
 absl::StatusOr<v1::Job> BenchClient::Submit(const v1::JobSpec& spec) {
   v1::SubmitRequest request;
   *request.mutable_spec() = spec;
-  return Unary<v1::Job>([&](grpc::ClientContext* c, v1::Job* r) { return stub_->Submit(c, request, r); });
+  return Unary<v1::Job>(
+      [&](grpc::ClientContext* c, v1::Job* r) { return stub_->Submit(c, request, r); });
 }
 
 absl::StatusOr<v1::Job> BenchClient::GetJob(const std::string& job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
-  return Unary<v1::Job>([&](grpc::ClientContext* c, v1::Job* r) { return stub_->GetJob(c, request, r); });
+  return Unary<v1::Job>(
+      [&](grpc::ClientContext* c, v1::Job* r) { return stub_->GetJob(c, request, r); });
 }
 
 absl::StatusOr<v1::ListJobsResponse> BenchClient::ListJobs(const v1::ListJobsRequest& request) {
-  return Unary<v1::ListJobsResponse>(
-      [&](grpc::ClientContext* c, v1::ListJobsResponse* r) { return stub_->ListJobs(c, request, r); });
+  return Unary<v1::ListJobsResponse>([&](grpc::ClientContext* c, v1::ListJobsResponse* r) {
+    return stub_->ListJobs(c, request, r);
+  });
 }
 
 absl::StatusOr<v1::Job> BenchClient::CancelJob(const std::string& job_id) {
@@ -117,22 +120,25 @@ absl::StatusOr<v1::Group> BenchClient::CreateGroup(const v1::CreateGroupRequest&
                                                    std::chrono::milliseconds at_least) {
   const auto saved = timeout_;
   timeout_ = std::max(timeout_, at_least);
-  auto out = Unary<v1::Group>([&](grpc::ClientContext* c, v1::Group* r) { return stub_->CreateGroup(c, request, r); });
+  auto out = Unary<v1::Group>(
+      [&](grpc::ClientContext* c, v1::Group* r) { return stub_->CreateGroup(c, request, r); });
   timeout_ = saved;
   return out;
 }
 
 absl::StatusOr<v1::ListGroupsResponse> BenchClient::ListGroups() {
   v1::ListGroupsRequest request;
-  return Unary<v1::ListGroupsResponse>(
-      [&](grpc::ClientContext* c, v1::ListGroupsResponse* r) { return stub_->ListGroups(c, request, r); });
+  return Unary<v1::ListGroupsResponse>([&](grpc::ClientContext* c, v1::ListGroupsResponse* r) {
+    return stub_->ListGroups(c, request, r);
+  });
 }
 
 absl::StatusOr<v1::DestroyGroupResponse> BenchClient::DestroyGroup(const std::string& id) {
   v1::DestroyGroupRequest request;
   request.set_group(id);
-  return Unary<v1::DestroyGroupResponse>(
-      [&](grpc::ClientContext* c, v1::DestroyGroupResponse* r) { return stub_->DestroyGroup(c, request, r); });
+  return Unary<v1::DestroyGroupResponse>([&](grpc::ClientContext* c, v1::DestroyGroupResponse* r) {
+    return stub_->DestroyGroup(c, request, r);
+  });
 }
 
 absl::StatusOr<v1::ListModelsResponse> BenchClient::ListModels(const std::string& device) {
@@ -181,9 +187,10 @@ absl::StatusOr<int64_t> BenchClient::FetchArtifact(
     if (chunk.offset() != received) {
       context.TryCancel();
       (void)reader->Finish();
-      return absl::DataLossError(fmt::format("artifact {} of job {}: a chunk at offset {} came "
-                                             "after {} bytes",
-                                             name, job_id, chunk.offset(), received));
+      return absl::DataLossError(
+          fmt::format("artifact {} of job {}: a chunk at offset {} came "
+                      "after {} bytes",
+                      name, job_id, chunk.offset(), received));
     }
     total = chunk.total_bytes();
     received += static_cast<int64_t>(chunk.data().size());
@@ -213,8 +220,11 @@ absl::StatusOr<v1::JobEvent> BenchClient::Watch(
       case v1::JobEvent::kResult:
       case v1::JobEvent::kFailed:
       case v1::JobEvent::kCancelled:
-      case v1::JobEvent::kInterrupted: terminal = true; break;
-      default: break;
+      case v1::JobEvent::kInterrupted:
+        terminal = true;
+        break;
+      default:
+        break;
     }
     if (terminal) break;
   }

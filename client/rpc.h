@@ -40,7 +40,8 @@ class BenchClient {
                                         const std::function<void(const std::string&)>& on_chunk);
   // CreateGroup may take as long as the group's rendezvous: its deadline is
   // the larger of the timeout and `at_least`.
-  absl::StatusOr<v1::Group> CreateGroup(const v1::CreateGroupRequest& request, std::chrono::milliseconds at_least);
+  absl::StatusOr<v1::Group> CreateGroup(const v1::CreateGroupRequest& request,
+                                        std::chrono::milliseconds at_least);
   absl::StatusOr<v1::ListGroupsResponse> ListGroups();
   absl::StatusOr<v1::DestroyGroupResponse> DestroyGroup(const std::string& id);
 

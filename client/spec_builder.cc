@@ -1,9 +1,9 @@
 #include "client/spec_builder.h"
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/model_config.h"
@@ -101,7 +101,8 @@ absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& o) {
         "--steps: a memory request records --record-steps steps after the warm-up; give that");
   }
   if (o.step.export_parity) {
-    return absl::InvalidArgumentError("--export-parity: only `submit benchmark` writes parity bundles");
+    return absl::InvalidArgumentError(
+        "--export-parity: only `submit benchmark` writes parity bundles");
   }
   if (o.step.cuda_graph) {
     return absl::InvalidArgumentError(
@@ -150,8 +151,8 @@ absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& o) {
   for (absl::string_view item : absl::StrSplit(o.precisions, ',', absl::SkipWhitespace())) {
     auto p = ParsePrecision(std::string(absl::StripAsciiWhitespace(item)));
     if (!p.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--precisions: unknown precision '", item, "'; expected fp32, bf16 or fp16"));
+      return absl::InvalidArgumentError(absl::StrCat("--precisions: unknown precision '", item,
+                                                     "'; expected fp32, bf16 or fp16"));
     }
     m->add_precisions(*p);
   }
@@ -160,7 +161,8 @@ absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& o) {
 
 absl::StatusOr<v1::JobSpec> BuildProfileSpec(const ProfileOptions& o) {
   if (o.step.export_parity) {
-    return absl::InvalidArgumentError("--export-parity: only `submit benchmark` writes parity bundles");
+    return absl::InvalidArgumentError(
+        "--export-parity: only `submit benchmark` writes parity bundles");
   }
   if (o.step.cuda_graph) {
     return absl::InvalidArgumentError(

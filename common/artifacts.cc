@@ -40,13 +40,14 @@ absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
                                             const std::string& job_id, const std::string& request) {
   if (artifacts_dir.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        request, ": this worker was started without --artifacts-dir, so it has nowhere to write "
+        request,
+        ": this worker was started without --artifacts-dir, so it has nowhere to write "
         "its artifacts (benchd passes <data-dir>/artifacts)"));
   }
   if (!IsPlainJobId(job_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        request, ": the job id '", job_id,
-        "' cannot name a directory (expected 1..128 letters, digits, '_' or '-')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(request, ": the job id '", job_id,
+                     "' cannot name a directory (expected 1..128 letters, digits, '_' or '-')"));
   }
   std::string dir = artifacts_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

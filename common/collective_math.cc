@@ -16,12 +16,18 @@ namespace benchd {
 
 std::string CollectiveOpName(v1::CollectiveOp op) {
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case v1::COLLECTIVE_ALL_GATHER: return "all_gather";
-    case v1::COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case v1::COLLECTIVE_BROADCAST: return "broadcast";
-    case v1::COLLECTIVE_ALL_TO_ALL: return "all_to_all";
-    default: return "";
+    case v1::COLLECTIVE_ALL_REDUCE:
+      return "all_reduce";
+    case v1::COLLECTIVE_ALL_GATHER:
+      return "all_gather";
+    case v1::COLLECTIVE_REDUCE_SCATTER:
+      return "reduce_scatter";
+    case v1::COLLECTIVE_BROADCAST:
+      return "broadcast";
+    case v1::COLLECTIVE_ALL_TO_ALL:
+      return "all_to_all";
+    default:
+      return "";
   }
 }
 
@@ -33,16 +39,19 @@ absl::StatusOr<v1::CollectiveOp> ParseCollectiveOp(const std::string& text) {
   if (t == "reducescatter") return v1::COLLECTIVE_REDUCE_SCATTER;
   if (t == "broadcast") return v1::COLLECTIVE_BROADCAST;
   if (t == "alltoall") return v1::COLLECTIVE_ALL_TO_ALL;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "collective.op: unknown operation '", text,
-      "'; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("collective.op: unknown operation '", text,
+                   "'; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
 }
 
 std::string BackendName(v1::CollectiveBackend backend) {
   switch (backend) {
-    case v1::BACKEND_NCCL: return "nccl";
-    case v1::BACKEND_GLOO: return "gloo";
-    default: return "";
+    case v1::BACKEND_NCCL:
+      return "nccl";
+    case v1::BACKEND_GLOO:
+      return "gloo";
+    default:
+      return "";
   }
 }
 
@@ -56,12 +65,18 @@ absl::StatusOr<v1::CollectiveBackend> ParseBackend(const std::string& text) {
 
 std::string DtypeName(v1::CollectiveDtype dtype) {
   switch (dtype) {
-    case v1::COLLECTIVE_FP32: return "fp32";
-    case v1::COLLECTIVE_FP16: return "fp16";
-    case v1::COLLECTIVE_BF16: return "bf16";
-    case v1::COLLECTIVE_FP64: return "fp64";
-    case v1::COLLECTIVE_INT32: return "int32";
-    default: return "";
+    case v1::COLLECTIVE_FP32:
+      return "fp32";
+    case v1::COLLECTIVE_FP16:
+      return "fp16";
+    case v1::COLLECTIVE_BF16:
+      return "bf16";
+    case v1::COLLECTIVE_FP64:
+      return "fp64";
+    case v1::COLLECTIVE_INT32:
+      return "int32";
+    default:
+      return "";
   }
 }
 
@@ -72,23 +87,27 @@ absl::StatusOr<v1::CollectiveDtype> ParseDtype(const std::string& text) {
   if (t == "bf16" || t == "bfloat16") return v1::COLLECTIVE_BF16;
   if (t == "fp64" || t == "float64" || t == "double") return v1::COLLECTIVE_FP64;
   if (t == "int32" || t == "int") return v1::COLLECTIVE_INT32;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "collective.dtype: unknown dtype '", text, "'; expected fp32, fp16, bf16, fp64 or int32"));
+  return absl::InvalidArgumentError(absl::StrCat("collective.dtype: unknown dtype '", text,
+                                                 "'; expected fp32, fp16, bf16, fp64 or int32"));
 }
 
 int64_t DtypeBytes(v1::CollectiveDtype dtype) {
   switch (dtype) {
     case v1::COLLECTIVE_FP16:
-    case v1::COLLECTIVE_BF16: return 2;
-    case v1::COLLECTIVE_FP64: return 8;
-    default: return 4;
+    case v1::COLLECTIVE_BF16:
+      return 2;
+    case v1::COLLECTIVE_FP64:
+      return 8;
+    default:
+      return 4;
   }
 }
 
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text, const std::string& field) {
   std::string t = absl::StrReplaceAll(text, {{" ", ""}});
   size_t digits = 0;
-  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.')) {
+  while (digits < t.size() &&
+         (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.')) {
     ++digits;
   }
   const std::string number = t.substr(0, digits);
@@ -96,27 +115,38 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text, const std::string
   double value = 0;
   auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text, "' is not a size; expected bytes with an optional unit, e.g. 4096, "
+        field, ": '", text,
+        "' is not a size; expected bytes with an optional unit, e.g. 4096, "
         "64KiB, 1MiB, 1GiB (KiB/MiB/GiB = 2^10/2^20/2^30; KB/MB/GB = 10^3/10^6/10^9)"));
   };
   if (number.empty() || !absl::SimpleAtod(number, &value)) return bad();
   double scale = 1;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "k" || unit == "kib") scale = 1024.0;
-  else if (unit == "m" || unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else return bad();
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "k" || unit == "kib")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else
+    return bad();
   const double bytes = value * scale;
   if (bytes > 9e18 || bytes != std::floor(bytes)) return bad();
   return static_cast<int64_t>(bytes);
 }
 
 std::string FormatBytes(int64_t bytes) {
-  const struct { int64_t unit; const char* name; } units[] = {
-      {int64_t{1} << 30, "GiB"}, {int64_t{1} << 20, "MiB"}, {int64_t{1} << 10, "KiB"}};
+  const struct {
+    int64_t unit;
+    const char* name;
+  } units[] = {{int64_t{1} << 30, "GiB"}, {int64_t{1} << 20, "MiB"}, {int64_t{1} << 10, "KiB"}};
   for (const auto& u : units) {
     if (bytes >= u.unit) {
       if (bytes % u.unit == 0) return absl::StrCat(bytes / u.unit, " ", u.name);
@@ -136,7 +166,8 @@ std::vector<int64_t> SweepSizes(int64_t min_bytes, int64_t max_bytes, int64_t fa
   return out;
 }
 
-CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t element_bytes, int world) {
+CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t element_bytes,
+                         int world) {
   CollectiveShape shape;
   const int64_t total = std::max<int64_t>(1, size_bytes / element_bytes);
   const int64_t per_rank = std::max<int64_t>(1, total / std::max(1, world));
@@ -167,11 +198,14 @@ CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t elemen
 double BusBandwidthFactor(v1::CollectiveOp op, int world) {
   const double n = world;
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case v1::COLLECTIVE_ALL_REDUCE:
+      return 2.0 * (n - 1) / n;
     case v1::COLLECTIVE_ALL_GATHER:
     case v1::COLLECTIVE_REDUCE_SCATTER:
-    case v1::COLLECTIVE_ALL_TO_ALL: return (n - 1) / n;
-    default: return 1.0;
+    case v1::COLLECTIVE_ALL_TO_ALL:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -182,8 +216,8 @@ absl::StatusOr<std::vector<double>> SlowestRankPerIteration(
   std::vector<double> out(n, 0.0);
   for (size_t r = 0; r < per_rank.size(); ++r) {
     if (per_rank[r].size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", r, " reported ", per_rank[r].size(),
-                                                     " iterations, rank 0 ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", r, " reported ", per_rank[r].size(), " iterations, rank 0 ", n));
     }
     for (size_t i = 0; i < n; ++i) out[i] = std::max(out[i], per_rank[r][i]);
   }

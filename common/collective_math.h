@@ -47,9 +47,9 @@ std::vector<int64_t> SweepSizes(int64_t min_bytes, int64_t max_bytes, int64_t fa
 // so that the buffer splits evenly over the ranks (at least 1);
 // `size_bytes` the buffer as run.
 struct CollectiveShape {
-  int64_t count = 0;          // elements of each rank's input
-  int64_t output_count = 0;   // elements of each rank's output
-  int64_t size_bytes = 0;     // the whole buffer, nccl-tests' "size"
+  int64_t count = 0;         // elements of each rank's input
+  int64_t output_count = 0;  // elements of each rank's output
+  int64_t size_bytes = 0;    // the whole buffer, nccl-tests' "size"
 };
 CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t element_bytes, int world);
 

@@ -61,9 +61,9 @@ TEST(CollectiveMathTest, SlowestRankPerIteration) {
 
 TEST(CollectiveMathTest, AggregateRowBandwidths) {
   // 1 GB all_reduce over 4 ranks, slowest rank 10 ms each iteration
-  auto row = AggregateRow(v1::COLLECTIVE_ALL_REDUCE, 1'000'000'000,
-                          {{0.010, 0.010, 0.010}, {0.008, 0.009, 0.010}, {0.005, 0.005, 0.005},
-                           {0.001, 0.002, 0.003}});
+  auto row = AggregateRow(
+      v1::COLLECTIVE_ALL_REDUCE, 1'000'000'000,
+      {{0.010, 0.010, 0.010}, {0.008, 0.009, 0.010}, {0.005, 0.005, 0.005}, {0.001, 0.002, 0.003}});
   ASSERT_TRUE(row.ok()) << row.status();
   EXPECT_EQ(row->world_size(), 4);
   EXPECT_DOUBLE_EQ(row->duration().median(), 0.010);

@@ -21,8 +21,9 @@ std::string SeriesName(v1::CollectiveBackend backend, int world) {
 }
 
 std::string Tooltip(const v1::CollectiveRow& r) {
-  return absl::StrCat(BackendName(r.backend()), " x", r.world_size(), ", ", FormatBytes(r.size_bytes()),
-                      ": median ", FormatSeconds(r.duration().median()),
+  return absl::StrCat(BackendName(r.backend()), " x", r.world_size(), ", ",
+                      FormatBytes(r.size_bytes()), ": median ",
+                      FormatSeconds(r.duration().median()),
                       absl::StrFormat(", busbw %.2f GB/s", r.busbw_gbps()));
 }
 
@@ -65,59 +66,72 @@ std::string RenderLineChart(const LineChart& c) {
 
   std::string out = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n",
       c.width, c.height, c.width, c.height);
   absl::StrAppend(&out, "<text x=\"", left, "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">",
                   XmlEscape(c.title), "</text>\n");
   if (!c.subtitle.empty()) {
-    absl::StrAppend(&out, "<text x=\"", left, "\" y=\"44\" fill=\"#555\">", XmlEscape(c.subtitle), "</text>\n");
+    absl::StrAppend(&out, "<text x=\"", left, "\" y=\"44\" fill=\"#555\">", XmlEscape(c.subtitle),
+                    "</text>\n");
   }
   // Frame, grid and ticks.
-  absl::StrAppend(&out, absl::StrFormat("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
-                                        "stroke=\"#333\"/>\n", left, top, pw, ph));
+  absl::StrAppend(
+      &out, absl::StrFormat("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
+                            "stroke=\"#333\"/>\n",
+                            left, top, pw, ph));
   if (c.y_log_seconds) {
     for (int e = static_cast<int>(y0); e <= static_cast<int>(y1); ++e) {
       const double v = std::pow(10.0, e), y = py(v);
-      absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
-                                            "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
-                                            left, y, left + pw, y, left - 6, y + 4, XmlEscape(FormatSeconds(v))));
+      absl::StrAppend(
+          &out,
+          absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
+                          "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
+                          left, y, left + pw, y, left - 6, y + 4, XmlEscape(FormatSeconds(v))));
     }
   } else {
     for (int i = 0; i <= 5; ++i) {
       const double v = y0 + (y1 - y0) * i / 5, y = top + ph - ph * i / 5;
-      absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
-                                            "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.3g</text>\n",
-                                            left, y, left + pw, y, left - 6, y + 4, v));
+      absl::StrAppend(
+          &out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
+                                "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.3g</text>\n",
+                                left, y, left + pw, y, left - 6, y + 4, v));
     }
   }
   if (c.x_log2_bytes) {
-    const int e0 = static_cast<int>(std::ceil(x0 - 1e-9)), e1 = static_cast<int>(std::floor(x1 + 1e-9));
+    const int e0 = static_cast<int>(std::ceil(x0 - 1e-9)),
+              e1 = static_cast<int>(std::floor(x1 + 1e-9));
     const int step = std::max(1, (e1 - e0) / 10 + 1);
     for (int e = e0; e <= e1; e += step) {
       const double v = std::ldexp(1.0, e), x = px(v);
-      absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
-                                            "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
-                                            x, top, x, top + ph, x, top + ph + 18,
-                                            XmlEscape(FormatBytes(static_cast<int64_t>(v)))));
+      absl::StrAppend(
+          &out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
+                                "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
+                                x, top, x, top + ph, x, top + ph + 18,
+                                XmlEscape(FormatBytes(static_cast<int64_t>(v)))));
     }
   } else {
     std::set<double> xs;
-    for (const auto& s : c.series) for (auto [x, y] : s.points) xs.insert(x);
+    for (const auto& s : c.series)
+      for (auto [x, y] : s.points) xs.insert(x);
     for (double v : xs) {
       const double x = px(v);
-      absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
-                                            "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
-                                            x, top, x, top + ph, x, top + ph + 18, v));
+      absl::StrAppend(
+          &out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
+                                "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
+                                x, top, x, top + ph, x, top + ph + 18, v));
     }
   }
-  absl::StrAppend(&out, absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
-                                        left + pw / 2, top + ph + 42.0, XmlEscape(c.x_label)));
+  absl::StrAppend(&out,
+                  absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
+                                  left + pw / 2, top + ph + 42.0, XmlEscape(c.x_label)));
   absl::StrAppend(&out, absl::StrFormat("<text transform=\"translate(18 %g) rotate(-90)\" "
                                         "text-anchor=\"middle\">%s</text>\n",
                                         top + ph / 2, XmlEscape(c.y_label)));
   if (empty) {
-    absl::StrAppend(&out, absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">no data</text>\n",
-                                          left + pw / 2, top + ph / 2));
+    absl::StrAppend(
+        &out, absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">no data</text>\n",
+                              left + pw / 2, top + ph / 2));
   }
   // Series: a polyline and a dot per point (tooltip), legend on the right.
   for (size_t i = 0; i < c.series.size(); ++i) {
@@ -126,7 +140,8 @@ std::string RenderLineChart(const LineChart& c) {
     auto pts = s.points;
     std::vector<size_t> order(pts.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pts[a].first < pts[b].first; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return pts[a].first < pts[b].first; });
     std::string poly;
     for (size_t k : order) {
       auto [x, y] = pts[k];
@@ -134,22 +149,25 @@ std::string RenderLineChart(const LineChart& c) {
       absl::StrAppend(&poly, absl::StrFormat("%.1f,%.1f ", px(x), py(y)));
     }
     absl::StrAppend(&out, "<g class=\"series\" data-name=\"", XmlEscape(s.name), "\">\n");
-    absl::StrAppend(&out, "<polyline fill=\"none\" stroke=\"", color, "\" stroke-width=\"2\" points=\"", poly,
-                    "\"/>\n");
+    absl::StrAppend(&out, "<polyline fill=\"none\" stroke=\"", color,
+                    "\" stroke-width=\"2\" points=\"", poly, "\"/>\n");
     for (size_t k : order) {
       auto [x, y] = pts[k];
       if ((c.x_log2_bytes && x <= 0) || (c.y_log_seconds && y <= 0)) continue;
-      absl::StrAppend(&out, absl::StrFormat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\">", px(x),
-                                            py(y), color));
-      if (k < s.tooltips.size()) absl::StrAppend(&out, "<title>", XmlEscape(s.tooltips[k]), "</title>");
+      absl::StrAppend(
+          &out, absl::StrFormat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\">", px(x),
+                                py(y), color));
+      if (k < s.tooltips.size())
+        absl::StrAppend(&out, "<title>", XmlEscape(s.tooltips[k]), "</title>");
       absl::StrAppend(&out, "</circle>\n");
     }
     absl::StrAppend(&out, "</g>\n");
     const double ly = top + 10 + 20 * static_cast<double>(i);
-    absl::StrAppend(&out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
-                                          "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
-                                          left + pw + 12, ly, left + pw + 36, ly, color, left + pw + 42,
-                                          ly + 4, XmlEscape(s.name)));
+    absl::StrAppend(
+        &out, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
+                              "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
+                              left + pw + 12, ly, left + pw + 36, ly, color, left + pw + 42, ly + 4,
+                              XmlEscape(s.name)));
   }
   absl::StrAppend(&out, "</svg>\n");
   return out;
@@ -157,9 +175,10 @@ std::string RenderLineChart(const LineChart& c) {
 
 std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult& r) {
   const std::string op = CollectiveOpName(r.op());
-  const std::string facts = absl::StrCat(DtypeName(r.dtype()), ", ", r.in_place() ? "in place" : "out of place",
-                                         ", median of ", r.iters(), " iterations after ", r.warmup_iters(),
-                                         " warm-up; an iteration lasts as long as its slowest rank");
+  const std::string facts =
+      absl::StrCat(DtypeName(r.dtype()), ", ", r.in_place() ? "in place" : "out of place",
+                   ", median of ", r.iters(), " iterations after ", r.warmup_iters(),
+                   " warm-up; an iteration lasts as long as its slowest rank");
   std::vector<v1::CollectivePlot> plots;
   auto add = [&](const std::string& name, const LineChart& chart) {
     v1::CollectivePlot p;
@@ -232,8 +251,10 @@ std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult
     for (const auto& row : r.rows()) {
       if (row.world_size() != world) continue;
       auto& s = by[row.backend()];
-      s.name = absl::StrCat(BackendName(row.backend()), row.devices_size() > 0 && row.devices(0).rfind("cuda", 0) == 0
-                                                           ? " (GPU tensors)" : " (CPU tensors)");
+      s.name = absl::StrCat(BackendName(row.backend()),
+                            row.devices_size() > 0 && row.devices(0).rfind("cuda", 0) == 0
+                                ? " (GPU tensors)"
+                                : " (CPU tensors)");
       s.points.emplace_back(static_cast<double>(row.size_bytes()), row.duration().median());
       s.tooltips.push_back(Tooltip(row));
     }

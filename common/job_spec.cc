@@ -1,13 +1,13 @@
 #include "common/job_spec.h"
 
-#include "absl/status/status.h"
 #include <algorithm>
 #include <regex>
 #include <set>
+#include "absl/status/status.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/collective_math.h"
 #include "common/model_config.h"
 #include "common/options.h"
@@ -17,8 +17,8 @@ namespace {
 
 absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("benchmark.", field, ": expected ", lo, "..", hi,
-                                                   ", got ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("benchmark.", field, ": expected ", lo, "..", hi, ", got ", value));
   }
   return absl::OkStatus();
 }
@@ -30,8 +30,9 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   *out.mutable_model() = *model;
 
   if (!v1::BenchmarkMode_IsValid(in.mode())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.mode: unknown value ", in.mode(), "; expected forward, forward_backward or train_step"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("benchmark.mode: unknown value ", in.mode(),
+                     "; expected forward, forward_backward or train_step"));
   }
   if (!v1::Precision_IsValid(in.precision())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,7 +56,8 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark.export_parity: the model has ", ParameterCount(out.model()),
         " parameters; parity bundles are refused above ", kMaxParityParameters,
-        " because the bundle holds every weight in fp32 (", 4 * ParameterCount(out.model()) / 1000000,
+        " because the bundle holds every weight in fp32 (",
+        4 * ParameterCount(out.model()) / 1000000,
         " MB here) and the reference must load them all; check parity on a smaller preset"));
   }
   return out;
@@ -95,12 +97,13 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   if (!(s = CheckMemoryRange("record_steps", out.record_steps(), 1, kMaxMemoryRecordSteps)).ok())
     return s;
   if (!(s = CheckMemoryRange("max_entries", out.max_entries(), kMinMemoryMaxEntries,
-                             kMaxMemoryMaxEntries)).ok())
+                             kMaxMemoryMaxEntries))
+           .ok())
     return s;
   if (!(s = CheckMemoryRange("top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
   if (!v1::MemoryStacks_IsValid(in.stacks())) {
-    return absl::InvalidArgumentError(absl::StrCat("memory.stacks: unknown value ", in.stacks(),
-                                                   "; expected none, cpp or all"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory.stacks: unknown value ", in.stacks(), "; expected none, cpp or all"));
   }
   if (in.stacks() == v1::MEMORY_STACKS_PYTHON) {
     return absl::InvalidArgumentError(
@@ -111,14 +114,15 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
 
   for (int i = 0; i < in.context_lengths_size(); ++i) {
     if (!(s = CheckMemoryRange(absl::StrCat("context_lengths[", i, "]").c_str(),
-                               in.context_lengths(i), 1, kMaxContext)).ok())
+                               in.context_lengths(i), 1, kMaxContext))
+             .ok())
       return s;
   }
   for (int i = 0; i < in.modes_size(); ++i) {
     if (!v1::BenchmarkMode_IsValid(in.modes(i)) || in.modes(i) == v1::MODE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "memory.modes[", i, "]: unknown value ", in.modes(i),
-          "; expected forward, forward_backward or train_step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("memory.modes[", i, "]: unknown value ", in.modes(i),
+                       "; expected forward, forward_backward or train_step"));
     }
   }
   for (int i = 0; i < in.precisions_size(); ++i) {
@@ -140,16 +144,15 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   // them all here so a bad cell (an optimizer for forward, say) is refused now.
   auto resolved = ResolveBenchmark(step);
   if (!resolved.ok()) {
-    return absl::Status(resolved.status().code(),
-                        absl::StrCat("memory.step.", absl::StripPrefix(resolved.status().message(),
-                                                                        "benchmark.")));
+    return absl::Status(
+        resolved.status().code(),
+        absl::StrCat("memory.step.", absl::StripPrefix(resolved.status().message(), "benchmark.")));
   }
   for (const v1::BenchmarkSpec& cell : MemoryRunSpecs(out, *resolved)) {
     auto r = ResolveBenchmark(cell);
     if (!r.ok()) {
-      return absl::Status(r.status().code(),
-                          absl::StrCat("memory (run ", MemoryRunName(cell), "): ",
-                                       r.status().message()));
+      return absl::Status(r.status().code(), absl::StrCat("memory (run ", MemoryRunName(cell),
+                                                          "): ", r.status().message()));
     }
   }
   resolved->clear_measure_steps();
@@ -180,29 +183,26 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
   }
   auto step = ResolveBenchmark(in.step());
   if (!step.ok()) {
-    return absl::Status(step.status().code(),
-                        absl::StrCat("profile.step.", absl::StripPrefix(step.status().message(),
-                                                                         "benchmark.")));
+    return absl::Status(
+        step.status().code(),
+        absl::StrCat("profile.step.", absl::StripPrefix(step.status().message(), "benchmark.")));
   }
   *out.mutable_step() = *step;
   if (!out.has_profile_steps()) out.set_profile_steps(kDefaultProfileSteps);
   if (out.profile_steps() < 1 || out.profile_steps() > kMaxProfileSteps) {
-    return absl::InvalidArgumentError(absl::StrCat("profile.profile_steps: expected 1..",
-                                                   kMaxProfileSteps, ", got ",
-                                                   out.profile_steps()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile.profile_steps: expected 1..", kMaxProfileSteps, ", got ", out.profile_steps()));
   }
   bool seen[3] = {false, false, false};
   for (int i = 0; i < in.activities_size(); ++i) {
     const int a = in.activities(i);
     if (a != v1::PROFILER_ACTIVITY_CPU && a != v1::PROFILER_ACTIVITY_CUDA) {
-      return absl::InvalidArgumentError(absl::StrCat("profile.activities[", i,
-                                                     "]: unknown value ", a,
-                                                     "; expected cpu or cuda"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile.activities[", i, "]: unknown value ", a, "; expected cpu or cuda"));
     }
     if (seen[a]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("profile.activities[", i, "]: ", a == 1 ? "cpu" : "cuda",
-                       " given twice"));
+          absl::StrCat("profile.activities[", i, "]: ", a == 1 ? "cpu" : "cuda", " given twice"));
     }
     seen[a] = true;
   }
@@ -227,14 +227,15 @@ absl::Status CheckCollectiveRange(const char* field, int64_t value, int64_t lo, 
 absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t) {
   static const std::regex kDevice("^(cpu|cuda):[0-9]{1,3}$");
   if (t->devices_size() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": no devices; expected a group id or 2 or more devices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": no devices; expected a group id or 2 or more devices"));
   }
   std::set<std::string> seen;
   bool cuda = false, cpu = false;
   for (const std::string& d : t->devices()) {
     if (!std::regex_match(d, kDevice)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".devices: '", d,
-                                                     "' is not a device name; expected cpu:N or cuda:N"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".devices: '", d, "' is not a device name; expected cpu:N or cuda:N"));
     }
     if (!seen.insert(d).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -244,19 +245,20 @@ absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget
     (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
   }
   if (cuda && cpu) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ".devices: [", absl::StrJoin(t->devices(), ", "),
-        "] mixes cpu and cuda devices; a group is all CPU workers or all GPUs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".devices: [", absl::StrJoin(t->devices(), ", "),
+                     "] mixes cpu and cuda devices; a group is all CPU workers or all GPUs"));
   }
   if (!v1::CollectiveBackend_IsValid(t->backend())) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".backend: unknown value ", t->backend(), "; expected nccl or gloo"));
   }
-  if (t->backend() == v1::BACKEND_UNSPECIFIED) t->set_backend(cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO);
+  if (t->backend() == v1::BACKEND_UNSPECIFIED)
+    t->set_backend(cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO);
   if (t->backend() == v1::BACKEND_NCCL && cpu) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ".backend: nccl needs CUDA devices, got [", absl::StrJoin(t->devices(), ", "),
-        "]; use gloo for CPU tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".backend: nccl needs CUDA devices, got [",
+                     absl::StrJoin(t->devices(), ", "), "]; use gloo for CPU tensors"));
   }
   return absl::OkStatus();
 }
@@ -271,8 +273,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   // Conveniences first, then explicit targets, in the order given.
   if (!in.group().empty()) out.add_targets()->set_group(in.group());
   if (in.backend() != v1::BACKEND_UNSPECIFIED && in.backends_size() > 0) {
-    return absl::InvalidArgumentError(
-        "collective.backends: give backend or backends, not both");
+    return absl::InvalidArgumentError("collective.backends: give backend or backends, not both");
   }
   if (in.devices_size() > 0) {
     std::vector<int> backends(in.backends().begin(), in.backends().end());
@@ -316,16 +317,18 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   std::set<int> ws_seen;
   for (int w : in.world_sizes()) {
     if (w < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "collective.world_sizes: ", w, " is not a world size to measure; expected 2 or more ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.world_sizes: ", w,
+                       " is not a world size to measure; expected 2 or more ranks"));
     }
     if (w > smallest_devices) {
-      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w,
-                                                     " ranks need ", w, " devices; a target has only ",
+      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w, " ranks need ",
+                                                     w, " devices; a target has only ",
                                                      smallest_devices));
     }
     if (!ws_seen.insert(w).second) {
-      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w, " appears twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.world_sizes: ", w, " appears twice"));
     }
   }
   if (in.world_sizes_size() == 0 && smallest_devices == 1) {
@@ -334,14 +337,14 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   }
 
   if (!v1::CollectiveOp_IsValid(in.op())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "collective.op: unknown value ", in.op(),
-        "; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective.op: unknown value ", in.op(),
+                     "; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
   }
   if (out.op() == v1::COLLECTIVE_OP_UNSPECIFIED) out.set_op(v1::COLLECTIVE_ALL_REDUCE);
   if (!v1::CollectiveDtype_IsValid(in.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "collective.dtype: unknown value ", in.dtype(), "; expected fp32, fp16, bf16, fp64 or int32"));
+    return absl::InvalidArgumentError(absl::StrCat("collective.dtype: unknown value ", in.dtype(),
+                                                   "; expected fp32, fp16, bf16, fp64 or int32"));
   }
   if (out.dtype() == v1::COLLECTIVE_DTYPE_UNSPECIFIED) out.set_dtype(v1::COLLECTIVE_FP32);
 
@@ -352,8 +355,9 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
           "collective.sizes_bytes: give a list of sizes or min_bytes/max_bytes/factor, not both");
     }
     for (int i = 0; i < in.sizes_bytes_size(); ++i) {
-      if (!(st = CheckCollectiveRange(absl::StrCat("sizes_bytes[", i, "]").c_str(), in.sizes_bytes(i),
-                                      1, kMaxCollectiveBytes)).ok())
+      if (!(st = CheckCollectiveRange(absl::StrCat("sizes_bytes[", i, "]").c_str(),
+                                      in.sizes_bytes(i), 1, kMaxCollectiveBytes))
+               .ok())
         return st;
     }
   } else {
@@ -363,8 +367,8 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
     if (!(st = CheckCollectiveRange("min_bytes", min, 1, kMaxCollectiveBytes)).ok()) return st;
     if (!(st = CheckCollectiveRange("max_bytes", max, 1, kMaxCollectiveBytes)).ok()) return st;
     if (min > max) {
-      return absl::InvalidArgumentError(absl::StrCat("collective.min_bytes: ", min,
-                                                     " is more than max_bytes ", max));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.min_bytes: ", min, " is more than max_bytes ", max));
     }
     if (!(st = CheckCollectiveRange("factor", factor, 2, 1024)).ok()) return st;
     for (int64_t s : SweepSizes(min, max, factor)) out.add_sizes_bytes(s);
@@ -392,8 +396,8 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   }
   if (!out.has_timeout_seconds()) out.set_timeout_seconds(kDefaultCollectiveTimeoutSeconds);
   if (!(out.timeout_seconds() >= 1 && out.timeout_seconds() <= 86400)) {
-    return absl::InvalidArgumentError(absl::StrCat("collective.timeout_seconds: expected 1..86400, got ",
-                                                   out.timeout_seconds()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective.timeout_seconds: expected 1..86400, got ", out.timeout_seconds()));
   }
   return out;
 }
@@ -458,8 +462,8 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
   const bool cuda = device.rfind("cuda:", 0) == 0;
   if (spec.kind_case() == v1::JobSpec::kMemory && !cuda) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "memory: needs a CUDA device (it records the CUDA caching allocator's history); ",
-        device, " is not one; submit it with --device cuda:N on a GPU node"));
+        "memory: needs a CUDA device (it records the CUDA caching allocator's history); ", device,
+        " is not one; submit it with --device cuda:N on a GPU node"));
   }
   if (spec.kind_case() == v1::JobSpec::kProfile && !cuda) {
     for (int a : spec.profile().activities()) {
@@ -475,13 +479,20 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
 
 std::string JobKindName(const v1::JobSpec& spec) {
   switch (spec.kind_case()) {
-    case v1::JobSpec::kBenchmark: return "benchmark";
-    case v1::JobSpec::kProfile: return "profile";
-    case v1::JobSpec::kMemory: return "memory";
-    case v1::JobSpec::kAttention: return "attention";
-    case v1::JobSpec::kCollective: return "collective";
-    case v1::JobSpec::kDdp: return "ddp";
-    case v1::JobSpec::KIND_NOT_SET: return "";
+    case v1::JobSpec::kBenchmark:
+      return "benchmark";
+    case v1::JobSpec::kProfile:
+      return "profile";
+    case v1::JobSpec::kMemory:
+      return "memory";
+    case v1::JobSpec::kAttention:
+      return "attention";
+    case v1::JobSpec::kCollective:
+      return "collective";
+    case v1::JobSpec::kDdp:
+      return "ddp";
+    case v1::JobSpec::KIND_NOT_SET:
+      return "";
   }
   return "";
 }
@@ -509,9 +520,10 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     }
     case v1::JobSpec::kCollective: {
       if (!spec.device().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "spec.device: '", spec.device(), "' is not used by a collective request; it names its "
-            "devices in collective.devices (or a group)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.device: '", spec.device(),
+                         "' is not used by a collective request; it names its "
+                         "devices in collective.devices (or a group)"));
       }
       auto c = ResolveCollective(spec.collective());
       if (!c.ok()) return c.status();

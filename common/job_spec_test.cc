@@ -88,8 +88,7 @@ TEST(JobSpecTest, OutOfRangeFieldsNamed) {
       {"benchmark.context_length",
        [](v1::BenchmarkSpec* b) { b->set_context_length(kMaxContext + 1); }},
       {"benchmark.warmup_steps", [](v1::BenchmarkSpec* b) { b->set_warmup_steps(-1); }},
-      {"benchmark.warmup_steps",
-       [](v1::BenchmarkSpec* b) { b->set_warmup_steps(kMaxSteps + 1); }},
+      {"benchmark.warmup_steps", [](v1::BenchmarkSpec* b) { b->set_warmup_steps(kMaxSteps + 1); }},
       {"benchmark.measure_steps", [](v1::BenchmarkSpec* b) { b->set_measure_steps(-3); }},
       {"benchmark.measure_steps",
        [](v1::BenchmarkSpec* b) { b->set_measure_steps(kMaxSteps + 1); }},
@@ -286,10 +285,8 @@ TEST(MemorySpecTest, BadInputNamesTheField) {
       {[](auto& m) { m.mutable_step()->set_measure_steps(4); }, "memory.step.measure_steps",
        "record_steps"},
       {[](auto& m) { m.mutable_step()->set_cuda_graph(true); }, "memory.step.cuda_graph", ""},
-      {[](auto& m) { m.mutable_step()->set_export_parity(true); }, "memory.step.export_parity",
-       ""},
-      {[](auto& m) { m.mutable_step()->set_batch_size(0); }, "memory.step.batch_size",
-       "got 0"},
+      {[](auto& m) { m.mutable_step()->set_export_parity(true); }, "memory.step.export_parity", ""},
+      {[](auto& m) { m.mutable_step()->set_batch_size(0); }, "memory.step.batch_size", "got 0"},
       {[](auto& m) { m.mutable_step()->mutable_model()->set_preset("huge"); },
        "memory.step.model.preset", "huge"},
       // A cell of the sweep that is not a valid step: an optimizer for forward.
@@ -339,7 +336,8 @@ TEST(MemorySpecTest, NeedsACudaDevice) {
 namespace benchd {
 namespace {
 
-v1::JobSpec Collective(std::vector<std::string> devices, v1::CollectiveBackend backend = v1::BACKEND_UNSPECIFIED) {
+v1::JobSpec Collective(std::vector<std::string> devices,
+                       v1::CollectiveBackend backend = v1::BACKEND_UNSPECIFIED) {
   v1::JobSpec spec;
   for (auto& d : devices) spec.mutable_collective()->add_devices(d);
   spec.mutable_collective()->set_backend(backend);
@@ -358,7 +356,7 @@ TEST(CollectiveSpecTest, DefaultsWrittenOut) {
   const auto& c = out->collective();
   ASSERT_EQ(c.targets_size(), 1);
   EXPECT_EQ(c.targets(0).backend(), v1::BACKEND_GLOO);  // cpu -> gloo
-  EXPECT_EQ(c.devices_size(), 0);                        // folded into targets
+  EXPECT_EQ(c.devices_size(), 0);                       // folded into targets
   EXPECT_EQ(c.op(), v1::COLLECTIVE_ALL_REDUCE);
   EXPECT_EQ(c.dtype(), v1::COLLECTIVE_FP32);
   EXPECT_EQ(c.sizes_bytes_size(), 1);

@@ -37,9 +37,9 @@ absl::StatusOr<int> PickDevice(const Snapshot& s, int requested) {
         "memory snapshot: the trace is empty (was the history recorded, with max_entries > 0?)");
   }
   if (with_events.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory snapshot: traces on devices ", absl::StrJoin(with_events, ", "),
-        "; name the device to analyze"));
+    return absl::InvalidArgumentError(absl::StrCat("memory snapshot: traces on devices ",
+                                                   absl::StrJoin(with_events, ", "),
+                                                   "; name the device to analyze"));
   }
   return with_events.front();
 }
@@ -82,10 +82,16 @@ bool KeepFrame(const Frame& f) {
       // Not in memory_viz's list: the allocator's own frames say nothing about
       // who allocated, and in backward they would name every allocation.
       "CUDACachingAllocator::"};
-  static const char* const kOmitFiles[] = {
-      "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-      "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-      "cpython/abstract.h"};
+  static const char* const kOmitFiles[] = {"core/boxing",
+                                           "/Register",
+                                           "/Redispatch",
+                                           "pythonrun.c",
+                                           "Modules/main.c",
+                                           "Objects/call.c",
+                                           "Objects/methodobject.c",
+                                           "pycore_ceval.h",
+                                           "ceval.c",
+                                           "cpython/abstract.h"};
   for (const char* s : kOmitFunctions) {
     if (f.name.find(s) != std::string::npos) return false;
   }
@@ -107,13 +113,22 @@ absl::StatusOr<Analysis> Analyze(const Snapshot& s, const AnalysisOptions& o) {
   int64_t net_allocated = 0, net_reserved = 0;
   for (const TraceEvent& e : trace) {
     switch (e.action) {
-      case Action::kAlloc: net_allocated += e.size; break;
-      case Action::kFreeCompleted: net_allocated -= e.size; break;
+      case Action::kAlloc:
+        net_allocated += e.size;
+        break;
+      case Action::kFreeCompleted:
+        net_allocated -= e.size;
+        break;
       case Action::kSegmentAlloc:
-      case Action::kSegmentMap: net_reserved += e.size; break;
+      case Action::kSegmentMap:
+        net_reserved += e.size;
+        break;
       case Action::kSegmentFree:
-      case Action::kSegmentUnmap: net_reserved -= e.size; break;
-      default: break;
+      case Action::kSegmentUnmap:
+        net_reserved -= e.size;
+        break;
+      default:
+        break;
     }
   }
   for (const Segment& seg : s.segments) {
@@ -128,10 +143,10 @@ absl::StatusOr<Analysis> Analyze(const Snapshot& s, const AnalysisOptions& o) {
   a.baseline_allocated = a.final_allocated - net_allocated;
   a.baseline_reserved = a.final_reserved - net_reserved;
   if (a.baseline_allocated < 0 || a.baseline_reserved < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory snapshot: the trace frees more than was held (baseline allocated ",
-        a.baseline_allocated, ", reserved ", a.baseline_reserved,
-        "): its segments and its trace do not belong together"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory snapshot: the trace frees more than was held (baseline allocated ",
+                     a.baseline_allocated, ", reserved ", a.baseline_reserved,
+                     "): its segments and its trace do not belong together"));
   }
 
   a.intervals = Intervals(s.annotations, a.device);
@@ -195,13 +210,22 @@ absl::StatusOr<Analysis> Analyze(const Snapshot& s, const AnalysisOptions& o) {
       observe_start(starts[next_start++].second);
     }
     switch (e.action) {
-      case Action::kAlloc: allocated += e.size; break;
-      case Action::kFreeCompleted: allocated -= e.size; break;
+      case Action::kAlloc:
+        allocated += e.size;
+        break;
+      case Action::kFreeCompleted:
+        allocated -= e.size;
+        break;
       case Action::kSegmentAlloc:
-      case Action::kSegmentMap: reserved += e.size; break;
+      case Action::kSegmentMap:
+        reserved += e.size;
+        break;
       case Action::kSegmentFree:
-      case Action::kSegmentUnmap: reserved -= e.size; break;
-      default: break;
+      case Action::kSegmentUnmap:
+        reserved -= e.size;
+        break;
+      default:
+        break;
     }
     const std::string phase = phase_at(e.time_us);
     if (int p = phase_index(phase); p >= 0) {

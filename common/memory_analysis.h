@@ -32,7 +32,7 @@ inline constexpr const char* kPhaseNames[] = {"forward", "backward", "optimizer_
 
 struct PhaseStats {
   std::string name;
-  bool seen = false;  // the phase ran while recording
+  bool seen = false;            // the phase ran while recording
   int64_t start_allocated = 0;  // at its first start
   int64_t start_reserved = 0;
   int64_t peak_allocated = 0;  // over every occurrence
@@ -66,7 +66,7 @@ struct Analysis {
   int64_t baseline_allocated = 0, baseline_reserved = 0;
   int64_t final_allocated = 0, final_reserved = 0;
   int64_t peak_allocated = 0, peak_reserved = 0;
-  std::vector<PhaseStats> phases;  // kPhaseNames, in that order
+  std::vector<PhaseStats> phases;        // kPhaseNames, in that order
   std::vector<PhaseInterval> intervals;  // every annotated scope, by start time
   std::vector<LargeAllocation> largest;
   // Per trace event of the device: allocated and reserved after it, and the

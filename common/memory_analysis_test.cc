@@ -36,10 +36,10 @@ Frames Stack(const std::string& ours) {
 // are the requested bytes, as the trace and the blocks' requested_size carry them.
 Snapshot Fixture() {
   Snapshot s;
-  Segment seg1{0, 0x1000000, 2 * kMiB, {{1024, 1000, "active_allocated"},
-                                        {2 * kMiB - 1024, 0, "inactive"}}};
-  Segment seg2{0, 0x2000000, 2 * kMiB, {{512, 500, "active_allocated"},
-                                        {2 * kMiB - 512, 0, "inactive"}}};
+  Segment seg1{
+      0, 0x1000000, 2 * kMiB, {{1024, 1000, "active_allocated"}, {2 * kMiB - 1024, 0, "inactive"}}};
+  Segment seg2{
+      0, 0x2000000, 2 * kMiB, {{512, 500, "active_allocated"}, {2 * kMiB - 512, 0, "inactive"}}};
   s.segments = {seg1, seg2};
   s.device_traces.resize(1);
   s.device_traces[0] = {
@@ -52,8 +52,10 @@ Snapshot Fixture() {
       Ev(Action::kFreeRequested, 0x2000200, 2048, 30),
       Ev(Action::kFreeCompleted, 0x2000200, 2048, 30),
   };
-  s.annotations = {{"forward", true, 0, 5}, {"forward", false, 0, 20},
-                   {"backward", true, 0, 20}, {"backward", false, 0, 25}};
+  s.annotations = {{"forward", true, 0, 5},
+                   {"forward", false, 0, 20},
+                   {"backward", true, 0, 20},
+                   {"backward", false, 0, 25}};
   return s;
 }
 
@@ -112,11 +114,11 @@ TEST(MemoryAnalysisTest, RepeatedAllocationsAreCounted) {
   Snapshot s = Fixture();
   Frames f = Stack("benchd::worker::D()");
   // Two more 8 KiB allocations from one stack in forward, both freed.
-  s.device_traces[0].insert(s.device_traces[0].begin() + 3,
-                            {Ev(Action::kAlloc, 0x2001000, 8192, 12, f),
-                             Ev(Action::kFreeCompleted, 0x2001000, 8192, 13),
-                             Ev(Action::kAlloc, 0x2001000, 8192, 14, f),
-                             Ev(Action::kFreeCompleted, 0x2001000, 8192, 15)});
+  s.device_traces[0].insert(
+      s.device_traces[0].begin() + 3,
+      {Ev(Action::kAlloc, 0x2001000, 8192, 12, f), Ev(Action::kFreeCompleted, 0x2001000, 8192, 13),
+       Ev(Action::kAlloc, 0x2001000, 8192, 14, f),
+       Ev(Action::kFreeCompleted, 0x2001000, 8192, 15)});
   auto a = Analyze(s);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->largest[0].size, 8192);
@@ -149,9 +151,10 @@ TEST(MemoryAnalysisTest, FrameFormatAndFilterMatchMemoryViz) {
   EXPECT_FALSE(KeepFrame({"CapturedTraceback::gather", "x.cc", 1}));
   EXPECT_FALSE(KeepFrame({"at::foo", "/aten/src/ATen/core/boxing/impl.h", 1}));
   EXPECT_TRUE(KeepFrame({"benchd::worker::X()", "/src/worker/x.cc", 1}));
-  EXPECT_FALSE(KeepFrame({"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
-                          "unsigned long, CUstream_st*)",
-                          "libc10_cuda.so", 273026}));
+  EXPECT_FALSE(
+      KeepFrame({"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
+                 "unsigned long, CUstream_st*)",
+                 "libc10_cuda.so", 273026}));
 }
 
 }  // namespace

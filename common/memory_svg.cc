@@ -166,7 +166,9 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
   }
   ymax_bytes = std::max<int64_t>({ymax_bytes, a.peak_allocated, 1});
   const double ytop = static_cast<double>(ymax_bytes) * 1.08;
-  auto X = [&](int64_t t) { return left + pw * static_cast<double>(t) / static_cast<double>(steps); };
+  auto X = [&](int64_t t) {
+    return left + pw * static_cast<double>(t) / static_cast<double>(steps);
+  };
   auto Y = [&](double bytes) { return top + ph - ph * bytes / ytop; };
   auto P = [](double x, double y) { return absl::StrFormat("%.1f,%.1f ", x, y); };
 
@@ -178,13 +180,13 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
   absl::StrAppend(&svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
   absl::StrAppend(&svg, "<text x=\"", left, "\" y=\"22\" font-size=\"16\" font-weight=\"bold\">",
                   XmlEscape(o.title.empty() ? "Active memory timeline" : o.title), "</text>\n");
-  absl::StrAppend(&svg, "<text x=\"", left, "\" y=\"40\" fill=\"#444\">",
-                  XmlEscape(absl::StrCat("peak allocated ", HumanBytes(a.peak_allocated),
-                                      ", peak reserved ", HumanBytes(a.peak_reserved),
-                                      ", resident before recording ",
-                                      HumanBytes(a.baseline_allocated),
-                                      o.subtitle.empty() ? "" : "; ", o.subtitle)),
-                  "</text>\n");
+  absl::StrAppend(
+      &svg, "<text x=\"", left, "\" y=\"40\" fill=\"#444\">",
+      XmlEscape(absl::StrCat("peak allocated ", HumanBytes(a.peak_allocated), ", peak reserved ",
+                             HumanBytes(a.peak_reserved), ", resident before recording ",
+                             HumanBytes(a.baseline_allocated), o.subtitle.empty() ? "" : "; ",
+                             o.subtitle)),
+      "</text>\n");
 
   // Phases, behind everything, named above the plot.
   std::vector<int64_t> times = step_time_us;
@@ -220,20 +222,20 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
   // Grid and axes.
   const double ystep = NiceStep(ytop / static_cast<double>(1 << 20), 6) * (1 << 20);
   for (double v = 0; v <= ytop; v += ystep) {
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#333\">%s</text>\n",
-                          left, left + pw, Y(v), Y(v), left - 6, Y(v) + 4,
-                          HumanBytes(static_cast<int64_t>(v)));
+    absl::StrAppendFormat(
+        &svg,
+        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#333\">%s</text>\n",
+        left, left + pw, Y(v), Y(v), left - 6, Y(v) + 4, HumanBytes(static_cast<int64_t>(v)));
   }
   const double xstep = NiceStep(static_cast<double>(steps), 8);
   for (double t = 0; t <= static_cast<double>(steps); t += xstep) {
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#333\">%d</text>\n",
-                          X(static_cast<int64_t>(t)), X(static_cast<int64_t>(t)), top + ph,
-                          top + ph + 5, X(static_cast<int64_t>(t)), top + ph + 18,
-                          static_cast<int64_t>(t));
+    absl::StrAppendFormat(
+        &svg,
+        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#333\">%d</text>\n",
+        X(static_cast<int64_t>(t)), X(static_cast<int64_t>(t)), top + ph, top + ph + 5,
+        X(static_cast<int64_t>(t)), top + ph + 18, static_cast<int64_t>(t));
   }
   absl::StrAppendFormat(&svg,
                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#333\">"
@@ -270,8 +272,8 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                           "</polygon>\n",
                           pts, kPalette[i % 10],
                           XmlEscape(absl::StrCat(HumanBytes(b.size), " (", b.size, " B), ",
-                                              b.phase.empty() ? "outside the phases" : b.phase,
-                                              b.origin.empty() ? "" : ", ", b.origin)));
+                                                 b.phase.empty() ? "outside the phases" : b.phase,
+                                                 b.origin.empty() ? "" : ", ", b.origin)));
   }
 
   // The small allocations, summed on top of the bands: one step per
@@ -313,8 +315,7 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
                         "fill=\"#c00\">peak %s</text>\n",
                         left, left + pw, Y(static_cast<double>(a.peak_allocated)),
                         Y(static_cast<double>(a.peak_allocated)), left + pw - 4,
-                        Y(static_cast<double>(a.peak_allocated)) - 4,
-                        HumanBytes(a.peak_allocated));
+                        Y(static_cast<double>(a.peak_allocated)) - 4, HumanBytes(a.peak_allocated));
   absl::StrAppendFormat(&svg,
                         "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
                         "stroke=\"#333\"/>\n",
@@ -322,16 +323,16 @@ std::string RenderTimelineSvg(const Snapshot& s, const Analysis& a, const Timeli
 
   // Legend.
   const double ly = o.height - 18;
-  absl::StrAppendFormat(&svg,
-                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#b0b0b0\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\">resident before recording</text>\n"
-                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\">%d largest allocations, stacked in order</text>\n"
-                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#6a7fa8\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\">%d smaller ones, summed</text>\n",
-                        left, ly - 10, left + 16, ly, left + 200, ly - 10, kPalette[0],
-                        left + 216, ly, bands.size(), left + 500, ly - 10, left + 516, ly,
-                        allocs.size() - bands.size());
+  absl::StrAppendFormat(
+      &svg,
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#b0b0b0\"/>"
+      "<text x=\"%.1f\" y=\"%.1f\">resident before recording</text>\n"
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+      "<text x=\"%.1f\" y=\"%.1f\">%d largest allocations, stacked in order</text>\n"
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#6a7fa8\"/>"
+      "<text x=\"%.1f\" y=\"%.1f\">%d smaller ones, summed</text>\n",
+      left, ly - 10, left + 16, ly, left + 200, ly - 10, kPalette[0], left + 216, ly, bands.size(),
+      left + 500, ly - 10, left + 516, ly, allocs.size() - bands.size());
   double lx = left + 700;
   for (const char* n : kPhaseNames) {
     absl::StrAppendFormat(&svg,

@@ -25,7 +25,9 @@ TraceEvent Ev(Action a, int64_t addr, int64_t size, int64_t t) {
 // one (the two above it drop) and allocates 1 MiB.
 Snapshot Fixture() {
   Snapshot s;
-  s.segments = {Segment{0, 0, 32 * kMiB,
+  s.segments = {Segment{0,
+                        0,
+                        32 * kMiB,
                         {{1 * kMiB, 1 * kMiB, "active_allocated"},
                          {4 * kMiB, 4 * kMiB, "active_allocated"},
                          {2 * kMiB, 2 * kMiB, "active_allocated"},
@@ -39,8 +41,10 @@ Snapshot Fixture() {
       Ev(Action::kFreeCompleted, 100, 8 * kMiB, 22),
       Ev(Action::kAlloc, 400, 1 * kMiB, 23),
   }};
-  s.annotations = {{"forward", true, 0, 5}, {"forward", false, 0, 20},
-                   {"backward", true, 0, 20}, {"backward", false, 0, 30}};
+  s.annotations = {{"forward", true, 0, 5},
+                   {"forward", false, 0, 20},
+                   {"backward", true, 0, 20},
+                   {"backward", false, 0, 30}};
   return s;
 }
 
@@ -98,7 +102,7 @@ TEST(MemorySvgTest, BandsAboveAFreedOneDrop) {
   auto a = Analyze(s);
   ASSERT_TRUE(a.ok());
   TimelineOptions o;
-  o.width = 590;  // plot width 480: 5 timesteps (4 allocs, 1 free) of 96 px
+  o.width = 590;   // plot width 480: 5 timesteps (4 allocs, 1 free) of 96 px
   o.height = 244;  // plot height 100
   const std::string svg = RenderTimelineSvg(s, *a, o);
   // y of a byte count: 64 + 100 - 100 * bytes / (15 MiB * 1.08).

@@ -25,12 +25,9 @@ std::string Lower(std::string s) {
 
 const std::vector<Preset>& Presets() {
   static const auto* presets = new std::vector<Preset>{
-      {"tiny", 1000, 64, 256, 2, 4},
-      {"mini", 10000, 256, 1024, 4, 4},
-      {"small", 10000, 768, 3072, 12, 12},
-      {"medium", 10000, 1024, 4096, 24, 16},
-      {"large", 10000, 1280, 5120, 36, 20},
-      {"xl", 10000, 1600, 6400, 48, 25},
+      {"tiny", 1000, 64, 256, 2, 4},        {"mini", 10000, 256, 1024, 4, 4},
+      {"small", 10000, 768, 3072, 12, 12},  {"medium", 10000, 1024, 4096, 24, 16},
+      {"large", 10000, 1280, 5120, 36, 20}, {"xl", 10000, 1600, 6400, 48, 25},
       {"2.7B", 10000, 2560, 10240, 32, 32},
   };
   return *presets;
@@ -45,9 +42,9 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
       if (Lower(p.name) == Lower(in.preset())) found = &p;
     }
     if (found == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "preset: unknown preset '", in.preset(),
-                                                     "'; expected one of ", PresetNames(),
-                                                     ", or none with explicit sizes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "preset: unknown preset '", in.preset(), "'; expected one of ",
+                       PresetNames(), ", or none with explicit sizes"));
     }
     out.set_preset(found->name);
     if (in.vocab_size() == 0) out.set_vocab_size(found->vocab_size);
@@ -66,16 +63,15 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
                          Field{"d_ff", out.d_ff()}, Field{"num_layers", out.num_layers()},
                          Field{"num_heads", out.num_heads()}}) {
     if (f.value <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix, f.name, ": expected a positive integer, got ", f.value,
-                       in.preset().empty() ? " (no preset given: set every size or name a preset)"
-                                           : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, f.name, ": expected a positive integer, got ", f.value,
+          in.preset().empty() ? " (no preset given: set every size or name a preset)" : ""));
     }
   }
   if (out.d_model() % out.num_heads() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "num_heads: d_model (", out.d_model(), ") must be divisible by num_heads (",
-        out.num_heads(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "num_heads: d_model (", out.d_model(),
+                                                   ") must be divisible by num_heads (",
+                                                   out.num_heads(), ")"));
   }
   if ((out.d_model() / out.num_heads()) % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -101,9 +97,9 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
   const double V = out.vocab_size(), d = out.d_model(), dff = out.d_ff(), L = out.num_layers();
   const double params = 2 * V * d + L * (4 * d * d + 3 * d * dff + 2 * d) + d;
   if (params > kMaxParameters) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "d_model: these sizes make ", params, " parameters, more than the limit ",
-        kMaxParameters));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "d_model: these sizes make ", params,
+                                                   " parameters, more than the limit ",
+                                                   kMaxParameters));
   }
   return out;
 }
@@ -159,17 +155,23 @@ absl::StatusOr<v1::BenchmarkMode> ParseMode(const std::string& s) {
 
 std::string PrecisionName(v1::Precision p) {
   switch (p) {
-    case v1::PRECISION_BF16: return "bf16";
-    case v1::PRECISION_FP16: return "fp16";
-    default: return "fp32";
+    case v1::PRECISION_BF16:
+      return "bf16";
+    case v1::PRECISION_FP16:
+      return "fp16";
+    default:
+      return "fp32";
   }
 }
 
 std::string ModeName(v1::BenchmarkMode m) {
   switch (m) {
-    case v1::MODE_FORWARD_BACKWARD: return "forward_backward";
-    case v1::MODE_TRAIN_STEP: return "train_step";
-    default: return "forward";
+    case v1::MODE_FORWARD_BACKWARD:
+      return "forward_backward";
+    case v1::MODE_TRAIN_STEP:
+      return "train_step";
+    default:
+      return "forward";
   }
 }
 

@@ -25,13 +25,20 @@ constexpr char kOptimizerChoices[] = "faithful, foreach or fused";
 
 std::string AttentionName(v1::AttentionImpl a) {
   switch (a) {
-    case v1::ATTENTION_FAITHFUL: return "faithful";
-    case v1::ATTENTION_SDPA: return "sdpa";
-    case v1::ATTENTION_SDPA_FLASH: return "flash";
-    case v1::ATTENTION_SDPA_EFFICIENT: return "efficient";
-    case v1::ATTENTION_SDPA_CUDNN: return "cudnn";
-    case v1::ATTENTION_SDPA_MATH: return "math";
-    default: return absl::StrCat("unknown(", static_cast<int>(a), ")");
+    case v1::ATTENTION_FAITHFUL:
+      return "faithful";
+    case v1::ATTENTION_SDPA:
+      return "sdpa";
+    case v1::ATTENTION_SDPA_FLASH:
+      return "flash";
+    case v1::ATTENTION_SDPA_EFFICIENT:
+      return "efficient";
+    case v1::ATTENTION_SDPA_CUDNN:
+      return "cudnn";
+    case v1::ATTENTION_SDPA_MATH:
+      return "math";
+    default:
+      return absl::StrCat("unknown(", static_cast<int>(a), ")");
   }
 }
 
@@ -51,10 +58,14 @@ absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
 
 std::string OptimizerImplName(v1::OptimizerImpl o) {
   switch (o) {
-    case v1::OPTIMIZER_FAITHFUL: return "faithful";
-    case v1::OPTIMIZER_FOREACH: return "foreach";
-    case v1::OPTIMIZER_FUSED: return "fused";
-    default: return absl::StrCat("unknown(", static_cast<int>(o), ")");
+    case v1::OPTIMIZER_FAITHFUL:
+      return "faithful";
+    case v1::OPTIMIZER_FOREACH:
+      return "foreach";
+    case v1::OPTIMIZER_FUSED:
+      return "fused";
+    default:
+      return absl::StrCat("unknown(", static_cast<int>(o), ")");
   }
 }
 
@@ -83,17 +94,16 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
   if (b.warmup_auto()) {
     if (!b.has_warmup_max_steps()) b.set_warmup_max_steps(kDefaultWarmupMaxSteps);
     if (b.warmup_max_steps() < kWarmupWindow || b.warmup_max_steps() > kMaxSteps) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "benchmark.warmup_max_steps: expected ", kWarmupWindow, "..", kMaxSteps, ", got ",
-          b.warmup_max_steps(), " (warm-up auto compares the last ", kWarmupWindow,
-          " steps, so it needs at least that many)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("benchmark.warmup_max_steps: expected ", kWarmupWindow, "..", kMaxSteps,
+                       ", got ", b.warmup_max_steps(), " (warm-up auto compares the last ",
+                       kWarmupWindow, " steps, so it needs at least that many)"));
     }
   }
 
   if (!v1::AttentionImpl_IsValid(b.attention())) {
-    return absl::InvalidArgumentError(absl::StrCat("benchmark.attention: unknown value ",
-                                                   b.attention(), "; expected ",
-                                                   kAttentionChoices));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "benchmark.attention: unknown value ", b.attention(), "; expected ", kAttentionChoices));
   }
   if (!v1::OptimizerImpl_IsValid(b.optimizer_impl())) {
     return absl::InvalidArgumentError(absl::StrCat("benchmark.optimizer_impl: unknown value ",
@@ -128,11 +138,11 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
           " warm-up steps (they run eagerly before the capture), got ", b.warmup_steps()));
     }
     if (b.warmup_auto() && b.warmup_max_steps() < kGraphEagerSteps + kWarmupWindow) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "benchmark.warmup_max_steps: with cuda_graph the first ", kGraphEagerSteps,
-          " warm-up steps run eagerly and warm-up auto judges the next ", kWarmupWindow,
-          " replays at least, so the cap must be at least ", kGraphEagerSteps + kWarmupWindow,
-          ", got ", b.warmup_max_steps()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("benchmark.warmup_max_steps: with cuda_graph the first ", kGraphEagerSteps,
+                       " warm-up steps run eagerly and warm-up auto judges the next ",
+                       kWarmupWindow, " replays at least, so the cap must be at least ",
+                       kGraphEagerSteps + kWarmupWindow, ", got ", b.warmup_max_steps()));
     }
     // train_step: foreach is captured in the graph (its capturable form); the
     // faithful loop and the fused kernel take host numbers that change every

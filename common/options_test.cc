@@ -21,7 +21,9 @@ v1::JobSpec Tiny(v1::BenchmarkMode mode = v1::MODE_FORWARD) {
 }
 
 // The status's message, for EXPECT_PRED_FORMAT2(IsSubstring, ...).
-std::string Message(const absl::StatusOr<v1::JobSpec>& s) { return std::string(s.status().message()); }
+std::string Message(const absl::StatusOr<v1::JobSpec>& s) {
+  return std::string(s.status().message());
+}
 
 TEST(OptionsTest, DefaultsAreTheFaithfulPath) {
   auto out = ResolveJobSpec(Tiny());

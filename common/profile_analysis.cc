@@ -48,8 +48,8 @@ class RangeLinks {
   // A host event whose parent is on another host thread.
   bool CrossThread(int i) const {
     const ProfileEvent& e = events_[i];
-    return e.kind != Kind::kDevice && e.parent >= 0 &&
-           events_[e.parent].kind != Kind::kDevice && events_[e.parent].thread != e.thread;
+    return e.kind != Kind::kDevice && e.parent >= 0 && events_[e.parent].kind != Kind::kDevice &&
+           events_[e.parent].thread != e.thread;
   }
 
   int Adopter(int orphan) const {
@@ -98,10 +98,9 @@ std::string Lower(std::string s) {
 }  // namespace
 
 bool IsMatmulOperator(const std::string& op) {
-  static const char* const kOps[] = {"aten::mm",    "aten::addmm",     "aten::bmm",
-                                     "aten::baddbmm", "aten::addbmm",  "aten::mv",
-                                     "aten::addmv", "aten::dot",       "aten::_scaled_mm",
-                                     "aten::_int_mm"};
+  static const char* const kOps[] = {
+      "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",    "aten::addbmm",
+      "aten::mv", "aten::addmv", "aten::dot", "aten::_scaled_mm", "aten::_int_mm"};
   for (const char* k : kOps) {
     if (op == k) return true;
   }
@@ -162,12 +161,14 @@ ProfileAnalysis AnalyzeProfile(const ProfileAnalysisInput& in) {
     for (int i = 0; i < n; ++i) {
       if (ev[i].kind != Kind::kDevice) continue;
       const int p = ev[i].parent;
-      const int64_t launch = p >= 0 && ev[p].kind == Kind::kRuntime ? ev[p].start_ns : ev[i].start_ns;
+      const int64_t launch =
+          p >= 0 && ev[p].kind == Kind::kRuntime ? ev[p].start_ns : ev[i].start_ns;
       device_by_start.push_back({launch, ev[i].end_ns});
     }
     std::sort(device_by_start.begin(), device_by_start.end());
     for (size_t k = 1; k < device_by_start.size(); ++k) {
-      device_by_start[k].second = std::max(device_by_start[k].second, device_by_start[k - 1].second);
+      device_by_start[k].second =
+          std::max(device_by_start[k].second, device_by_start[k - 1].second);
     }
   }
   auto device_busy_until = [&](int64_t t) -> int64_t {
@@ -262,8 +263,9 @@ ProfileAnalysis AnalyzeProfile(const ProfileAnalysisInput& in) {
     }
     std::sort(r.mutable_kernels()->begin(), r.mutable_kernels()->end(),
               [](const v1::KernelRow& a, const v1::KernelRow& b) {
-                return a.total_seconds() != b.total_seconds() ? a.total_seconds() > b.total_seconds()
-                                                              : a.name() < b.name();
+                return a.total_seconds() != b.total_seconds()
+                           ? a.total_seconds() > b.total_seconds()
+                           : a.name() < b.name();
               });
     const double idle = std::max(0.0, t.wall - kernel);
     r.set_wall_seconds(t.wall);

@@ -15,7 +15,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
-  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev"
+  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

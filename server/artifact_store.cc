@@ -24,7 +24,8 @@ absl::StatusOr<std::string> ArtifactReader::Next(size_t max_bytes) {
   while (got < want) {
     const ssize_t n = pread(fd_, chunk.data() + got, want - got, offset_ + got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::InternalError(absl::StrCat("reading the artifact: ", std::strerror(errno)));
+    if (n < 0)
+      return absl::InternalError(absl::StrCat("reading the artifact: ", std::strerror(errno)));
     if (n == 0) {
       return absl::InternalError(absl::StrCat("the artifact shrank while being read: ", size_,
                                               " bytes expected, ", offset_ + got, " found"));
@@ -74,7 +75,8 @@ absl::StatusOr<std::unique_ptr<ArtifactReader>> ArtifactStore::Open(const std::s
   if (!IsArtifactName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "name: expected an artifact name as ListArtifacts gives it (one file name of letters, "
-        "digits, '_', '-' and '.', not starting with '.'), got '", name, "'"));
+        "digits, '_', '-' and '.', not starting with '.'), got '",
+        name, "'"));
   }
   const std::string path = absl::StrCat(*dir, "/", name);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -85,9 +87,9 @@ absl::StatusOr<std::unique_ptr<ArtifactReader>> ArtifactStore::Open(const std::s
     if (auto listed = List(job_id); listed.ok()) {
       for (const v1::Artifact& a : *listed) names.push_back(a.name());
     }
-    return absl::NotFoundError(absl::StrCat(
-        "job ", job_id, " has no artifact '", name, "'; it has ",
-        names.empty() ? "none" : absl::StrJoin(names, ", ")));
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " has no artifact '", name,
+                                            "'; it has ",
+                                            names.empty() ? "none" : absl::StrJoin(names, ", ")));
   }
   return std::make_unique<ArtifactReader>(fd, static_cast<int64_t>(st.st_size));
 }

@@ -39,10 +39,18 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       e.set_job_id(job->id());
       *e.mutable_time() = job->finished();
       switch (job->state()) {
-        case v1::SUCCEEDED: *e.mutable_result() = *job; break;
-        case v1::FAILED: *e.mutable_failed() = *job; break;
-        case v1::CANCELLED: *e.mutable_cancelled() = *job; break;
-        case v1::INTERRUPTED: *e.mutable_interrupted() = *job; break;
+        case v1::SUCCEEDED:
+          *e.mutable_result() = *job;
+          break;
+        case v1::FAILED:
+          *e.mutable_failed() = *job;
+          break;
+        case v1::CANCELLED:
+          *e.mutable_cancelled() = *job;
+          break;
+        case v1::INTERRUPTED:
+          *e.mutable_interrupted() = *job;
+          break;
         default:
           FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                   absl::StrCat("job ", job_id_, " is ", JobStateName(job->state()),
@@ -254,8 +262,10 @@ BenchService::~BenchService() {
 }
 
 grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext* ctx,
-                                                    const v1::CreateGroupRequest* req, v1::Group* resp) {
-  if (groups_ == nullptr) return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+                                                    const v1::CreateGroupRequest* req,
+                                                    v1::Group* resp) {
+  if (groups_ == nullptr)
+    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
   auto* reactor = ctx->DefaultReactor();
   std::lock_guard<std::mutex> lock(threads_mu_);
   threads_.emplace_back([this, reactor, req, resp] {
@@ -266,7 +276,8 @@ grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext*
   return reactor;
 }
 
-grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* ctx, const v1::ListGroupsRequest*,
+grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* ctx,
+                                                   const v1::ListGroupsRequest*,
                                                    v1::ListGroupsResponse* resp) {
   if (groups_ != nullptr) {
     for (auto& g : groups_->List()) *resp->add_groups() = std::move(g);
@@ -277,9 +288,11 @@ grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext* ctx,
                                                      const v1::DestroyGroupRequest* req,
                                                      v1::DestroyGroupResponse* resp) {
-  if (groups_ == nullptr) return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+  if (groups_ == nullptr)
+    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
   if (req->group().empty()) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "group: expected a group id (benchctl groups list)"));
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "group: expected a group id (benchctl groups list)"));
   }
   auto group = groups_->Destroy(req->group());
   if (group.ok()) *resp->mutable_group() = *group;

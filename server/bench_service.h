@@ -65,7 +65,8 @@ class BenchService final : public v1::Bench::CallbackService {
   // Process groups (server/group_registry.h). CreateGroup runs on a thread of
   // its own: the rendezvous and NCCL's set-up take seconds.
   grpc::ServerUnaryReactor* CreateGroup(grpc::CallbackServerContext* ctx,
-                                        const v1::CreateGroupRequest* req, v1::Group* resp) override;
+                                        const v1::CreateGroupRequest* req,
+                                        v1::Group* resp) override;
   grpc::ServerUnaryReactor* ListGroups(grpc::CallbackServerContext* ctx,
                                        const v1::ListGroupsRequest* req,
                                        v1::ListGroupsResponse* resp) override;

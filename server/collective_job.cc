@@ -39,8 +39,8 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
       const std::string reason = absl::StrCat("the worker for ", group.devices(r), " (rank ", r,
                                               ") restarted after the group was made");
       deps.groups->MarkBroken(group.id(), reason);
-      return {absl::FailedPreconditionError(absl::StrCat("group ", group.id(), " is broken: ", reason,
-                                                         "; re-create the group"))};
+      return {absl::FailedPreconditionError(
+          absl::StrCat("group ", group.id(), " is broken: ", reason, "; re-create the group"))};
     }
     workers.push_back(*w);
   }
@@ -87,7 +87,9 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
           const int i = next_size[r]++;
           if (i >= sizes) continue;
           got[i][r] = e.collective_size();
-          if (!std::all_of(got[i].begin(), got[i].end(), [](const auto& x) { return x.has_value(); })) continue;
+          if (!std::all_of(got[i].begin(), got[i].end(),
+                           [](const auto& x) { return x.has_value(); }))
+            continue;
           std::vector<std::vector<double>> per_rank;
           int64_t wrong = 0, checked = 0;
           for (const auto& x : got[i]) {
@@ -110,18 +112,21 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
           row->set_timer(got[i][0]->timer());
           *result->add_rows() = *row;
           if (deps.metrics) {
-            deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()), BackendName(group.backend()),
-                                                    world, row->size_bytes(), row->busbw_gbps() * 1e9);
+            deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()),
+                                                    BackendName(group.backend()), world,
+                                                    row->size_bytes(), row->busbw_gbps() * 1e9);
           }
           if (cb.on_row) cb.on_row(*row);
         } else if (e.has_result()) {
           std::lock_guard<std::mutex> lock(mu);
           terminal[r] = absl::OkStatus();
-          if (!result->has_versions()) *result->mutable_versions() = e.result().collective().versions();
+          if (!result->has_versions())
+            *result->mutable_versions() = e.result().collective().versions();
           break;
         } else if (e.has_failure()) {
           std::lock_guard<std::mutex> lock(mu);
-          terminal[r] = absl::Status(static_cast<absl::StatusCode>(e.failure().code()), e.failure().message());
+          terminal[r] = absl::Status(static_cast<absl::StatusCode>(e.failure().code()),
+                                     e.failure().message());
           break;
         } else if (e.has_cancelled()) {
           std::lock_guard<std::mutex> lock(mu);
@@ -153,35 +158,42 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
     const std::string how = deps.supervisor->WaitForExit(group.devices(r), workers[r]->generation,
                                                          std::chrono::seconds(5));
     if (!how.empty()) {
-      const std::string reason = absl::StrCat("the worker for ", group.devices(r), " (rank ", r, ", pid ",
-                                              workers[r]->pid, ") ", how, " during a collective");
+      const std::string reason =
+          absl::StrCat("the worker for ", group.devices(r), " (rank ", r, ", pid ", workers[r]->pid,
+                       ") ", how, " during a collective");
       deps.groups->MarkBroken(group.id(), reason);
       return {absl::FailedPreconditionError(absl::StrCat(
-          "group ", group.id(), " (", BackendName(group.backend()), " on ", absl::StrJoin(group.devices(), ","),
-          ") broke while this job ran: ", reason, "; the worker is being restarted; re-create the group "
-          "(benchctl groups create --devices ", absl::StrJoin(group.devices(), ","), " --backend ",
-          BackendName(group.backend()), ")"))};
+          "group ", group.id(), " (", BackendName(group.backend()), " on ",
+          absl::StrJoin(group.devices(), ","), ") broke while this job ran: ", reason,
+          "; the worker is being restarted; re-create the group "
+          "(benchctl groups create --devices ",
+          absl::StrJoin(group.devices(), ","), " --backend ", BackendName(group.backend()), ")"))};
     }
   }
-  if (cb.stopping && cb.stopping()) return {absl::AbortedError("the daemon stopped while this job was running"), true};
-  if (cb.cancel_requested && cb.cancel_requested()) return {absl::CancelledError("cancelled while running")};
+  if (cb.stopping && cb.stopping())
+    return {absl::AbortedError("the daemon stopped while this job was running"), true};
+  if (cb.cancel_requested && cb.cancel_requested())
+    return {absl::CancelledError("cancelled while running")};
   // A timeout first (it says what hung), then any other failure.
   std::optional<absl::Status> failure;
   for (int r = 0; r < world; ++r) {
     if (terminal[r].has_value() && absl::IsDeadlineExceeded(*terminal[r])) failure = terminal[r];
   }
   for (int r = 0; r < world && !failure; ++r) {
-    if (terminal[r].has_value() && !terminal[r]->ok() && !absl::IsCancelled(*terminal[r])) failure = terminal[r];
+    if (terminal[r].has_value() && !terminal[r]->ok() && !absl::IsCancelled(*terminal[r]))
+      failure = terminal[r];
   }
   for (int r = 0; r < world && !failure; ++r) {
     if (!terminal[r].has_value()) {
-      failure = absl::UnavailableError(absl::StrCat("lost the worker for ", group.devices(r), " (rank ", r,
-                                                    ") during the collective: ", transport[r]));
+      failure =
+          absl::UnavailableError(absl::StrCat("lost the worker for ", group.devices(r), " (rank ",
+                                              r, ") during the collective: ", transport[r]));
     }
   }
   if (failure) {
     deps.groups->MarkBroken(group.id(), std::string(failure->message()));
-    return {absl::Status(failure->code(), absl::StrCat("group ", group.id(), " is broken: ", failure->message()))};
+    return {absl::Status(failure->code(),
+                         absl::StrCat("group ", group.id(), " is broken: ", failure->message()))};
   }
   for (int r = 0; r < world; ++r) {
     if (absl::IsCancelled(*terminal[r])) return {absl::CancelledError("cancelled while running")};
@@ -191,8 +203,8 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::CollectiveSpec& spec, GroupRegistry* groups,
-                                                              const std::vector<std::string>& served) {
+absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
+    const v1::CollectiveSpec& spec, GroupRegistry* groups, const std::vector<std::string>& served) {
   std::set<std::string> all;
   for (int i = 0; i < spec.targets_size(); ++i) {
     const v1::CollectiveTarget& t = spec.targets(i);
@@ -201,8 +213,9 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::Collecti
       if (!g.ok()) return g.status();
       if (g->state() == v1::GROUP_BROKEN) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "group ", g->id(), " is broken: ", g->broken_reason(), "; re-create it (benchctl groups create --devices ",
-            absl::StrJoin(g->devices(), ","), " --backend ", BackendName(g->backend()), ")"));
+            "group ", g->id(), " is broken: ", g->broken_reason(),
+            "; re-create it (benchctl groups create --devices ", absl::StrJoin(g->devices(), ","),
+            " --backend ", BackendName(g->backend()), ")"));
       }
       all.insert(g->devices().begin(), g->devices().end());
       continue;
@@ -210,7 +223,8 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::Collecti
     v1::CollectiveBackend backend = t.backend();
     std::vector<std::string> devices(t.devices().begin(), t.devices().end());
     if (devices.size() >= 2) {
-      if (auto s = groups->CheckMembers(devices, &backend, absl::StrCat("collective.targets[", i, "].devices"));
+      if (auto s = groups->CheckMembers(devices, &backend,
+                                        absl::StrCat("collective.targets[", i, "].devices"));
           !s.ok()) {
         return s;
       }
@@ -227,7 +241,8 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::Collecti
   return std::vector<std::string>(all.begin(), all.end());
 }
 
-void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const CollectiveJobCallbacks& cb) {
+void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
+                      const CollectiveJobCallbacks& cb) {
   const v1::CollectiveSpec& spec = job->spec().collective();
   v1::CollectiveResult result;
   result.set_op(spec.op());
@@ -239,10 +254,12 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const Collect
     job->set_state(absl::IsCancelled(s) ? v1::CANCELLED : v1::FAILED);
     job->set_error_code(static_cast<int>(s.code()));
     job->set_error_message(std::string(s.message()));
-    if (result.rows_size() > 0) *job->mutable_result()->mutable_collective() = result;  // what did finish
+    if (result.rows_size() > 0)
+      *job->mutable_result()->mutable_collective() = result;  // what did finish
   };
   for (const v1::CollectiveTarget& target : CollectiveSeries(spec)) {
-    if (cb.cancel_requested && cb.cancel_requested()) return fail(absl::CancelledError("cancelled while running"));
+    if (cb.cancel_requested && cb.cancel_requested())
+      return fail(absl::CancelledError("cancelled while running"));
     if (cb.stopping && cb.stopping()) {
       job->set_state(v1::INTERRUPTED);
       job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
@@ -266,15 +283,15 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const Collect
         req.set_backend(target.backend());
         req.set_timeout_seconds(spec.timeout_seconds());
         if (cb.log) {
-          cb.log(absl::StrCat("setting up a transient ", BackendName(target.backend()), " group on ",
-                              absl::StrJoin(devices, ",")));
+          cb.log(absl::StrCat("setting up a transient ", BackendName(target.backend()),
+                              " group on ", absl::StrJoin(devices, ",")));
         }
         auto made = deps.groups->Create(req, /*transient=*/true);
         if (!made.ok()) {
-          return fail(absl::Status(made.status().code(),
-                                   absl::StrCat("setting up a transient ", BackendName(target.backend()),
-                                                " group on ", absl::StrJoin(devices, ","), ": ",
-                                                made.status().message())));
+          return fail(absl::Status(
+              made.status().code(),
+              absl::StrCat("setting up a transient ", BackendName(target.backend()), " group on ",
+                           absl::StrJoin(devices, ","), ": ", made.status().message())));
         }
         use.set_transient(true);
         use.set_setup_seconds(made->setup_seconds());
@@ -287,9 +304,11 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const Collect
     *use.mutable_devices() = group->devices();
     *result.add_groups() = use;
     if (cb.log) {
-      cb.log(absl::StrCat(CollectiveOpName(spec.op()), " on group ", group->id(), " (", BackendName(group->backend()),
-                          ", ", absl::StrJoin(group->devices(), ","), ")",
-                          use.was_resident() ? ", resident: no set-up" : absl::StrCat(", set up in ", use.setup_seconds(), " s")));
+      cb.log(absl::StrCat(
+          CollectiveOpName(spec.op()), " on group ", group->id(), " (",
+          BackendName(group->backend()), ", ", absl::StrJoin(group->devices(), ","), ")",
+          use.was_resident() ? ", resident: no set-up"
+                             : absl::StrCat(", set up in ", use.setup_seconds(), " s")));
     }
     const Outcome out = RunSeries(deps, *job, *group, cb, &result);
     deps.groups->Release(group->id());
@@ -308,7 +327,8 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const Collect
     }
     if (!out.status.ok()) return fail(out.status);
   }
-  for (const auto& row : result.rows()) result.set_wrong_elements(result.wrong_elements() + row.wrong_elements());
+  for (const auto& row : result.rows())
+    result.set_wrong_elements(result.wrong_elements() + row.wrong_elements());
   for (v1::CollectivePlot& plot : RenderCollectivePlots(result)) {
     if (!deps.artifacts_dir.empty()) {
       const std::filesystem::path dir = std::filesystem::path(deps.artifacts_dir) / job->id();

@@ -39,13 +39,14 @@ struct CollectiveJobCallbacks {
 };
 
 // Runs a RUNNING collective job; sets its final state, result or error.
-void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job, const CollectiveJobCallbacks& callbacks);
+void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
+                      const CollectiveJobCallbacks& callbacks);
 
 // The devices a resolved collective spec needs (group targets looked up in
 // `groups`), sorted; NOT_FOUND / FAILED_PRECONDITION for an unknown or
 // broken group, INVALID_ARGUMENT for a device not served.
-absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(const v1::CollectiveSpec& spec, GroupRegistry* groups,
-                                                              const std::vector<std::string>& served);
+absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
+    const v1::CollectiveSpec& spec, GroupRegistry* groups, const std::vector<std::string>& served);
 
 }  // namespace benchd::server
 

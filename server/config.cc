@@ -24,16 +24,23 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));
   }
   if (!j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': expected a JSON object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file '", path, "': expected a JSON object"));
   }
   try {
     for (auto& [key, value] : j.items()) {
-      if (key == "listen_address") config->listen_address = value.get<std::string>();
-      else if (key == "metrics_address") config->metrics_address = value.get<std::string>();
-      else if (key == "data_dir") config->data_dir = value.get<std::string>();
-      else if (key == "devices") config->devices = value.get<std::vector<std::string>>();
-      else if (key == "worker_path") config->worker_path = value.get<std::string>();
-      else if (key == "worker_start_timeout_s") config->worker_start_timeout_s = value.get<int>();
+      if (key == "listen_address")
+        config->listen_address = value.get<std::string>();
+      else if (key == "metrics_address")
+        config->metrics_address = value.get<std::string>();
+      else if (key == "data_dir")
+        config->data_dir = value.get<std::string>();
+      else if (key == "devices")
+        config->devices = value.get<std::vector<std::string>>();
+      else if (key == "worker_path")
+        config->worker_path = value.get<std::string>();
+      else if (key == "worker_start_timeout_s")
+        config->worker_start_timeout_s = value.get<int>();
       else
         return absl::InvalidArgumentError(absl::StrCat(
             "config file '", path, "': unknown key '", key,

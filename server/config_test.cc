@@ -31,7 +31,9 @@ TEST_F(ConfigFileTest, ReadsEveryKey) {
   DaemonConfig c;
   ASSERT_TRUE(LoadConfigFile(Write(R"({"listen_address": "0.0.0.0:1", "metrics_address": "",
       "data_dir": "/d", "devices": ["cuda:0", "cuda:1"], "worker_path": "/w",
-      "worker_start_timeout_s": 9})"), &c).ok());
+      "worker_start_timeout_s": 9})"),
+                             &c)
+                  .ok());
   EXPECT_EQ(c.listen_address, "0.0.0.0:1");
   EXPECT_EQ(c.metrics_address, "");
   EXPECT_EQ(c.data_dir, "/d");

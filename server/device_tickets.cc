@@ -8,7 +8,8 @@ DeviceTickets::DeviceTickets(const std::vector<std::string>& devices) {
   for (const auto& d : devices) queues_[d];
 }
 
-uint64_t DeviceTickets::Acquire(const std::vector<std::string>& devices, const std::function<bool()>& give_up) {
+uint64_t DeviceTickets::Acquire(const std::vector<std::string>& devices,
+                                const std::function<bool()>& give_up) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t ticket = next_++;
   for (const auto& d : devices) queues_[d].push_back(ticket);

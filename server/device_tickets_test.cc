@@ -42,8 +42,11 @@ TEST(DeviceTicketsTest, NoDeadlockBetweenOverlappingGroups) {
   DeviceTickets t({"cpu:0", "cpu:1", "cpu:2"});
   std::atomic<int> done{0};
   std::vector<std::thread> threads;
-  const std::vector<std::vector<std::string>> sets = {
-      {"cpu:0", "cpu:1"}, {"cpu:1", "cpu:2"}, {"cpu:2", "cpu:0"}, {"cpu:0"}, {"cpu:0", "cpu:1", "cpu:2"}};
+  const std::vector<std::vector<std::string>> sets = {{"cpu:0", "cpu:1"},
+                                                      {"cpu:1", "cpu:2"},
+                                                      {"cpu:2", "cpu:0"},
+                                                      {"cpu:0"},
+                                                      {"cpu:0", "cpu:1", "cpu:2"}};
   for (int i = 0; i < 50; ++i) {
     threads.emplace_back([&, i] {
       const uint64_t k = t.Acquire(sets[i % sets.size()], nullptr);

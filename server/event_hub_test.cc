@@ -48,7 +48,8 @@ TEST(EventHubTest, NothingFollowsATerminalEvent) {
   hub.Publish(Log("1", "a"));
   hub.Publish(Done("1"));
   hub.Publish(Log("1", "late"));
-  auto sub = hub.Subscribe("1", [](const v1::JobEvent&) { FAIL() << "no live events after the end"; });
+  auto sub =
+      hub.Subscribe("1", [](const v1::JobEvent&) { FAIL() << "no live events after the end"; });
   ASSERT_EQ(sub.history.size(), 2u);
   EXPECT_TRUE(IsTerminal(sub.history.back()));
 }

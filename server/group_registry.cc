@@ -17,12 +17,14 @@ namespace benchd::server {
 namespace {
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& prefix) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(prefix, s.error_message()));
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(prefix, s.error_message()));
 }
 
 }  // namespace
 
-GroupRegistry::GroupRegistry(Supervisor* supervisor, Metrics* metrics, std::vector<std::string> devices)
+GroupRegistry::GroupRegistry(Supervisor* supervisor, Metrics* metrics,
+                             std::vector<std::string> devices)
     : supervisor_(supervisor), metrics_(metrics), devices_(std::move(devices)) {}
 
 GroupRegistry::~GroupRegistry() {
@@ -35,48 +37,57 @@ GroupRegistry::~GroupRegistry() {
 }
 
 absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices,
-                                         v1::CollectiveBackend* backend, const std::string& field) const {
+                                         v1::CollectiveBackend* backend,
+                                         const std::string& field) const {
   if (devices.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", devices.size(),
-                                                   " device(s); a group needs 2 or more (one rank each)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", devices.size(), " device(s); a group needs 2 or more (one rank each)"));
   }
   std::set<std::string> seen;
   bool cuda = false, cpu = false;
   for (const auto& d : devices) {
     if (auto s = CheckDeviceName(d); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": '", d, "' is not a device name; expected cpu:N or cuda:N"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", d, "' is not a device name; expected cpu:N or cuda:N"));
     }
     if (std::find(devices_.begin(), devices_.end(), d) == devices_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d, " is not served by this daemon; it serves ",
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d,
+                                                     " is not served by this daemon; it serves ",
                                                      absl::StrJoin(devices_, ", ")));
     }
     if (!seen.insert(d).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d, " appears twice; each rank needs its own device"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", d, " appears twice; each rank needs its own device"));
     }
     (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
   }
   if (cuda && cpu) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": [", absl::StrJoin(devices, ", "),
-                                                   "] mixes cpu and cuda devices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": [", absl::StrJoin(devices, ", "), "] mixes cpu and cuda devices"));
   }
   if (!v1::CollectiveBackend_IsValid(*backend)) {
-    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", *backend, "; expected nccl or gloo"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: unknown value ", *backend, "; expected nccl or gloo"));
   }
   if (*backend == v1::BACKEND_UNSPECIFIED) *backend = cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO;
   if (*backend == v1::BACKEND_NCCL && cpu) {
     return absl::InvalidArgumentError(absl::StrCat("backend: nccl needs CUDA devices, got [",
-                                                   absl::StrJoin(devices, ", "), "]; use gloo for CPU tensors"));
+                                                   absl::StrJoin(devices, ", "),
+                                                   "]; use gloo for CPU tensors"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& request, bool transient) {
+absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& request,
+                                                bool transient) {
   std::vector<std::string> devices(request.devices().begin(), request.devices().end());
   v1::CollectiveBackend backend = request.backend();
   if (auto s = CheckMembers(devices, &backend, "devices"); !s.ok()) return s;
-  const double timeout = request.timeout_seconds() > 0 ? request.timeout_seconds() : kDefaultCollectiveTimeoutSeconds;
+  const double timeout =
+      request.timeout_seconds() > 0 ? request.timeout_seconds() : kDefaultCollectiveTimeoutSeconds;
   if (timeout > 86400) {
-    return absl::InvalidArgumentError(absl::StrCat("timeout_seconds: expected 0..86400, got ", request.timeout_seconds()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_seconds: expected 0..86400, got ", request.timeout_seconds()));
   }
   const auto start = std::chrono::steady_clock::now();
   const int world = static_cast<int>(devices.size());
@@ -121,7 +132,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
         grpc::ClientContext ctx;
         // The members' own rendezvous timeout ends a join first.
         ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)) + std::chrono::seconds(30));
+                         std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)) +
+                         std::chrono::seconds(30));
         status[r] = workers[r]->stub->JoinGroup(&ctx, req, &joined[r]);
       });
     }
@@ -131,7 +143,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
     if (!status[r].ok()) {
       LeaveAll(id, devices, /*abort=*/true);
       return FromGrpc(status[r], absl::StrCat("creating a ", BackendName(backend), " group on [",
-                                              absl::StrJoin(devices, ", "), "]: rank ", r, " (", devices[r], "): "));
+                                              absl::StrJoin(devices, ", "), "]: rank ", r, " (",
+                                              devices[r], "): "));
     }
   }
   Entry e;
@@ -148,7 +161,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
   }
   e.group.set_state(v1::GROUP_READY);
   *e.group.mutable_created() = Now();
-  e.group.set_setup_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  e.group.set_setup_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   e.group.set_timeout_seconds(timeout);
   e.group.set_transient(transient);
   std::lock_guard<std::mutex> lock(mu_);
@@ -172,7 +186,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Get(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(id);
   if (it == groups_.end()) {
-    return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+    return absl::NotFoundError(
+        absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
   }
   return it->second.group;
 }
@@ -183,7 +198,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Destroy(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = groups_.find(id);
     if (it == groups_.end()) {
-      return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+      return absl::NotFoundError(
+          absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
     }
     if (it->second.in_use > 0) {
       return absl::FailedPreconditionError(
@@ -201,8 +217,10 @@ std::optional<v1::Group> GroupRegistry::FindReady(const std::vector<std::string>
                                                   v1::CollectiveBackend backend) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : groups_) {
-    if (e.group.state() != v1::GROUP_READY || e.group.transient() || e.group.backend() != backend) continue;
-    if (std::vector<std::string>(e.group.devices().begin(), e.group.devices().end()) == devices) return e.group;
+    if (e.group.state() != v1::GROUP_READY || e.group.transient() || e.group.backend() != backend)
+      continue;
+    if (std::vector<std::string>(e.group.devices().begin(), e.group.devices().end()) == devices)
+      return e.group;
   }
   return std::nullopt;
 }
@@ -211,13 +229,15 @@ absl::StatusOr<v1::Group> GroupRegistry::Acquire(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(id);
   if (it == groups_.end()) {
-    return absl::NotFoundError(absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
+    return absl::NotFoundError(
+        absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
   }
   const v1::Group& g = it->second.group;
   if (g.state() == v1::GROUP_BROKEN) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "group ", id, " is broken: ", g.broken_reason(), "; re-create it (benchctl groups create --devices ",
-        absl::StrJoin(g.devices(), ","), " --backend ", BackendName(g.backend()), ")"));
+        "group ", id, " is broken: ", g.broken_reason(),
+        "; re-create it (benchctl groups create --devices ", absl::StrJoin(g.devices(), ","),
+        " --backend ", BackendName(g.backend()), ")"));
   }
   ++it->second.in_use;
   return g;
@@ -253,7 +273,8 @@ void GroupRegistry::MarkBroken(const std::string& id, const std::string& reason)
   LeaveAll(id, devices, /*abort=*/true);
 }
 
-void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
+void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid,
+                                 const std::string& how) {
   std::vector<std::pair<std::string, std::vector<std::string>>> broken;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -263,7 +284,8 @@ void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation,
         if (g.devices(r) != device || e.generations[r] != generation) continue;
         if (g.state() != v1::GROUP_BROKEN) {
           g.set_state(v1::GROUP_BROKEN);
-          g.set_broken_reason(absl::StrCat("the worker for ", device, " (rank ", r, ", pid ", pid, ") ", how));
+          g.set_broken_reason(
+              absl::StrCat("the worker for ", device, " (rank ", r, ", pid ", pid, ") ", how));
           std::vector<std::string> others;
           for (const auto& d : g.devices()) {
             if (d != device) others.push_back(d);
@@ -280,7 +302,8 @@ void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation,
   }
 }
 
-void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::string>& devices, bool abort) {
+void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::string>& devices,
+                             bool abort) {
   std::vector<std::thread> threads;
   for (const auto& d : devices) {
     threads.emplace_back([this, id, d, abort] {
@@ -306,7 +329,8 @@ void GroupRegistry::UpdateMetrics() {
     counts[{BackendName(b), "broken"}] = 0;
   }
   for (const auto& [id, e] : groups_) {
-    ++counts[{BackendName(e.group.backend()), e.group.state() == v1::GROUP_READY ? "ready" : "broken"}];
+    ++counts[{BackendName(e.group.backend()),
+              e.group.state() == v1::GROUP_READY ? "ready" : "broken"}];
   }
   for (const auto& [k, n] : counts) metrics_->SetGroups(k.first, k.second, n);
 }

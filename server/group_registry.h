@@ -40,7 +40,8 @@ class GroupRegistry {
   absl::StatusOr<v1::Group> Destroy(const std::string& id);
 
   // The READY, non-transient group with exactly these devices (rank order) and backend.
-  std::optional<v1::Group> FindReady(const std::vector<std::string>& devices, v1::CollectiveBackend backend);
+  std::optional<v1::Group> FindReady(const std::vector<std::string>& devices,
+                                     v1::CollectiveBackend backend);
   // A job takes a group for a while: NOT_FOUND, or FAILED_PRECONDITION when
   // it is broken (naming why). Release counts the job.
   absl::StatusOr<v1::Group> Acquire(const std::string& id);
@@ -51,7 +52,8 @@ class GroupRegistry {
   std::vector<uint64_t> Generations(const std::string& id);
 
   // Supervisor::ExitListener: breaks every group the worker was a member of.
-  void OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid, const std::string& how);
+  void OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid,
+                    const std::string& how);
 
   // Errors of a group's devices/backend, INVALID_ARGUMENT naming `field`.
   absl::Status CheckMembers(const std::vector<std::string>& devices, v1::CollectiveBackend* backend,

@@ -8,9 +8,9 @@
 #include "absl/strings/str_split.h"
 #include "common/collective_math.h"
 #include "common/job_spec.h"
-#include "server/collective_job.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
+#include "server/collective_job.h"
 #include "server/config.h"
 
 namespace benchd::server {
@@ -52,20 +52,32 @@ bool IsFinal(v1::JobState s) {
 
 std::string JobStateName(v1::JobState s) {
   switch (s) {
-    case v1::QUEUED: return "queued";
-    case v1::RUNNING: return "running";
-    case v1::SUCCEEDED: return "succeeded";
-    case v1::FAILED: return "failed";
-    case v1::CANCELLED: return "cancelled";
-    case v1::INTERRUPTED: return "interrupted";
-    default: return "unspecified";
+    case v1::QUEUED:
+      return "queued";
+    case v1::RUNNING:
+      return "running";
+    case v1::SUCCEEDED:
+      return "succeeded";
+    case v1::FAILED:
+      return "failed";
+    case v1::CANCELLED:
+      return "cancelled";
+    case v1::INTERRUPTED:
+      return "interrupted";
+    default:
+      return "unspecified";
   }
 }
 
 JobManager::JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
                        std::vector<std::string> devices)
-    : store_(store), hub_(hub), supervisor_(supervisor), metrics_(metrics),
-      devices_(std::move(devices)), queue_(devices_), tickets_(devices_) {}
+    : store_(store),
+      hub_(hub),
+      supervisor_(supervisor),
+      metrics_(metrics),
+      devices_(std::move(devices)),
+      queue_(devices_),
+      tickets_(devices_) {}
 
 JobManager::~JobManager() { Stop(); }
 
@@ -87,7 +99,8 @@ absl::Status JobManager::Start() {
       failed.set_state(v1::FAILED);
       failed.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
       failed.set_error_message(absl::StrCat("the daemon restarted without device ", job.device(),
-                                            "; resubmit on one of ", absl::StrJoin(devices_, ", ")));
+                                            "; resubmit on one of ",
+                                            absl::StrJoin(devices_, ", ")));
       Finish(failed);
       continue;
     }
@@ -121,7 +134,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   if (!spec.ok()) return spec.status();
   std::string job_device;
   if (spec->has_collective()) {
-    if (groups_ == nullptr) return absl::UnimplementedError("collective: this daemon runs no process groups");
+    if (groups_ == nullptr)
+      return absl::UnimplementedError("collective: this daemon runs no process groups");
     auto devices = CollectiveJobDevices(spec->collective(), groups_, devices_);
     if (!devices.ok()) return devices.status();
     job_device = absl::StrJoin(*devices, ",");
@@ -144,7 +158,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   *job.mutable_created() = Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return absl::UnavailableError("the daemon is stopping; submit again after it restarts");
+    if (stopping_)
+      return absl::UnavailableError("the daemon is stopping; submit again after it restarts");
   }
   auto id = store_->Insert(job);
   if (!id.ok()) return id.status();
@@ -345,8 +360,7 @@ void JobManager::RunOnWorker(v1::Job job) {
                              ") while running this job: ", status.error_message())
               : absl::StrCat("the worker for ", device, " (pid ", (*worker)->pid,
                              ") died while running this job: ", exit,
-                             "; it is being restarted; its log is ",
-                             supervisor_->LogPath(device)));
+                             "; it is being restarted; its log is ", supervisor_->LogPath(device)));
     }
   }
   if (metrics_) metrics_->SetRunning(device, false);
@@ -374,7 +388,9 @@ void JobManager::RunCollective(v1::Job job) {
   cb.on_row = [&](const v1::CollectiveRow& row) {
     Publish(job, [&](v1::JobEvent* e) { *e->mutable_collective_row() = row; });
   };
-  cb.log = [&](const std::string& line) { Publish(job, [&](v1::JobEvent* e) { e->set_log(line); }); };
+  cb.log = [&](const std::string& line) {
+    Publish(job, [&](v1::JobEvent* e) { e->set_log(line); });
+  };
   cb.set_calls = [&](const std::vector<grpc::ClientContext*>& calls) {
     std::lock_guard<std::mutex> lock(mu_);
     running_[key].calls = calls;
@@ -422,10 +438,18 @@ void JobManager::Finish(v1::Job job) {
   }
   Publish(job, [&](v1::JobEvent* e) {
     switch (job.state()) {
-      case v1::SUCCEEDED: *e->mutable_result() = job; break;
-      case v1::CANCELLED: *e->mutable_cancelled() = job; break;
-      case v1::INTERRUPTED: *e->mutable_interrupted() = job; break;
-      default: *e->mutable_failed() = job; break;
+      case v1::SUCCEEDED:
+        *e->mutable_result() = job;
+        break;
+      case v1::CANCELLED:
+        *e->mutable_cancelled() = job;
+        break;
+      case v1::INTERRUPTED:
+        *e->mutable_interrupted() = job;
+        break;
+      default:
+        *e->mutable_failed() = job;
+        break;
     }
   });
   if (metrics_) {
@@ -447,10 +471,10 @@ void JobManager::RefreshResidentModels(const std::string& device) {
 }
 
 absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string& device) {
-  if (!device.empty() &&
-      std::find(devices_.begin(), devices_.end(), device) == devices_.end()) {
+  if (!device.empty() && std::find(devices_.begin(), devices_.end(), device) == devices_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("device: '", device, "' is not served here; ",
-                                                   "this daemon serves ", absl::StrJoin(devices_, ", ")));
+                                                   "this daemon serves ",
+                                                   absl::StrJoin(devices_, ", ")));
   }
   v1::ListModelsResponse all;
   for (const auto& w : supervisor_->UpWorkers()) {
@@ -469,7 +493,8 @@ absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string&
   return all;
 }
 
-absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(const v1::EvictModelRequest& request) {
+absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(
+    const v1::EvictModelRequest& request) {
   if (!request.device().empty() &&
       std::find(devices_.begin(), devices_.end(), request.device()) == devices_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("device: '", request.device(),

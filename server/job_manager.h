@@ -97,7 +97,8 @@ class JobManager {
   std::mutex mu_;
   std::condition_variable finished_cv_;
   bool stopping_ = false;
-  std::map<std::string, Running> running_;  // by Job.device ("cpu:0", or "cpu:0,cpu:1" for a collective)
+  std::map<std::string, Running>
+      running_;  // by Job.device ("cpu:0", or "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running
   std::vector<std::thread> dispatchers_;
 };

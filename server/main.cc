@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
   app.add_option("--metrics", metrics,
                  "/metrics address (default 127.0.0.1:9531; 'off' = none; port 0 = any free)");
-  app.add_option("--data-dir", data_dir, "where the store, logs and sockets live (default ./benchd-data)");
+  app.add_option("--data-dir", data_dir,
+                 "where the store, logs and sockets live (default ./benchd-data)");
   app.add_option("--device", devices, "a device to serve (cpu:0, cuda:N); repeat; default: detect");
   app.add_option("--worker", worker, "benchd-worker binary (default: beside benchd)");
   app.add_option("--worker-start-timeout", start_timeout, "seconds a worker may take to start");
@@ -110,16 +111,15 @@ int main(int argc, char** argv) {
        std::chrono::seconds(config.worker_start_timeout_s), (data / "artifacts").string()},
       config.devices, registry.get());
   benchd::server::GroupRegistry groups(&supervisor, registry.get(), config.devices);
-  supervisor.SetExitListener([&groups](const std::string& device, uint64_t generation, pid_t pid,
-                                       const std::string& how) {
-    groups.OnWorkerExit(device, generation, pid, how);
-  });
+  supervisor.SetExitListener(
+      [&groups](const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
+        groups.OnWorkerExit(device, generation, pid, how);
+      });
   benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
   jobs.EnableCollectives(&groups, (data / "artifacts").string());
-  benchd::server::BenchService service(&jobs, &hub, &supervisor,
-                                       {data.string(), registry->BoundAddress(),
-                                        (data / "artifacts").string()},
-                                       &groups);
+  benchd::server::BenchService service(
+      &jobs, &hub, &supervisor,
+      {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
     fs::rename(tmp, data / "endpoints.json", ec);
   }
   fprintf(stderr, "benchd: serving gRPC on %s, /metrics on %s, devices %s, data in %s\n",
-          bound.c_str(), registry->BoundAddress().empty() ? "(off)" : registry->BoundAddress().c_str(),
+          bound.c_str(),
+          registry->BoundAddress().empty() ? "(off)" : registry->BoundAddress().c_str(),
           absl::StrJoin(config.devices, ",").c_str(), data.string().c_str());
 
   int sig = 0;

@@ -46,49 +46,79 @@ std::string ModelLabel(const v1::ModelConfig& model) {
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
-  jobs_submitted_ = &BuildCounter().Name("benchd_jobs_submitted_total")
-                         .Help("Jobs accepted by Submit, by request kind.").Register(r);
-  jobs_finished_ = &BuildCounter().Name("benchd_jobs_finished_total")
-                        .Help("Jobs that reached a final state, by kind and outcome.").Register(r);
-  job_duration_ = &BuildHistogram().Name("benchd_job_duration_seconds")
-                       .Help("Wall time of finished jobs from start to end, by kind.").Register(r);
-  queue_depth_ = &BuildGauge().Name("benchd_queue_depth")
-                      .Help("Jobs waiting for their device.").Register(r);
-  jobs_running_ = &BuildGauge().Name("benchd_jobs_running")
-                       .Help("Jobs running now (0 or 1 per device).").Register(r);
-  step_duration_ = &BuildHistogram().Name("benchd_benchmark_step_duration_seconds")
-                        .Help("Measured benchmark step times (device time), by model, mode and precision.")
+  jobs_submitted_ = &BuildCounter()
+                         .Name("benchd_jobs_submitted_total")
+                         .Help("Jobs accepted by Submit, by request kind.")
+                         .Register(r);
+  jobs_finished_ = &BuildCounter()
+                        .Name("benchd_jobs_finished_total")
+                        .Help("Jobs that reached a final state, by kind and outcome.")
                         .Register(r);
-  last_step_ = &BuildGauge().Name("benchd_benchmark_last_step_seconds")
-                    .Help("Median step time of the last benchmark of each model, mode and precision.")
-                    .Register(r);
-  last_tokens_ = &BuildGauge().Name("benchd_benchmark_last_tokens_per_second")
-                      .Help("Tokens per second of the last benchmark (batch x context / median step).")
-                      .Register(r);
-  last_flops_ = &BuildGauge().Name("benchd_benchmark_last_flops_per_second")
+  job_duration_ = &BuildHistogram()
+                       .Name("benchd_job_duration_seconds")
+                       .Help("Wall time of finished jobs from start to end, by kind.")
+                       .Register(r);
+  queue_depth_ =
+      &BuildGauge().Name("benchd_queue_depth").Help("Jobs waiting for their device.").Register(r);
+  jobs_running_ = &BuildGauge()
+                       .Name("benchd_jobs_running")
+                       .Help("Jobs running now (0 or 1 per device).")
+                       .Register(r);
+  step_duration_ =
+      &BuildHistogram()
+           .Name("benchd_benchmark_step_duration_seconds")
+           .Help("Measured benchmark step times (device time), by model, mode and precision.")
+           .Register(r);
+  last_step_ =
+      &BuildGauge()
+           .Name("benchd_benchmark_last_step_seconds")
+           .Help("Median step time of the last benchmark of each model, mode and precision.")
+           .Register(r);
+  last_tokens_ =
+      &BuildGauge()
+           .Name("benchd_benchmark_last_tokens_per_second")
+           .Help("Tokens per second of the last benchmark (batch x context / median step).")
+           .Register(r);
+  last_flops_ = &BuildGauge()
+                     .Name("benchd_benchmark_last_flops_per_second")
                      .Help("Achieved model FLOP/s of the last benchmark (1e12 = 1 TFLOP/s).")
                      .Register(r);
-  last_peak_memory_ = &BuildGauge().Name("benchd_benchmark_last_peak_memory_bytes")
+  last_peak_memory_ = &BuildGauge()
+                           .Name("benchd_benchmark_last_peak_memory_bytes")
                            .Help("Peak memory over the measured steps of the last benchmark.")
                            .Register(r);
-  worker_up_ = &BuildGauge().Name("benchd_worker_up")
-                    .Help("1 when the device's worker process answers, else 0.").Register(r);
-  worker_restarts_ = &BuildCounter().Name("benchd_worker_restarts_total")
-                          .Help("Times a device's worker ended and was started again.").Register(r);
-  resident_models_ = &BuildGauge().Name("benchd_resident_models")
-                          .Help("Models kept resident in the device's worker.").Register(r);
-  resident_model_bytes_ = &BuildGauge().Name("benchd_resident_model_bytes")
+  worker_up_ = &BuildGauge()
+                    .Name("benchd_worker_up")
+                    .Help("1 when the device's worker process answers, else 0.")
+                    .Register(r);
+  worker_restarts_ = &BuildCounter()
+                          .Name("benchd_worker_restarts_total")
+                          .Help("Times a device's worker ended and was started again.")
+                          .Register(r);
+  resident_models_ = &BuildGauge()
+                          .Name("benchd_resident_models")
+                          .Help("Models kept resident in the device's worker.")
+                          .Register(r);
+  resident_model_bytes_ = &BuildGauge()
+                               .Name("benchd_resident_model_bytes")
                                .Help("Bytes of parameters and optimizer state of resident models.")
                                .Register(r);
-  build_info_ = &BuildGauge().Name("benchd_build_info")
-                     .Help("Always 1; the labels say which benchd runs.").Register(r);
+  build_info_ = &BuildGauge()
+                     .Name("benchd_build_info")
+                     .Help("Always 1; the labels say which benchd runs.")
+                     .Register(r);
   build_info_->Add({{"version", kVersion}}).Set(1);
-  collective_busbw_ = &BuildGauge().Name("benchd_collective_bus_bandwidth_bytes_per_second")
-                           .Help("Bus bandwidth (nccl-tests definition) of the last collective cell of "
-                                 "each op, backend, world size and message size, set live as it completes.")
-                           .Register(r);
-  groups_ = &BuildGauge().Name("benchd_process_groups")
-                 .Help("Resident process groups by backend and state.").Register(r);
+  collective_busbw_ =
+      &BuildGauge()
+           .Name("benchd_collective_bus_bandwidth_bytes_per_second")
+           .Help(
+               "Bus bandwidth (nccl-tests definition) of the last collective cell of "
+               "each op, backend, world size and message size, set live as it completes.")
+           .Register(r);
+  groups_ = &BuildGauge()
+                 .Name("benchd_process_groups")
+                 .Help("Resident process groups by backend and state.")
+                 .Register(r);
 }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& address,
@@ -163,10 +193,14 @@ void Metrics::SetResidentModels(const std::string& device, int64_t count, int64_
   resident_model_bytes_->Add({{"device", device}}).Set(static_cast<double>(bytes));
 }
 
-void Metrics::SetCollectiveBusBandwidth(const std::string& op, const std::string& backend, int world_size,
-                                        int64_t size_bytes, double bytes_per_second) {
-  collective_busbw_->Add({{"op", op}, {"backend", backend}, {"world_size", absl::StrCat(world_size)},
-                          {"size_bytes", absl::StrCat(size_bytes)}})
+void Metrics::SetCollectiveBusBandwidth(const std::string& op, const std::string& backend,
+                                        int world_size, int64_t size_bytes,
+                                        double bytes_per_second) {
+  collective_busbw_
+      ->Add({{"op", op},
+             {"backend", backend},
+             {"world_size", absl::StrCat(world_size)},
+             {"size_bytes", absl::StrCat(size_bytes)}})
       .Set(bytes_per_second);
 }
 

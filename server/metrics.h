@@ -24,7 +24,7 @@ class Metrics {
  public:
   // Serves /metrics on `address` ("" = not served; the registry still counts).
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& address,
-                                                        const std::vector<std::string>& devices);
+                                                         const std::vector<std::string>& devices);
   // "127.0.0.1:9531" with the port really bound (for address port 0), or "".
   std::string BoundAddress() const { return bound_address_; }
 

@@ -50,15 +50,17 @@ class Statement {
   }
 
   Statement(Statement&& o) noexcept
-      : db_(o.db_), op_(std::move(o.op_)), stmt_(std::exchange(o.stmt_, nullptr)),
+      : db_(o.db_),
+        op_(std::move(o.op_)),
+        stmt_(std::exchange(o.stmt_, nullptr)),
         status_(std::move(o.status_)) {}
   Statement& operator=(Statement&&) = delete;
   ~Statement() { sqlite3_finalize(stmt_); }  // a no-op on nullptr
 
   void Bind(int i, int64_t v) { Check(sqlite3_bind_int64(stmt_, i, v)); }
   void Bind(int i, const std::string& text) {
-    Check(sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()),
-                            SQLITE_TRANSIENT));
+    Check(
+        sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT));
   }
   void BindBlob(int i, const std::string& bytes) {
     Check(sqlite3_bind_blob(stmt_, i, bytes.data(), static_cast<int>(bytes.size()),
@@ -137,9 +139,9 @@ int64_t UnixMillis(const google::protobuf::Timestamp& t) {
 // Ids are what AUTOINCREMENT hands out: canonical decimal, positive, in int64.
 absl::StatusOr<int64_t> ParseId(const std::string& id) {
   int64_t v = 0;
-  const bool digits = !id.empty() && id.size() <= 19 && id[0] != '0' &&
-                      std::all_of(id.begin(), id.end(),
-                                  [](unsigned char c) { return std::isdigit(c) != 0; });
+  const bool digits =
+      !id.empty() && id.size() <= 19 && id[0] != '0' &&
+      std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
   if (!digits || !absl::SimpleAtoi(id, &v)) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid job id '", id, "': expected a positive integer such as 42"));
@@ -256,13 +258,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   }
 
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   // Owns the handle from here on, so every early return below closes it.
   std::unique_ptr<Store> store(new Store(db));
   if (rc != SQLITE_OK) {
-    return absl::InternalError(absl::StrCat("store: open '", path, "': ",
-                                            db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    return absl::InternalError(absl::StrCat(
+        "store: open '", path, "': ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
   }
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   const std::string op = absl::StrCat("open '", path, "'");

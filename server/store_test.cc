@@ -145,8 +145,7 @@ TEST_F(StoreTest, ListOrderLimitAndStateFilter) {
 
   EXPECT_EQ(Ids(*store->List(0, v1::JOB_STATE_UNSPECIFIED)),
             (std::vector<std::string>{"5", "4", "3", "2", "1"}));
-  EXPECT_EQ(Ids(*store->List(2, v1::JOB_STATE_UNSPECIFIED)),
-            (std::vector<std::string>{"5", "4"}));
+  EXPECT_EQ(Ids(*store->List(2, v1::JOB_STATE_UNSPECIFIED)), (std::vector<std::string>{"5", "4"}));
   EXPECT_EQ(Ids(*store->List(-1, v1::JOB_STATE_UNSPECIFIED)).size(), 5u);
   EXPECT_EQ(Ids(*store->List(0, v1::SUCCEEDED)), (std::vector<std::string>{"5", "3", "1"}));
   EXPECT_EQ(Ids(*store->List(1, v1::SUCCEEDED)), (std::vector<std::string>{"5"}));
@@ -191,7 +190,8 @@ TEST_F(StoreTest, EverythingSurvivesReopen) {
     ASSERT_NE(store, nullptr);
     for (v1::JobState s : {v1::QUEUED, v1::RUNNING, v1::SUCCEEDED}) {
       v1::Job job = MakeJob(s, absl::StrCat("cuda:", static_cast<int>(s)));
-      job.mutable_result()->mutable_benchmark()->set_tokens_per_second(1000.0 * static_cast<int>(s));
+      job.mutable_result()->mutable_benchmark()->set_tokens_per_second(1000.0 *
+                                                                       static_cast<int>(s));
       ASSERT_TRUE(store->Insert(job).ok());
     }
     before = *store->List(0, v1::JOB_STATE_UNSPECIFIED);

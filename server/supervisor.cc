@@ -24,7 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxMessageBytes = 256 << 20;
 
-std::string SafeName(const std::string& device) { return absl::StrReplaceAll(device, {{":", "-"}}); }
+std::string SafeName(const std::string& device) {
+  return absl::StrReplaceAll(device, {{":", "-"}});
+}
 
 }  // namespace
 
@@ -69,7 +71,8 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   const std::string socket = SocketPath(slot.device);
   const std::string log = LogPath(slot.device);
   const std::string parent = absl::StrCat(getpid());
-  std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device", slot.device};
+  std::vector<std::string> args = {options_.worker_path, "--socket", socket, "--device",
+                                   slot.device};
   if (!options_.artifacts_dir.empty()) {
     args.insert(args.end(), {"--artifacts-dir", options_.artifacts_dir});
   }
@@ -106,10 +109,12 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, options_.worker_path.c_str(), &files, &attr, argv.data(), envp.data());
+  const int rc =
+      posix_spawn(&pid, options_.worker_path.c_str(), &files, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
@@ -164,7 +169,8 @@ void Supervisor::Supervise(Slot* slot) {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
       }
-      if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(250))) {
+      if (channel->WaitForConnected(std::chrono::system_clock::now() +
+                                    std::chrono::milliseconds(250))) {
         ready = true;
         break;
       }
@@ -198,8 +204,8 @@ void Supervisor::Supervise(Slot* slot) {
     slot->handle.reset();
     slot->last_exit = (ready || exited || stopping_)
                           ? DescribeExit(status)
-                          : absl::StrCat("did not answer within ",
-                                         options_.start_timeout.count(), " s and was killed");
+                          : absl::StrCat("did not answer within ", options_.start_timeout.count(),
+                                         " s and was killed");
     if (metrics_) metrics_->SetWorkerUp(slot->device, false);
     cv_.notify_all();
     if (ready && exit_listener_) {
@@ -252,10 +258,10 @@ absl::StatusOr<std::shared_ptr<WorkerHandle>> Supervisor::WaitUntilUp(
   cv_.wait_for(lock, timeout, [&] { return stopping_ || slot->state == State::kUp; });
   if (slot->state == State::kUp && slot->handle) return slot->handle;
   if (stopping_) return absl::UnavailableError("the daemon is stopping");
-  return absl::UnavailableError(absl::StrCat(
-      "the worker for ", device, " is not running",
-      slot->last_exit.empty() ? "" : absl::StrCat(" (last one ", slot->last_exit, ")"),
-      "; see ", LogPath(device)));
+  return absl::UnavailableError(
+      absl::StrCat("the worker for ", device, " is not running",
+                   slot->last_exit.empty() ? "" : absl::StrCat(" (last one ", slot->last_exit, ")"),
+                   "; see ", LogPath(device)));
 }
 
 std::string Supervisor::WaitForExit(const std::string& device, uint64_t generation,
@@ -276,8 +282,9 @@ std::vector<v1::Device> Supervisor::Devices() {
     const Slot& slot = *slots_.at(name);
     v1::Device d = slot.info.device();
     d.set_name(name);
-    d.set_worker_state(slot.state == State::kUp ? "up"
-                       : slot.state == State::kStarting ? "starting" : "down");
+    d.set_worker_state(slot.state == State::kUp         ? "up"
+                       : slot.state == State::kStarting ? "starting"
+                                                        : "down");
     d.set_worker_pid(slot.state == State::kDown ? 0 : slot.pid);
     d.set_worker_restarts(slot.restarts);
     out.push_back(std::move(d));

@@ -33,7 +33,8 @@ TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   {
-    Supervisor sup({dir + "/no-such-worker", dir, dir, std::chrono::seconds(5)}, {"cpu:0"}, nullptr);
+    Supervisor sup({dir + "/no-such-worker", dir, dir, std::chrono::seconds(5)}, {"cpu:0"},
+                   nullptr);
     sup.Start();
     auto up = sup.WaitUntilUp("cpu:0", std::chrono::milliseconds(1500));
     ASSERT_FALSE(up.ok());

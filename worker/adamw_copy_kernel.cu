@@ -67,19 +67,21 @@ cudaError_t Launch(const AdamWCopyArgs& a, cudaStream_t stream) {
   auto* grad = static_cast<const Low*>(a.grad);
   auto* copy = static_cast<Low*>(a.copy);
   constexpr int kVec = 4;
-  const bool vector = Aligned(a.param, 16) && Aligned(a.exp_avg, 16) &&
-                      Aligned(a.exp_avg_sq, 16) && Aligned(grad, 8) && Aligned(copy, 8);
+  const bool vector = Aligned(a.param, 16) && Aligned(a.exp_avg, 16) && Aligned(a.exp_avg_sq, 16) &&
+                      Aligned(grad, 8) && Aligned(copy, 8);
   int64_t done = 0;
   if (vector && a.numel >= kVec) {
     const int64_t packs = a.numel / kVec;
-    const int blocks = static_cast<int>(std::min<int64_t>((packs + kThreads - 1) / kThreads, kMaxBlocks));
-    AdamWCopyKernel<Low, kVec><<<blocks, kThreads, 0, stream>>>(
-        a.param, grad, a.exp_avg, a.exp_avg_sq, copy, packs, a);
+    const int blocks =
+        static_cast<int>(std::min<int64_t>((packs + kThreads - 1) / kThreads, kMaxBlocks));
+    AdamWCopyKernel<Low, kVec>
+        <<<blocks, kThreads, 0, stream>>>(a.param, grad, a.exp_avg, a.exp_avg_sq, copy, packs, a);
     done = packs * kVec;
   }
   const int64_t rest = a.numel - done;
   if (rest > 0) {
-    const int blocks = static_cast<int>(std::min<int64_t>((rest + kThreads - 1) / kThreads, kMaxBlocks));
+    const int blocks =
+        static_cast<int>(std::min<int64_t>((rest + kThreads - 1) / kThreads, kMaxBlocks));
     AdamWCopyKernel<Low, 1><<<blocks, kThreads, 0, stream>>>(
         a.param + done, grad + done, a.exp_avg + done, a.exp_avg_sq + done, copy + done, rest, a);
   }

@@ -11,13 +11,13 @@
 namespace benchd::worker {
 
 struct AdamWCopyArgs {
-  float* param = nullptr;        // fp32 master weight, updated in place
-  const void* grad = nullptr;    // the copy's gradient, bf16 or fp16
-  float* exp_avg = nullptr;      // m
-  float* exp_avg_sq = nullptr;   // v
-  void* copy = nullptr;          // bf16 or fp16, rewritten from the new param
+  float* param = nullptr;       // fp32 master weight, updated in place
+  const void* grad = nullptr;   // the copy's gradient, bf16 or fp16
+  float* exp_avg = nullptr;     // m
+  float* exp_avg_sq = nullptr;  // v
+  void* copy = nullptr;         // bf16 or fp16, rewritten from the new param
   int64_t numel = 0;
-  bool half = false;             // grad and copy are fp16 (else bf16)
+  bool half = false;  // grad and copy are fp16 (else bf16)
   // The update, per element, in float32:
   //   m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g²
   //   p = p - alpha m/(sqrt(v)+eps);  p = p - lr_weight_decay p;  copy = p

@@ -88,13 +88,15 @@ void AdamW::SetWeightCopies(const std::vector<std::pair<torch::Tensor, torch::Te
   for (const auto& [param, copy] : pairs) {
     size_t i = 0;
     while (i < params_.size() && !params_[i].is_same(param)) ++i;
-    TORCH_CHECK(i < params_.size(), "AdamW: a weight copy's parameter is not one of this optimizer's");
+    TORCH_CHECK(i < params_.size(),
+                "AdamW: a weight copy's parameter is not one of this optimizer's");
     TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() &&
                     copy.is_contiguous() && copy.sizes() == param.sizes() &&
                     (copy.scalar_type() == at::kBFloat16 || copy.scalar_type() == at::kHalf),
                 "AdamW: weight copies are contiguous bf16/fp16 tensors of a contiguous fp32 "
-                "parameter's shape; got ", copy.scalar_type(), " ", copy.sizes(), " for ",
-                param.scalar_type(), " ", param.sizes());
+                "parameter's shape; got ",
+                copy.scalar_type(), " ", copy.sizes(), " for ", param.scalar_type(), " ",
+                param.sizes());
     copies_[i] = copy;
   }
 }
@@ -117,8 +119,8 @@ void AdamW::RefreshDeviceSteps(const std::vector<size_t>& idx) {
   for (size_t i : idx) {
     State& s = state_[i];
     if (!s.step.defined()) {
-      s.step = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(
-                                    params_[i].device()));
+      s.step = torch::zeros(
+          {}, torch::TensorOptions().dtype(torch::kFloat32).device(params_[i].device()));
       s.device_t = 0;
     }
     if (s.device_t != s.t) {
@@ -230,8 +232,8 @@ void AdamW::StepWeightCopies(const std::vector<size_t>& idx) {
       a.lr_weight_decay = static_cast<float>(o.lr * o.weight_decay);
       const char* error =
           LaunchAdamWCopy(a, c10::cuda::getCurrentCUDAStream(p.device().index()).stream());
-      TORCH_CHECK(error == nullptr, "AdamW: the weight-copy update kernel failed to launch: ",
-                  error);
+      TORCH_CHECK(error == nullptr,
+                  "AdamW: the weight-copy update kernel failed to launch: ", error);
       continue;
     }
 #endif
@@ -251,10 +253,10 @@ void AdamW::StepForeachCapturable() {
     // replay (zeroing m and v, resetting t), so it must all exist already.
     for (size_t i = 0; i < params_.size(); ++i) {
       const State& s = state_[i];
-      TORCH_CHECK(!params_[i].grad().defined() ||
-                      (s.m.defined() && s.step.defined() && s.device_t == s.t),
-                  "AdamW: capturing a step for a parameter with no optimizer state on the "
-                  "device yet; run StepForeachCapturable eagerly once before capturing");
+      TORCH_CHECK(
+          !params_[i].grad().defined() || (s.m.defined() && s.step.defined() && s.device_t == s.t),
+          "AdamW: capturing a step for a parameter with no optimizer state on the "
+          "device yet; run StepForeachCapturable eagerly once before capturing");
     }
   }
   const std::vector<size_t> idx = WithGradients();

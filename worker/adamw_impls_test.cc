@@ -158,9 +158,7 @@ TEST(AdamWImplsTest, WeightCopiesGiveTheFaithfulUpdateFromTheCopiesGradients) {
   // Three parameters with bf16 copies, one without. The copies' gradients are
   // bf16; the faithful loop given the same gradients in fp32 is the reference.
   const Problem pr = MakeProblem(3);
-  const auto bf16_grad = [&](size_t s, size_t i) {
-    return pr.grads[s][i].to(at::kBFloat16);
-  };
+  const auto bf16_grad = [&](size_t s, size_t i) { return pr.grads[s][i].to(at::kBFloat16); };
   std::vector<torch::Tensor> faithful = Params(pr);
   AdamW reference(faithful);
   std::vector<torch::Tensor> params = Params(pr), copies;
@@ -173,8 +171,7 @@ TEST(AdamWImplsTest, WeightCopiesGiveTheFaithfulUpdateFromTheCopiesGradients) {
   opt.SetWeightCopies(pairs);
   for (size_t s = 0; s < pr.grads.size(); ++s) {
     for (size_t i = 0; i < params.size(); ++i) {
-      faithful[i].mutable_grad() =
-          i < 3 ? bf16_grad(s, i).to(at::kFloat) : pr.grads[s][i].clone();
+      faithful[i].mutable_grad() = i < 3 ? bf16_grad(s, i).to(at::kFloat) : pr.grads[s][i].clone();
       if (i < 3) {
         copies[i].mutable_grad() = bf16_grad(s, i);
       } else {

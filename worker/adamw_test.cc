@@ -33,11 +33,10 @@ TEST(AdamWTest, FirstStepMovesEveryWeightByAboutLr) {
   AdamW opt({p});
   p.mutable_grad() = torch::tensor({1e-3f, -50.0f, 7.0f});
   opt.Step();
-  const auto expected = torch::tensor({(2.0 - 1e-3) * (1 - 1e-5), (-3.0 + 1e-3) * (1 - 1e-5),
-                                       (0.5 - 1e-3) * (1 - 1e-5)},
-                                      torch::kFloat32);
-  EXPECT_TRUE(torch::allclose(p.detach(), expected, /*rtol=*/0, /*atol=*/1e-6))
-      << p << expected;
+  const auto expected = torch::tensor(
+      {(2.0 - 1e-3) * (1 - 1e-5), (-3.0 + 1e-3) * (1 - 1e-5), (0.5 - 1e-3) * (1 - 1e-5)},
+      torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(p.detach(), expected, /*rtol=*/0, /*atol=*/1e-6)) << p << expected;
 }
 
 TEST(AdamWTest, SkipsParametersWithoutGradientsAndCountsState) {

@@ -6,9 +6,12 @@ namespace benchd::worker {
 
 std::optional<at::ScalarType> AutocastDtype(v1::Precision precision) {
   switch (precision) {
-    case v1::PRECISION_BF16: return at::kBFloat16;
-    case v1::PRECISION_FP16: return at::kHalf;
-    default: return std::nullopt;
+    case v1::PRECISION_BF16:
+      return at::kBFloat16;
+    case v1::PRECISION_FP16:
+      return at::kHalf;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -132,8 +132,8 @@ class BenchmarkRun {
     if (absl::Status s = CheckOptionsForDevice(spec_, dev_); !s.ok()) return s;
     const v1::ModelConfig& config = spec_.model();
     const std::string key = ModelCache::Key(dev_.name, config, spec_.precision());
-    doing_ = absl::StrCat("building model ", key, " (", ParameterCount(config),
-                          " parameters, ", GiB(4 * ParameterCount(config)), " of fp32 weights)");
+    doing_ = absl::StrCat("building model ", key, " (", ParameterCount(config), " parameters, ",
+                          GiB(4 * ParameterCount(config)), " of fp32 weights)");
     bool was_resident = false;
     if (spec_.export_parity()) {
       if (hooks_.parity_bundle_path.empty()) {
@@ -179,10 +179,10 @@ class BenchmarkRun {
         Cleanup();
         return absl::CancelledError(absl::StrCat("cancelled before step ", i, " of ", total));
       }
-      doing_ = absl::StrCat("running step ", i, " of ", total, i < warmup ? " (warm-up)" : "",
-                            ": ", ModeName(spec_.mode()), " ", PrecisionName(spec_.precision()),
-                            ", batch ", spec_.batch_size(), " x context ", spec_.context_length(),
-                            " on ", key);
+      doing_ =
+          absl::StrCat("running step ", i, " of ", total, i < warmup ? " (warm-up)" : "", ": ",
+                       ModeName(spec_.mode()), " ", PrecisionName(spec_.precision()), ", batch ",
+                       spec_.batch_size(), " x context ", spec_.context_length(), " on ", key);
       if (i == warmup) {
         // Not under a graph: its replays write the gradients into the buffers
         // the capture attached to the parameters, which must stay attached.
@@ -470,10 +470,10 @@ class BenchmarkRun {
     model_.reset();
     const bool evicted = cache_.Evict(key) > 0;
     ReleaseCachedMemory(dev_);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory on ", dev_.name, " while ", doing_, ": ", figures, ". LibTorch: ",
-        FirstLine(torch_message), evicted ? ". Model evicted" : "",
-        "; try a smaller batch, context or model, or bf16"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory on ", dev_.name, " while ", doing_, ": ", figures,
+                     ". LibTorch: ", FirstLine(torch_message), evicted ? ". Model evicted" : "",
+                     "; try a smaller batch, context or model, or bf16"));
   }
 
   // Cleans up like Failed, but returns `status` as it is.
@@ -502,9 +502,9 @@ class BenchmarkRun {
   std::shared_ptr<ResidentModel> model_;
   std::unique_ptr<PhaseClock> clock_;
   torch::Tensor inputs_, targets_;
-  std::unique_ptr<ParityBundle> parity_;  // export_parity, until the first step is written
-  std::optional<AutoWarmup> auto_warmup_;  // warmup_auto
-  std::unique_ptr<CudaGraphStep> graph_;  // cuda_graph, from the capture on
+  std::unique_ptr<ParityBundle> parity_;    // export_parity, until the first step is written
+  std::optional<AutoWarmup> auto_warmup_;   // warmup_auto
+  std::unique_ptr<CudaGraphStep> graph_;    // cuda_graph, from the capture on
   std::unique_ptr<ExplicitStep> explicit_;  // the faithful model without autograd; null: autograd
   bool ran_explicit_ = false;               // explicit_ is gone by the time the result is echoed
 };

@@ -22,16 +22,23 @@ using Clock = std::chrono::steady_clock;
 
 torch::Dtype TorchDtype(v1::CollectiveDtype d) {
   switch (d) {
-    case v1::COLLECTIVE_FP16: return torch::kFloat16;
-    case v1::COLLECTIVE_BF16: return torch::kBFloat16;
-    case v1::COLLECTIVE_FP64: return torch::kFloat64;
-    case v1::COLLECTIVE_INT32: return torch::kInt32;
-    default: return torch::kFloat32;
+    case v1::COLLECTIVE_FP16:
+      return torch::kFloat16;
+    case v1::COLLECTIVE_BF16:
+      return torch::kBFloat16;
+    case v1::COLLECTIVE_FP64:
+      return torch::kFloat64;
+    case v1::COLLECTIVE_INT32:
+      return torch::kInt32;
+    default:
+      return torch::kFloat32;
   }
 }
 
 torch::Tensor Pattern(int64_t n, int64_t offset, torch::Device device) {
-  return torch::arange(offset, offset + n, torch::TensorOptions().dtype(torch::kInt64).device(device)).remainder(7);
+  return torch::arange(offset, offset + n,
+                       torch::TensorOptions().dtype(torch::kInt64).device(device))
+      .remainder(7);
 }
 
 struct Buffers {
@@ -40,14 +47,15 @@ struct Buffers {
 
 // The op's tensors (zeros). In place: all_gather's input is its rank's slice
 // of the output, reduce_scatter's output its rank's slice of the input.
-Buffers Allocate(v1::CollectiveOp op, bool in_place, const CollectiveShape& shape, const GroupMember& m,
-                 torch::Dtype dtype) {
+Buffers Allocate(v1::CollectiveOp op, bool in_place, const CollectiveShape& shape,
+                 const GroupMember& m, torch::Dtype dtype) {
   const auto options = torch::TensorOptions().dtype(dtype).device(m.tensor_device);
   Buffers b;
   switch (op) {
     case v1::COLLECTIVE_ALL_GATHER:
       b.output = torch::zeros({shape.output_count}, options);
-      b.input = in_place ? b.output.narrow(0, m.rank * shape.count, shape.count) : torch::zeros({shape.count}, options);
+      b.input = in_place ? b.output.narrow(0, m.rank * shape.count, shape.count)
+                         : torch::zeros({shape.count}, options);
       break;
     case v1::COLLECTIVE_REDUCE_SCATTER:
       b.input = torch::zeros({shape.count}, options);
@@ -96,7 +104,8 @@ struct Timeout {
 // on CUDA the current stream waits for it, then the host polls an event on
 // the stream until it completes or the deadline passes (then the backend is
 // aborted, which ends NCCL's kernels).
-void Complete(const c10::intrusive_ptr<c10d::Work>& work, GroupMember& m, Clock::time_point deadline) {
+void Complete(const c10::intrusive_ptr<c10d::Work>& work, GroupMember& m,
+              Clock::time_point deadline) {
   work->wait(m.timeout);
 #if BENCHD_WITH_CUDA
   if (m.tensor_device.is_cuda()) {
@@ -122,7 +131,9 @@ bool LooksLikeTimeout(const std::string& what) {
   return false;
 }
 
-std::string Trim(const std::string& what) { return what.substr(0, what.find("\nException raised from")); }
+std::string Trim(const std::string& what) {
+  return what.substr(0, what.find("\nException raised from"));
+}
 
 // Warm-up and measured iterations; returns the measured ones' seconds.
 std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember& m, int64_t warmup,
@@ -171,17 +182,20 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
 
 }  // namespace
 
-torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count, torch::Device device) {
+torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count,
+                         torch::Device device) {
   switch (op) {
     case v1::COLLECTIVE_BROADCAST:
       return rank == 0 ? Pattern(count, 0, device) + 1
-                       : torch::full({count}, -1, torch::TensorOptions().dtype(torch::kInt64).device(device));
+                       : torch::full({count}, -1,
+                                     torch::TensorOptions().dtype(torch::kInt64).device(device));
     default:  // every other op: r+1+m(j) over the rank's input
       return Pattern(count, 0, device) + (rank + 1);
   }
 }
 
-torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count, torch::Device device) {
+torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t count,
+                            torch::Device device) {
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const int64_t n = world;
   const int64_t tri = n * (n + 1) / 2;
@@ -191,22 +205,24 @@ torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t co
     case v1::COLLECTIVE_BROADCAST:
       return Pattern(count, 0, device) + 1;
     case v1::COLLECTIVE_ALL_GATHER:
-      return torch::arange(1, n + 1, i64).repeat_interleave(count) + Pattern(count, 0, device).repeat({n});
+      return torch::arange(1, n + 1, i64).repeat_interleave(count) +
+             Pattern(count, 0, device).repeat({n});
     case v1::COLLECTIVE_REDUCE_SCATTER: {
       const int64_t k = count / n;
       return Pattern(k, rank * k, device) * n + tri;
     }
     case v1::COLLECTIVE_ALL_TO_ALL: {
       const int64_t k = count / n;
-      return torch::arange(1, n + 1, i64).repeat_interleave(k) + Pattern(k, rank * k, device).repeat({n});
+      return torch::arange(1, n + 1, i64).repeat_interleave(k) +
+             Pattern(k, rank * k, device).repeat({n});
     }
     default:
       return torch::Tensor();
   }
 }
 
-absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m, const CollectiveHooks& hooks,
-                           bool* broken) {
+absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m,
+                           const CollectiveHooks& hooks, bool* broken) {
   const v1::CollectiveOp op = run.op();
   const torch::Dtype dtype = TorchDtype(run.dtype());
   const int64_t element_bytes = DtypeBytes(run.dtype());
@@ -218,8 +234,9 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m, c
       size_now = requested;
       // Every rank agrees whether to go on.
       stage = "the agreement to go on";
-      std::vector<at::Tensor> flag{torch::full({1}, hooks.cancelled && hooks.cancelled() ? 1 : 0,
-                                               torch::TensorOptions().dtype(torch::kInt32).device(m.tensor_device))};
+      std::vector<at::Tensor> flag{
+          torch::full({1}, hooks.cancelled && hooks.cancelled() ? 1 : 0,
+                      torch::TensorOptions().dtype(torch::kInt32).device(m.tensor_device))};
       c10d::AllreduceOptions max;
       max.reduceOp = c10d::ReduceOp::MAX;
       Complete(m.pg->allreduce(flag, max), m, Clock::now() + m.timeout);
@@ -245,28 +262,30 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m, c
       b.input.copy_(CheckInput(op, m.rank, m.world_size, shape.count, b.input.device()));
       Complete(Launch(op, b, m), m, Clock::now() + m.timeout);
       const torch::Tensor expected =
-          CheckExpected(op, m.rank, m.world_size, shape.count, b.output.device()).to(torch::kFloat64);
+          CheckExpected(op, m.rank, m.world_size, shape.count, b.output.device())
+              .to(torch::kFloat64);
       out.set_wrong_elements(b.output.to(torch::kFloat64).ne(expected).sum().item<int64_t>());
       out.set_checked_elements(b.output.numel());
       if (hooks.on_size) hooks.on_size(out);
     }
   } catch (const Timeout& t) {
     *broken = true;
-    return absl::DeadlineExceededError(absl::StrCat(
-        CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id, " (rank ", m.rank, ") did not finish within ",
-        m.timeout.count() / 1000.0, " s during ", stage, ": ", t.what, "; the group was aborted and is broken"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id,
+                     " (rank ", m.rank, ") did not finish within ", m.timeout.count() / 1000.0,
+                     " s during ", stage, ": ", t.what, "; the group was aborted and is broken"));
   } catch (const std::exception& e) {
     *broken = true;
     const std::string what = Trim(e.what());
     if (LooksLikeTimeout(what)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id, " (rank ", m.rank,
-          ") did not finish within ", m.timeout.count() / 1000.0, " s during ", stage, " (", what,
-          "); the group is broken"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id,
+                       " (rank ", m.rank, ") did not finish within ", m.timeout.count() / 1000.0,
+                       " s during ", stage, " (", what, "); the group is broken"));
     }
-    return absl::AbortedError(absl::StrCat(CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id,
-                                           " (rank ", m.rank, ") failed during ", stage, ": ", what,
-                                           "; the group is broken"));
+    return absl::AbortedError(absl::StrCat(
+        CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id, " (rank ", m.rank,
+        ") failed during ", stage, ": ", what, "; the group is broken"));
   }
   return absl::OkStatus();
 }

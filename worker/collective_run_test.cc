@@ -21,10 +21,14 @@ torch::Tensor Simulate(v1::CollectiveOp op, int rank, int world, int64_t count) 
   for (int r = 0; r < world; ++r) in.push_back(CheckInput(op, r, world, count));
   const int64_t k = count / world;
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE: return torch::stack(in).sum(0);
-    case v1::COLLECTIVE_BROADCAST: return in[0];
-    case v1::COLLECTIVE_ALL_GATHER: return torch::cat(in);
-    case v1::COLLECTIVE_REDUCE_SCATTER: return torch::stack(in).sum(0).narrow(0, rank * k, k);
+    case v1::COLLECTIVE_ALL_REDUCE:
+      return torch::stack(in).sum(0);
+    case v1::COLLECTIVE_BROADCAST:
+      return in[0];
+    case v1::COLLECTIVE_ALL_GATHER:
+      return torch::cat(in);
+    case v1::COLLECTIVE_REDUCE_SCATTER:
+      return torch::stack(in).sum(0).narrow(0, rank * k, k);
     default: {
       std::vector<torch::Tensor> parts;
       for (int s = 0; s < world; ++s) parts.push_back(in[s].narrow(0, rank * k, k));
@@ -41,7 +45,8 @@ TEST(CollectiveCheckTest, ExpectedOutputsAreWhatTheOpsCompute) {
         const auto want = Simulate(op, rank, world, shape.count);
         const auto got = CheckExpected(op, rank, world, shape.count);
         ASSERT_EQ(got.numel(), shape.output_count) << CollectiveOpName(op);
-        EXPECT_TRUE(torch::equal(got, want)) << CollectiveOpName(op) << " world " << world << " rank " << rank;
+        EXPECT_TRUE(torch::equal(got, want))
+            << CollectiveOpName(op) << " world " << world << " rank " << rank;
       }
     }
   }
@@ -144,7 +149,8 @@ TEST_F(GlooPairTest, AMissingPeerTimesOutAndBreaksTheGroup) {
   const auto start = std::chrono::steady_clock::now();
   // Rank 1 never calls: rank 0 must not wait forever.
   const absl::Status st = RunCollective(run, *groups_[0].Get("t2"), {}, &broken);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
   EXPECT_NE(st.message().find("group t2"), std::string::npos) << st;
   EXPECT_TRUE(broken);
@@ -166,7 +172,8 @@ TEST(ProcessGroupsTest, BadRequestsRefused) {
   j.set_rank(0);
   j.set_world_size(2);
   const auto st = groups.Join(j).status();
-  EXPECT_TRUE(st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kFailedPrecondition)
+  EXPECT_TRUE(st.code() == absl::StatusCode::kInvalidArgument ||
+              st.code() == absl::StatusCode::kFailedPrecondition)
       << st;
   j.set_backend(v1::BACKEND_GLOO);
   EXPECT_EQ(groups.Join(j).status().code(), absl::StatusCode::kFailedPrecondition);  // no Prepare

@@ -81,12 +81,11 @@ TEST_F(CudaBenchmarkTest, SmallPresetTrainStep) {
     ASSERT_TRUE(r.ok()) << r.status();
     std::cout << "small train_step " << PrecisionName(precision) << " 4x256 on " << r->device_name()
               << ": step median " << r->step().median() * 1e3 << " ms (fwd "
-              << r->forward().median() * 1e3 << ", bwd " << r->backward().median() * 1e3
-              << ", opt " << r->optimizer().median() * 1e3 << "), host "
-              << r->host_step().median() * 1e3 << " ms, cv " << r->step().cv() << ", "
-              << r->tflops_per_second() << " TFLOP/s, peak " << r->peak_memory_bytes() / 1e9
-              << " GB, loss " << r->steps(0).loss() << " -> " << r->steps(14).loss()
-              << ", versions " << r->versions().ShortDebugString() << "\n";
+              << r->forward().median() * 1e3 << ", bwd " << r->backward().median() * 1e3 << ", opt "
+              << r->optimizer().median() * 1e3 << "), host " << r->host_step().median() * 1e3
+              << " ms, cv " << r->step().cv() << ", " << r->tflops_per_second() << " TFLOP/s, peak "
+              << r->peak_memory_bytes() / 1e9 << " GB, loss " << r->steps(0).loss() << " -> "
+              << r->steps(14).loss() << ", versions " << r->versions().ShortDebugString() << "\n";
     EXPECT_LT(r->steps(14).loss(), r->steps(0).loss());
     // Parameters, gradients and AdamW's m and v are all resident at the peak.
     EXPECT_GT(r->peak_memory_bytes(), 16 * r->parameter_count());
@@ -126,8 +125,8 @@ TEST_F(CudaBenchmarkTest, OutOfMemoryInAStepEvictsAndTheNextJobRuns) {
   EXPECT_TRUE(cache_->List().empty());
   // What stays is LibTorch's own (cuBLAS workspaces), not the 0.5 GB model.
   EXPECT_LT(AllocatedBytes() - before, int64_t{64} << 20);
-  auto next = RunBenchmark(Spec("tiny", v1::MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2),
-                           *cache_);
+  auto next =
+      RunBenchmark(Spec("tiny", v1::MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2), *cache_);
   EXPECT_TRUE(next.ok()) << next.status();
 }
 

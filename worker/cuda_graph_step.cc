@@ -48,8 +48,7 @@ struct CudaGraphStep::Impl {
   at::cuda::CUDAGraph graph;
 };
 
-CudaGraphStep::CudaGraphStep(const WorkerDevice& device,
-                             const std::function<torch::Tensor()>& step)
+CudaGraphStep::CudaGraphStep(const WorkerDevice& device, const std::function<torch::Tensor()>& step)
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device, not ", device.name);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.device.index());

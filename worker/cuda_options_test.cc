@@ -205,7 +205,8 @@ TEST_F(CudaOptionsTest, WeightCopyKernelGivesTheCpuUpdate) {
       opt.SetWeightCopies(pairs);
       torch::manual_seed(6);
       for (int s = 0; s < 3; ++s) {
-        for (auto& c : copies) c.mutable_grad() = (torch::randn(c.sizes()) * 1e-2).to(device, dtype);
+        for (auto& c : copies)
+          c.mutable_grad() = (torch::randn(c.sizes()) * 1e-2).to(device, dtype);
         opt.StepFused();
       }
       for (size_t i = 0; i < params.size(); ++i) {
@@ -274,8 +275,8 @@ TEST_F(CudaOptionsTest, FusedRopeIsTheCoursesRope) {
     SCOPED_TRACE(c10::toString(dtype));
     torch::manual_seed(8);
     RotaryEmbedding rope(64, 10000.0);
-    const auto proj = torch::randn({2, 48, 4 * 64}, torch::TensorOptions().device(device_.device))
-                          .to(dtype);
+    const auto proj =
+        torch::randn({2, 48, 4 * 64}, torch::TensorOptions().device(device_.device)).to(dtype);
     const torch::Tensor grad_out = torch::randn({2, 4, 48, 64}, proj.options().dtype(at::kFloat));
     auto run = [&](bool fused) {
       rope->fused = fused;

@@ -4,9 +4,9 @@
 #include <fstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 
 #if BENCHD_WITH_CUDA
@@ -33,8 +33,8 @@ absl::StatusOr<WorkerDevice> ParseWorkerDevice(const std::string& text, const st
   }
   rest = text;
   if (!(absl::ConsumePrefix(&rest, "cuda:") && ParseIndex(rest, &index))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected cpu:N or cuda:N (N = 0, 1, ...), got '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected cpu:N or cuda:N (N = 0, 1, ...), got '", text, "'"));
   }
 #if BENCHD_WITH_CUDA
   if (!torch::cuda::is_available()) {
@@ -43,8 +43,8 @@ absl::StatusOr<WorkerDevice> ParseWorkerDevice(const std::string& text, const st
   }
   const int64_t count = torch::cuda::device_count();
   if (index >= count) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", text, " does not exist; this machine has ",
-                                                   count, " CUDA device(s)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", text, " does not exist; this machine has ", count, " CUDA device(s)"));
   }
   const auto idx = static_cast<c10::DeviceIndex>(index);
   return WorkerDevice{absl::StrCat("cuda:", index), torch::Device(torch::kCUDA, idx),

@@ -12,8 +12,8 @@
 namespace benchd::worker {
 
 struct WorkerDevice {
-  std::string name;      // "cuda:1", "cpu:0"
-  torch::Device device;  // cuda:1, or cpu (LibTorch has a single CPU device)
+  std::string name;         // "cuda:1", "cpu:0"
+  torch::Device device;     // cuda:1, or cpu (LibTorch has a single CPU device)
   std::string description;  // "NVIDIA H100 80GB HBM3", or the CPU's model name
 
   bool is_cuda() const { return device.is_cuda(); }

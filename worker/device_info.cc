@@ -50,7 +50,8 @@ v1::Versions CollectVersions() {
 #if BENCHD_WITH_CUDA
   if (torch::cuda::is_available()) {
     int runtime = 0, driver = 0;
-    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.set_cuda_runtime(CudaVersionString(runtime));
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+      v.set_cuda_runtime(CudaVersionString(runtime));
     if (cudaDriverGetVersion(&driver) == cudaSuccess) v.set_cuda_driver(CudaVersionString(driver));
     // NCCL packs major << 32 | minor << 16 | patch (as torch.cuda.nccl.version()).
     const uint64_t nccl = torch::cuda::nccl::version();

@@ -60,10 +60,14 @@ namespace {
 
 std::string DtypeName(at::ScalarType dtype, bool tf32) {
   switch (dtype) {
-    case at::kFloat: return tf32 ? "tf32" : "fp32";
-    case at::kBFloat16: return "bf16";
-    case at::kHalf: return "fp16";
-    default: return c10::toString(dtype);
+    case at::kFloat:
+      return tf32 ? "tf32" : "fp32";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return c10::toString(dtype);
   }
 }
 

@@ -74,7 +74,8 @@ TEST(DevicePeaks, AgreesWithAnIndependentTimingOfTheSameMatmul) {
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     torch::Tensor c = torch::mm(a, b);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   const double reference = 2.0 * 256 * 256 * 256 / best;
   EXPECT_LT(rate, reference * 1.5);

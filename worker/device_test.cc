@@ -17,7 +17,8 @@ TEST(DeviceTest, ParsesCpuDevices) {
 }
 
 TEST(DeviceTest, RejectsOtherSpellingsNamingTheField) {
-  for (const char* bad : {"", "cpu", "cpu:", "cpu:-1", "cpu:1x", "gpu:0", "cuda", "cuda:a", " cpu:0"}) {
+  for (const char* bad :
+       {"", "cpu", "cpu:", "cpu:-1", "cpu:1x", "gpu:0", "cuda", "cuda:a", " cpu:0"}) {
     auto d = ParseWorkerDevice(bad, "--device");
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
     EXPECT_NE(d.status().message().find("--device"), std::string::npos) << d.status();

@@ -186,7 +186,7 @@ Tensor RopeForward(RotaryEmbeddingImpl& rope, const Tensor& x, RopeSaved* saved)
 
 // gy: [B, H, T, dk] in the output's dtype. Returns x's gradient (contiguous).
 Tensor RopeBackward(RopeSaved& s, const Tensor& gy) {
-  const Tensor gs = gy.reshape(at::IntArrayRef(s.pair_sizes));  // flatten's backward
+  const Tensor gs = gy.reshape(at::IntArrayRef(s.pair_sizes));    // flatten's backward
   const Tensor g_r1 = gs.select(-1, 0), g_r2 = gs.select(-1, 1);  // StackBackward0
   const std::vector<int64_t> half(s.pair_sizes.begin(), s.pair_sizes.end() - 1);
   auto to_x = [&](const Tensor& g) { return ToInput(g, half, s.x_dtype); };
@@ -210,9 +210,9 @@ struct AttentionSaved {
   LinearSaved q_lin, k_lin, v_lin, out_lin;
   RopeSaved q_rope, k_rope;
   // The core: scores = (q kᵀ) / sqrt(dk), masked, softmaxed, times v.
-  Tensor q3, kt3;   // bmm operands of q kᵀ (after autocast's casts)
+  Tensor q3, kt3;  // bmm operands of q kᵀ (after autocast's casts)
   Tensor mask, max_indices, e, sum_e;
-  Tensor w3, v3;    // bmm operands of weights v
+  Tensor w3, v3;  // bmm operands of weights v
   std::vector<int64_t> q_sizes, kt_sizes, scores_sizes, v_sizes, head_sizes;
   at::ScalarType q_dtype, kt_dtype, w_dtype, v_dtype, shifted_dtype, scores_dtype;
   double scale = 1;
@@ -226,12 +226,12 @@ Tensor AttentionForward(CausalMultiHeadSelfAttentionImpl& attn, const Tensor& x,
     return t.view({batch, seq_len, heads_n, head_dim}).transpose(1, 2);
   };
   RotaryEmbeddingImpl& rope = attn.rope();
-  const Tensor q = RopeForward(rope, heads(LinearForward(*attn.q_proj, x, lower,
-                                                         s ? &s->q_lin : nullptr)),
-                               s ? &s->q_rope : nullptr);
-  const Tensor k = RopeForward(rope, heads(LinearForward(*attn.k_proj, x, lower,
-                                                         s ? &s->k_lin : nullptr)),
-                               s ? &s->k_rope : nullptr);
+  const Tensor q =
+      RopeForward(rope, heads(LinearForward(*attn.q_proj, x, lower, s ? &s->q_lin : nullptr)),
+                  s ? &s->q_rope : nullptr);
+  const Tensor k =
+      RopeForward(rope, heads(LinearForward(*attn.k_proj, x, lower, s ? &s->k_lin : nullptr)),
+                  s ? &s->k_rope : nullptr);
   const Tensor v = heads(LinearForward(*attn.v_proj, x, lower, s ? &s->v_lin : nullptr));
   Tensor out;
   {
@@ -299,8 +299,8 @@ Tensor AttentionForward(CausalMultiHeadSelfAttentionImpl& attn, const Tensor& x,
 
 // gy: the block's attention output gradient (the output's dtype). Adds the
 // input's gradient contributions to `gx` in the engine's order (v, k, q).
-void AttentionBackward(CausalMultiHeadSelfAttentionImpl& attn, AttentionSaved& s,
-                       const Tensor& gy, Tensor& gx) {
+void AttentionBackward(CausalMultiHeadSelfAttentionImpl& attn, AttentionSaved& s, const Tensor& gy,
+                       Tensor& gx) {
   const int64_t bh = s.q3.size(0), seq_len = s.q3.size(1), head_dim = s.q3.size(2);
   const int64_t batch = s.head_sizes[0], d_model = s.head_sizes[2] * head_dim;
   // out.transpose(1, 2).reshape(...): _unsafe_view, clone, transpose backward.
@@ -314,8 +314,8 @@ void AttentionBackward(CausalMultiHeadSelfAttentionImpl& attn, AttentionSaved& s
   // v's path: the cast, then heads()'s transpose and view.
   const Tensor g_v = ToInput(g_v3.reshape(at::IntArrayRef(s.v_sizes)), s.v_sizes, s.v_dtype);
   // The softmax: weights = e / sum_e (DivBackward0), sum (SumBackward1), exp.
-  const Tensor g_w = ToInput(g_w3.reshape(at::IntArrayRef(s.scores_sizes)), s.scores_sizes,
-                             s.w_dtype);
+  const Tensor g_w =
+      ToInput(g_w3.reshape(at::IntArrayRef(s.scores_sizes)), s.scores_sizes, s.w_dtype);
   Tensor g_e = g_w / s.sum_e;
   const Tensor g_sum = ToInput(-g_w * ((s.e / s.sum_e) / s.sum_e), s.sum_e);
   Accumulate(g_e, g_sum.expand(s.e.sizes()));
@@ -331,8 +331,8 @@ void AttentionBackward(CausalMultiHeadSelfAttentionImpl& attn, AttentionSaved& s
   const Tensor g_kt3 = s.q3.transpose(1, 2).bmm(g_qk3);
   s.q3 = s.kt3 = Tensor();
   const Tensor g_q = ToInput(g_q3.reshape(at::IntArrayRef(s.q_sizes)), s.q_sizes, s.q_dtype);
-  const Tensor g_k = ToInput(g_kt3.reshape(at::IntArrayRef(s.kt_sizes)), s.kt_sizes, s.kt_dtype)
-                         .transpose(-2, -1);
+  const Tensor g_k =
+      ToInput(g_kt3.reshape(at::IntArrayRef(s.kt_sizes)), s.kt_sizes, s.kt_dtype).transpose(-2, -1);
   // heads(): view [B, T, H, dk] then transpose(1, 2); its backward reshapes.
   auto unheads = [&](const Tensor& g) {
     return g.transpose(1, 2).reshape({batch, seq_len, d_model});
@@ -466,8 +466,8 @@ Tensor LossForward(const Tensor& logits, const Tensor& targets, LossSaved* s) {
 Tensor LossBackward(LossSaved& s) {
   const Tensor g_loss = at::ones_like(s.loss, LEGACY_CONTIGUOUS_MEMORY_FORMAT);
   // mean: expand / numel
-  const Tensor g_gathered = g_loss.expand(at::IntArrayRef(s.gathered_sizes)) /
-                            c10::multiply_integers(s.gathered_sizes);
+  const Tensor g_gathered =
+      g_loss.expand(at::IntArrayRef(s.gathered_sizes)) / c10::multiply_integers(s.gathered_sizes);
   // gather's backward: zeros, then scatter_add_
   Tensor g_nll = g_gathered.new_zeros(at::IntArrayRef(s.nll_sizes));
   g_nll.scatter_add_(-1, s.targets, g_gathered);
@@ -479,8 +479,8 @@ Tensor LossBackward(LossSaved& s) {
   const Tensor g_sum = g_l.div(s.sum_e);
   const Tensor g_e = g_sum.expand(s.e.sizes());
   Accumulate(g_shifted, ToInput(g_e * s.e, s.nll_sizes, s.shifted_dtype));
-  Tensor g_logits = MaxShiftBackward(std::move(g_shifted), s.logits_max_indices, s.logits_sizes,
-                                     s.logits_dtype);
+  Tensor g_logits =
+      MaxShiftBackward(std::move(g_shifted), s.logits_max_indices, s.logits_sizes, s.logits_dtype);
   s = LossSaved{};
   return g_logits;
 }
@@ -498,13 +498,12 @@ struct ExplicitStep::Saved {
 std::string ExplicitStep::Unsupported(const TransformerLMImpl& model) {
   for (const auto& layer : model.layers) {
     if (layer->attn->attention() != v1::ATTENTION_FAITHFUL) return "attention other than faithful";
-    if (layer->ln1->fused || layer->ln2->fused || layer->ffn->fused ||
-        layer->attn->rope().fused) {
+    if (layer->ln1->fused || layer->ln2->fused || layer->ffn->fused || layer->attn->rope().fused) {
       return "fused_ops";
     }
-    for (const auto* linear : {&*layer->attn->q_proj, &*layer->attn->k_proj, &*layer->attn->v_proj,
-                               &*layer->attn->output_proj, &*layer->ffn->w1, &*layer->ffn->w2,
-                               &*layer->ffn->w3}) {
+    for (const auto* linear :
+         {&*layer->attn->q_proj, &*layer->attn->k_proj, &*layer->attn->v_proj,
+          &*layer->attn->output_proj, &*layer->ffn->w1, &*layer->ffn->w2, &*layer->ffn->w3}) {
       if (linear->weight_copy.defined()) return "weight_copies";
     }
   }
@@ -516,8 +515,8 @@ std::string ExplicitStep::Unsupported(const TransformerLMImpl& model) {
 ExplicitStep::ExplicitStep(TransformerLMImpl& model) : model_(model) {}
 ExplicitStep::~ExplicitStep() = default;
 
-Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets,
-                             bool keep_for_backward, Tensor* logits_out) {
+Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets, bool keep_for_backward,
+                             Tensor* logits_out) {
   TORCH_CHECK(Unsupported(model_).empty(), "ExplicitStep: the model runs ", Unsupported(model_),
               ", which needs autograd");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -532,9 +531,9 @@ Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets,
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     x = BlockForward(*model_.layers[i], x, lower, s ? &s->blocks[i] : nullptr);
   }
-  Tensor logits = LinearForward(*model_.lm_head,
-                                NormForward(*model_.ln_final, x, s ? &s->ln_final : nullptr),
-                                lower, s ? &s->lm_head : nullptr);
+  Tensor logits =
+      LinearForward(*model_.lm_head, NormForward(*model_.ln_final, x, s ? &s->ln_final : nullptr),
+                    lower, s ? &s->lm_head : nullptr);
   x = Tensor();
   Tensor loss = LossForward(logits, targets, s ? &s->loss : nullptr);
   if (logits_out) *logits_out = logits;
@@ -543,14 +542,15 @@ Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets,
 }
 
 void ExplicitStep::Backward() {
-  TORCH_CHECK(saved_, "ExplicitStep::Backward: no forward kept for backward (Forward with "
-                      "keep_for_backward first; each forward can be backpropagated once)");
+  TORCH_CHECK(saved_,
+              "ExplicitStep::Backward: no forward kept for backward (Forward with "
+              "keep_for_backward first; each forward can be backpropagated once)");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   std::unique_ptr<Saved> s = std::move(saved_);
   const Tensor g_logits = LossBackward(s->loss);
   Tensor g_x;
-  NormBackward(*model_.ln_final, s->ln_final,
-               LinearBackward(*model_.lm_head, s->lm_head, g_logits), g_x);
+  NormBackward(*model_.ln_final, s->ln_final, LinearBackward(*model_.lm_head, s->lm_head, g_logits),
+               g_x);
   for (size_t i = model_.layers.size(); i-- > 0;) {
     g_x = BlockBackward(*model_.layers[i], s->blocks[i], g_x);
   }

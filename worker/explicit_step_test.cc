@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/model_config.h"
-#include "worker/test_model.h"
 #include "worker/autocast_guard.h"
+#include "worker/test_model.h"
 
 namespace benchd::worker {
 namespace {
@@ -136,15 +136,39 @@ class ComputeOpCounter {
     return stack;
   }
   static const std::set<std::string>& NoWork() {
-    static const std::set<std::string> names = {
-        "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
-        "aten::expand", "aten::select", "aten::narrow", "aten::slice", "aten::unsqueeze",
-        "aten::squeeze", "aten::as_strided", "aten::_unsafe_view", "aten::alias", "aten::detach",
-        "aten::permute", "aten::unflatten", "aten::flatten", "aten::empty", "aten::empty_strided",
-        "aten::empty_like", "aten::resize_", "aten::to", "aten::contiguous", "aten::expand_as",
-        "aten::result_type", "aten::lift_fresh", "aten::set_", "aten::is_same_size",
-        "aten::_has_compatible_shallow_copy_type", "aten::resolve_conj", "aten::resolve_neg",
-        "aten::new_empty"};
+    static const std::set<std::string> names = {"aten::view",
+                                                "aten::reshape",
+                                                "aten::_reshape_alias",
+                                                "aten::t",
+                                                "aten::transpose",
+                                                "aten::expand",
+                                                "aten::select",
+                                                "aten::narrow",
+                                                "aten::slice",
+                                                "aten::unsqueeze",
+                                                "aten::squeeze",
+                                                "aten::as_strided",
+                                                "aten::_unsafe_view",
+                                                "aten::alias",
+                                                "aten::detach",
+                                                "aten::permute",
+                                                "aten::unflatten",
+                                                "aten::flatten",
+                                                "aten::empty",
+                                                "aten::empty_strided",
+                                                "aten::empty_like",
+                                                "aten::resize_",
+                                                "aten::to",
+                                                "aten::contiguous",
+                                                "aten::expand_as",
+                                                "aten::result_type",
+                                                "aten::lift_fresh",
+                                                "aten::set_",
+                                                "aten::is_same_size",
+                                                "aten::_has_compatible_shallow_copy_type",
+                                                "aten::resolve_conj",
+                                                "aten::resolve_neg",
+                                                "aten::new_empty"};
     return names;
   }
   static std::mutex& Mutex() {
@@ -258,9 +282,9 @@ TEST_F(ExplicitStepTest, EachForwardIsBackpropagatedOnce) {
 TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const torch::Device cuda(torch::kCUDA, 0);
-  for (const auto& [autocast, tol] : {std::pair<std::optional<at::ScalarType>, double>{
-                                          std::nullopt, 1e-5},
-                                      {at::kBFloat16, 1e-3}}) {
+  for (const auto& [autocast, tol] :
+       {std::pair<std::optional<at::ScalarType>, double>{std::nullopt, 1e-5},
+        {at::kBFloat16, 1e-3}}) {
     SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
     torch::manual_seed(5);
     TransformerLM lm(ResolvedPreset("mini"), kCpu.device(cuda));
@@ -275,8 +299,8 @@ TEST(CudaExplicitStepTest, GivesAutogradsGradientsOnTheGpu) {
     for (const auto& [name, want] : autograd.grads) {
       worst = std::max(worst, RelativeError(explicit_step.grads.at(name), want));
     }
-    std::cout << (autocast ? "bf16" : "fp32") << ": largest gradient difference "
-              << worst << " (relative to the tensor's largest)\n";
+    std::cout << (autocast ? "bf16" : "fp32") << ": largest gradient difference " << worst
+              << " (relative to the tensor's largest)\n";
   }
 }
 

@@ -24,10 +24,10 @@ absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDe
   }
   if (device.is_cuda() && spec.precision() == v1::PRECISION_FP32 &&
       (a == v1::ATTENTION_SDPA_FLASH || a == v1::ATTENTION_SDPA_CUDNN)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.attention: the ", AttentionName(a),
-        " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ", device.name,
-        "; use precision bf16 or fp16, or attention efficient or math"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("benchmark.attention: the ", AttentionName(a),
+                     " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ",
+                     device.name, "; use precision bf16 or fp16, or attention efficient or math"));
   }
   return absl::OkStatus();
 }
@@ -49,9 +49,15 @@ Tf32Guard::~Tf32Guard() {
   // setFloat32MatmulPrecision sets the legacy field and the per-backend
   // matmul precisions together, so the state stays one the getters accept.
   switch (matmul_) {
-    case at::Float32MatmulPrecision::HIGHEST: ctx.setFloat32MatmulPrecision("highest"); break;
-    case at::Float32MatmulPrecision::HIGH: ctx.setFloat32MatmulPrecision("high"); break;
-    case at::Float32MatmulPrecision::MEDIUM: ctx.setFloat32MatmulPrecision("medium"); break;
+    case at::Float32MatmulPrecision::HIGHEST:
+      ctx.setFloat32MatmulPrecision("highest");
+      break;
+    case at::Float32MatmulPrecision::HIGH:
+      ctx.setFloat32MatmulPrecision("high");
+      break;
+    case at::Float32MatmulPrecision::MEDIUM:
+      ctx.setFloat32MatmulPrecision("medium");
+      break;
   }
   ctx.setAllowTF32CuDNN(cudnn_);
 }
@@ -62,9 +68,15 @@ void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec) {
     return;
   }
   switch (spec.optimizer_impl()) {
-    case v1::OPTIMIZER_FOREACH: optimizer.StepForeach(); break;
-    case v1::OPTIMIZER_FUSED: optimizer.StepFused(); break;
-    default: optimizer.Step(); break;
+    case v1::OPTIMIZER_FOREACH:
+      optimizer.StepForeach();
+      break;
+    case v1::OPTIMIZER_FUSED:
+      optimizer.StepFused();
+      break;
+    default:
+      optimizer.Step();
+      break;
   }
 }
 

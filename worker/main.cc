@@ -1,8 +1,8 @@
 // benchd-worker: serves benchd.internal.Worker for one device on a Unix
 // socket. Started and restarted by the daemon's supervisor; see worker.proto.
 #include <pthread.h>
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
+#include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "worker/device.h"
@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
 
   const auto& versions = benchd::worker::WorkerVersions();
   std::cerr << "benchd-worker: serving " << device->name << " (" << device->description
-            << ") on unix:" << socket_path << ", pid " << getpid() << ", torch "
-            << versions.torch() << ", " << torch::get_num_threads() << " threads" << std::endl;
+            << ") on unix:" << socket_path << ", pid " << getpid() << ", torch " << versions.torch()
+            << ", " << torch::get_num_threads() << " threads" << std::endl;
   server->Wait();
   // Wait returned after Shutdown, so the stopper has finished or is finishing.
   stopper.join();

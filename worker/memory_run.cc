@@ -170,10 +170,8 @@ std::string TimelineArtifactName(const std::string& run_name, bool sweep) {
 }
 
 int64_t ResidualActivationBytes(const v1::BenchmarkSpec& step) {
-  const int64_t element = step.precision() == v1::PRECISION_BF16 ||
-                                  step.precision() == v1::PRECISION_FP16
-                              ? 2
-                              : 4;
+  const int64_t element =
+      step.precision() == v1::PRECISION_BF16 || step.precision() == v1::PRECISION_FP16 ? 2 : 4;
   return step.batch_size() * step.context_length() * step.model().d_model() * element;
 }
 
@@ -184,7 +182,8 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
   if (!dev.is_cuda()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "memory: needs a CUDA device (it records the CUDA caching allocator's history); this "
-        "worker is ", dev.name));
+        "worker is ",
+        dev.name));
   }
 #if !BENCHD_WITH_CUDA
   (void)spec;
@@ -215,7 +214,8 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
   for (size_t i = 0; i < cells.size(); ++i) {
     const v1::BenchmarkSpec& cell = cells[i];
     if (hooks.cancelled && hooks.cancelled()) {
-      return absl::CancelledError(absl::StrCat("cancelled before run ", i + 1, " of ", cells.size()));
+      return absl::CancelledError(
+          absl::StrCat("cancelled before run ", i + 1, " of ", cells.size()));
     }
     v1::MemoryRun run;
     run.set_name(MemoryRunName(cell));

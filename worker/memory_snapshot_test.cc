@@ -5,13 +5,13 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <tuple>
-#include <utility>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <nlohmann/json.hpp>
 
 #include "common/memory_analysis.h"
 #include "common/memory_svg.h"
@@ -126,7 +126,8 @@ std::string PickleLikeTheAllocator() {
     f.insert("line", line);
     return f;
   };
-  const auto malloc_frame = frame("c10::cuda::CUDACachingAllocator::Native::malloc", "/p/c10.cpp", 1);
+  const auto malloc_frame =
+      frame("c10::cuda::CUDACachingAllocator::Native::malloc", "/p/c10.cpp", 1);
   const auto fwd_frame = frame("benchd::worker::TransformerLMImpl::forward(at::Tensor const&)",
                                "/src/worker/transformer.cc", 170);
   auto stack = [&] {  // a list per allocation, the frames shared

@@ -58,10 +58,12 @@ std::shared_ptr<ResidentModel> ModelCache::Acquire(const v1::ModelConfig& resolv
   m->precision = precision;
   const auto start = std::chrono::steady_clock::now();
   torch::manual_seed(seed);
-  m->model = TransformerLM(resolved, torch::TensorOptions().dtype(torch::kFloat32).device(device_.device));
+  m->model =
+      TransformerLM(resolved, torch::TensorOptions().dtype(torch::kFloat32).device(device_.device));
   m->optimizer = std::make_unique<AdamW>(m->model->parameters());
   Synchronize(device_);  // the init kernels are part of the build
-  m->build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m->build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m->parameter_count = CountParameters(*m->model);
   // The module's real parameters must be what the daemon advertises.
   TORCH_CHECK(m->parameter_count == ParameterCount(resolved), "model ", key, " has ",

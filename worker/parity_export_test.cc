@@ -23,8 +23,9 @@ namespace {
 
 // rm -rf, without std::filesystem (see parity_export.cc).
 void RemoveTree(const std::string& dir) {
-  nftw(dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-       16, FTW_DEPTH | FTW_PHYS);
+  nftw(
+      dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 v1::BenchmarkSpec TinySpec(v1::Precision precision, bool export_parity) {

@@ -51,8 +51,9 @@ ProcessGroups::~ProcessGroups() {
 absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
     const internal::PrepareGroupRequest& request) {
   if (request.group().empty() || request.world_size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("PrepareGroup: expected a group id and 2 or more ranks, got '",
-                                                   request.group(), "' with ", request.world_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PrepareGroup: expected a group id and 2 or more ranks, got '",
+                     request.group(), "' with ", request.world_size()));
   }
   c10d::TCPStoreOptions options;
   options.port = 0;  // a free port, read back below
@@ -66,13 +67,15 @@ absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
   response.set_store_port(store->getPort());
   std::lock_guard<std::mutex> lock(mu_);
   if (groups_.count(request.group())) {
-    return absl::AlreadyExistsError(absl::StrCat("group ", request.group(), " already exists on ", device_.name));
+    return absl::AlreadyExistsError(
+        absl::StrCat("group ", request.group(), " already exists on ", device_.name));
   }
   prepared_[request.group()] = store;
   return response;
 }
 
-absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(const internal::JoinGroupRequest& request) {
+absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
+    const internal::JoinGroupRequest& request) {
   const auto start = Clock::now();
   if (request.world_size() < 2 || request.rank() < 0 || request.rank() >= request.world_size()) {
     return absl::InvalidArgumentError(absl::StrCat("JoinGroup: rank ", request.rank(), " of ",
@@ -81,10 +84,12 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(const internal::
   if (!BackendAvailable(request.backend())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend ", BackendName(request.backend()), " is not available in this benchd-worker build",
-        request.backend() == v1::BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)" : ""));
+        request.backend() == v1::BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)"
+                                              : ""));
   }
   if (request.backend() == v1::BACKEND_NCCL && !device_.is_cuda()) {
-    return absl::InvalidArgumentError(absl::StrCat("nccl needs a CUDA device; this worker serves ", device_.name));
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl needs a CUDA device; this worker serves ", device_.name));
   }
   auto member = std::make_shared<GroupMember>();
   member->id = request.group();
@@ -96,13 +101,15 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(const internal::
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (groups_.count(request.group())) {
-      return absl::AlreadyExistsError(absl::StrCat("group ", request.group(), " already exists on ", device_.name));
+      return absl::AlreadyExistsError(
+          absl::StrCat("group ", request.group(), " already exists on ", device_.name));
     }
     if (request.rank() == 0) {
       auto it = prepared_.find(request.group());
       if (it == prepared_.end()) {
-        return absl::FailedPreconditionError(absl::StrCat("group ", request.group(),
-                                                          ": rank 0 joins after PrepareGroup, which did not run here"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("group ", request.group(),
+                         ": rank 0 joins after PrepareGroup, which did not run here"));
       }
       member->store = it->second;
       prepared_.erase(it);
@@ -132,20 +139,23 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(const internal::
     }
     // One all_reduce of rank+1: NCCL creates its communicator here (lazily,
     // at the first collective), and the sum proves every rank is there.
-    std::vector<at::Tensor> one{torch::full({1}, member->rank + 1,
-                                            torch::TensorOptions().dtype(torch::kFloat32).device(member->tensor_device))};
+    std::vector<at::Tensor> one{
+        torch::full({1}, member->rank + 1,
+                    torch::TensorOptions().dtype(torch::kFloat32).device(member->tensor_device))};
     member->pg->allreduce(one)->wait(member->timeout);
     const double got = one[0].item<double>();
     const double want = member->world_size * (member->world_size + 1) / 2.0;
     if (got != want) {
-      return absl::InternalError(absl::StrCat("group ", request.group(), ": the first all_reduce gave ", got,
-                                              ", expected ", want));
+      return absl::InternalError(absl::StrCat(
+          "group ", request.group(), ": the first all_reduce gave ", got, ", expected ", want));
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    const std::string message = absl::StrCat("group ", request.group(), " rank ", request.rank(), " on ",
-                                             device_.name, ": ", what.substr(0, what.find("\nException raised from")));
-    return LooksLikeTimeout(what) ? absl::DeadlineExceededError(message) : absl::UnavailableError(message);
+    const std::string message =
+        absl::StrCat("group ", request.group(), " rank ", request.rank(), " on ", device_.name,
+                     ": ", what.substr(0, what.find("\nException raised from")));
+    return LooksLikeTimeout(what) ? absl::DeadlineExceededError(message)
+                                  : absl::UnavailableError(message);
   }
   internal::JoinGroupResponse response;
   response.set_setup_seconds(std::chrono::duration<double>(Clock::now() - start).count());

@@ -49,7 +49,8 @@ class ProcessGroups {
   ~ProcessGroups();
 
   // Rank 0: starts the group's TCPStore on a free port of 127.0.0.1.
-  absl::StatusOr<internal::PrepareGroupResponse> Prepare(const internal::PrepareGroupRequest& request);
+  absl::StatusOr<internal::PrepareGroupResponse> Prepare(
+      const internal::PrepareGroupRequest& request);
   // Every rank: connects to the store (rank 0 uses its own), builds the c10d
   // backend and runs one all_reduce of one element, checking its sum.
   // DEADLINE_EXCEEDED when the other members do not come within the timeout.

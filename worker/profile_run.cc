@@ -210,8 +210,9 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
 
   // 1. Unprofiled: what the profiled steps are compared with.
   const v1::BenchmarkSpec& step = spec.step();
-  log(absl::StrCat("unprofiled run: ", step.warmup_auto() ? "auto" : absl::StrCat(step.warmup_steps()),
-                   " warm-up + ", step.measure_steps(), " steps"));
+  log(absl::StrCat(
+      "unprofiled run: ", step.warmup_auto() ? "auto" : absl::StrCat(step.warmup_steps()),
+      " warm-up + ", step.measure_steps(), " steps"));
   auto unprofiled = RunBenchmark(step, cache, bench_hooks);
   if (!unprofiled.ok()) return unprofiled.status();
 

@@ -15,10 +15,17 @@ namespace {
 RopeArgs ArgsOf(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   RopeArgs a;
   switch (x.scalar_type()) {
-    case at::kFloat: a.dtype = RopeDtype::kFloat; break;
-    case at::kBFloat16: a.dtype = RopeDtype::kBFloat16; break;
-    case at::kHalf: a.dtype = RopeDtype::kHalf; break;
-    default: TORCH_CHECK(false, "FusedRope: x must be float32, bf16 or fp16, got ", x.scalar_type());
+    case at::kFloat:
+      a.dtype = RopeDtype::kFloat;
+      break;
+    case at::kBFloat16:
+      a.dtype = RopeDtype::kBFloat16;
+      break;
+    case at::kHalf:
+      a.dtype = RopeDtype::kHalf;
+      break;
+    default:
+      TORCH_CHECK(false, "FusedRope: x must be float32, bf16 or fp16, got ", x.scalar_type());
   }
   for (int d = 0; d < 4; ++d) {
     a.size[d] = x.size(d);
@@ -56,9 +63,9 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
     const c10::cuda::CUDAGuard guard(g.device());
     torch::Tensor grad_x = torch::empty(sizes, g.options().dtype(dtype));
     // The kernel reads only the sizes (g and grad_x are contiguous).
-    const char* error = LaunchRopeBackward(ArgsOf(grad_x, cos, sin), g.data_ptr<float>(),
-                                           grad_x.data_ptr(),
-                                           c10::cuda::getCurrentCUDAStream().stream());
+    const char* error =
+        LaunchRopeBackward(ArgsOf(grad_x, cos, sin), g.data_ptr<float>(), grad_x.data_ptr(),
+                           c10::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(error == nullptr, "FusedRope: the backward kernel failed to launch: ", error);
     return {grad_x, torch::Tensor(), torch::Tensor()};
   }
@@ -69,8 +76,8 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
 
 torch::Tensor FusedRope(const torch::Tensor& x, const torch::Tensor& cos,
                         const torch::Tensor& sin) {
-  TORCH_CHECK(x.dim() == 4 && x.size(3) % 2 == 0, "FusedRope: x must be [B, H, T, D] with even D, got ",
-              x.sizes());
+  TORCH_CHECK(x.dim() == 4 && x.size(3) % 2 == 0,
+              "FusedRope: x must be [B, H, T, D] with even D, got ", x.sizes());
   TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat &&
                   cos.is_contiguous() && sin.is_contiguous() && cos.size(0) == x.size(2) &&
                   cos.size(1) == x.size(3) / 2 && sin.sizes() == cos.sizes(),

@@ -24,8 +24,8 @@ struct Shape {
 // One thread per pair; idx runs over [B, H, T, D/2] in row-major order.
 template <typename T>
 __global__ void RopeForwardKernel(const T* __restrict__ x, const float* __restrict__ cos,
-                                  const float* __restrict__ sin, float* __restrict__ out,
-                                  Shape s, int64_t pairs) {
+                                  const float* __restrict__ sin, float* __restrict__ out, Shape s,
+                                  int64_t pairs) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < pairs;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = idx % s.half_d;
@@ -45,8 +45,8 @@ __global__ void RopeForwardKernel(const T* __restrict__ x, const float* __restri
 
 template <typename T>
 __global__ void RopeBackwardKernel(const float* __restrict__ g, const float* __restrict__ cos,
-                                   const float* __restrict__ sin, T* __restrict__ grad_x,
-                                   Shape s, int64_t pairs) {
+                                   const float* __restrict__ sin, T* __restrict__ grad_x, Shape s,
+                                   int64_t pairs) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < pairs;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = (idx / s.half_d) % s.t;
@@ -59,7 +59,10 @@ __global__ void RopeBackwardKernel(const float* __restrict__ g, const float* __r
 }
 
 Shape ShapeOf(const RopeArgs& a) {
-  return {a.size[0], a.size[1], a.size[2], a.size[3] / 2,
+  return {a.size[0],
+          a.size[1],
+          a.size[2],
+          a.size[3] / 2,
           {a.stride[0], a.stride[1], a.stride[2], a.stride[3]}};
 }
 
@@ -71,9 +74,15 @@ int Blocks(int64_t pairs, int threads) {
 template <typename F>
 const char* WithDtype(RopeDtype dtype, F f) {
   switch (dtype) {
-    case RopeDtype::kFloat: f(float{}); break;
-    case RopeDtype::kBFloat16: f(__nv_bfloat16{}); break;
-    case RopeDtype::kHalf: f(__half{}); break;
+    case RopeDtype::kFloat:
+      f(float{});
+      break;
+    case RopeDtype::kBFloat16:
+      f(__nv_bfloat16{});
+      break;
+    case RopeDtype::kHalf:
+      f(__half{});
+      break;
   }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

@@ -75,8 +75,9 @@ torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Ten
   }
   if (mask.defined()) {
     NamedRange range("attention.mask");
-    scores = masks ? torch::where(mask, scores, masks->NegInf(scores.scalar_type(), scores.device()))
-                   : torch::where(mask, scores, -std::numeric_limits<double>::infinity());
+    scores = masks
+                 ? torch::where(mask, scores, masks->NegInf(scores.scalar_type(), scores.device()))
+                 : torch::where(mask, scores, -std::numeric_limits<double>::infinity());
   }
   {
     NamedRange range("attention.softmax");
@@ -152,8 +153,7 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::Table(int64_t seq_l
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x) {
   const int64_t seq_len = x.size(-2);
-  TORCH_CHECK(x.size(-1) == head_dim_, "RoPE built for head dim ", head_dim_, ", got ",
-              x.size(-1));
+  TORCH_CHECK(x.size(-1) == head_dim_, "RoPE built for head dim ", head_dim_, ", got ", x.size(-1));
   const auto [cos, sin] = Table(seq_len, x.device());
   if (fused && x.is_cuda()) return FusedRope(x, cos, sin);
   const torch::Tensor pairs = x.unflatten(-1, {head_dim_ / 2, 2});

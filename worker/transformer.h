@@ -112,7 +112,7 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
  private:
   int64_t head_dim_;
   double theta_;
-  torch::Tensor cos_, sin_;  // [cached_len, head_dim/2], fp32
+  torch::Tensor cos_, sin_;            // [cached_len, head_dim/2], fp32
   torch::Tensor cos_view_, sin_view_;  // their first rows, as Table last returned them
 };
 TORCH_MODULE(RotaryEmbedding);

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "common/model_config.h"
-#include "worker/test_model.h"
 #include "worker/autocast_guard.h"
+#include "worker/test_model.h"
 
 namespace benchd::worker {
 namespace {
@@ -57,8 +57,8 @@ TEST(RoPETest, RotatesInterleavedPairsByPositionTimesFrequency) {
   // Position 0 is the identity. Position 1: pair (1, 0) turns by 1 rad to
   // (cos 1, sin 1); pair (0, 1) turns by 0.01 rad to (-sin 0.01, cos 0.01).
   const auto x = T({1, 2, 3, 4, 1, 0, 0, 1}, {1, 2, 4});
-  ExpectNear(rope(x), T({1, 2, 3, 4, 0.54030231f, 0.84147098f, -0.00999983f, 0.99995000f},
-                        {1, 2, 4}));
+  ExpectNear(rope(x),
+             T({1, 2, 3, 4, 0.54030231f, 0.84147098f, -0.00999983f, 0.99995000f}, {1, 2, 4}));
 }
 
 TEST(RoPETest, UsesTheConfiguredTheta) {
@@ -96,7 +96,8 @@ TEST(CrossEntropyTest, IsTheMeanNegativeLogLikelihood) {
 
 TEST(SiluTest, IsXTimesSigmoid) {
   // sigmoid(1) = 0.7310586; silu(-1) = -sigmoid(-1) = -0.2689414.
-  ExpectNear(Silu(torch::tensor({1.0f, -1.0f, 0.0f})), torch::tensor({0.7310586f, -0.2689414f, 0.0f}));
+  ExpectNear(Silu(torch::tensor({1.0f, -1.0f, 0.0f})),
+             torch::tensor({0.7310586f, -0.2689414f, 0.0f}));
 }
 
 TEST(AttentionTest, CausalMaskIsLowerTriangular) {
@@ -125,7 +126,7 @@ TEST(AttentionTest, MaskCacheGivesTheSameMaskAndFill) {
   CausalMaskCache masks;
   const auto m4 = masks.Mask(4, torch::kCPU);
   EXPECT_TRUE(torch::equal(m4, CausalMask(4, torch::kCPU)));
-  EXPECT_TRUE(masks.Mask(4, torch::kCPU).is_same(m4));  // built once
+  EXPECT_TRUE(masks.Mask(4, torch::kCPU).is_same(m4));                                // built once
   EXPECT_TRUE(torch::equal(masks.Mask(3, torch::kCPU), CausalMask(3, torch::kCPU)));  // rebuilt
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     const auto inf = masks.NegInf(dtype, torch::kCPU);
@@ -251,9 +252,11 @@ TEST(ParameterCountTest, SmallPresetsBuiltForReal) {
 
 TEST(ParameterCountTest, CoursePresetsOnTheMetaDevice) {
   // The meta device gives shapes without storage, so 2.7B costs nothing here.
-  const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"small", 128'625'408}, {"medium", 423'183'360}, {"large", 969'411'840},
-      {"xl", 1'998'235'200},  {"2.7B", 3'406'809'600}};
+  const std::vector<std::pair<std::string, int64_t>> expected = {{"small", 128'625'408},
+                                                                 {"medium", 423'183'360},
+                                                                 {"large", 969'411'840},
+                                                                 {"xl", 1'998'235'200},
+                                                                 {"2.7B", 3'406'809'600}};
   for (const auto& [preset, count] : expected) {
     const auto config = ResolvedPreset(preset);
     TransformerLM lm(config, torch::TensorOptions().device(torch::kMeta));

@@ -96,7 +96,10 @@ internal::WorkerEvent Terminal(absl::StatusOr<Result> result,
 }  // namespace
 
 WorkerService::WorkerService(const WorkerDevice& device, std::string artifacts_dir)
-    : device_(device), artifacts_dir_(std::move(artifacts_dir)), cache_(device), groups_(device),
+    : device_(device),
+      artifacts_dir_(std::move(artifacts_dir)),
+      cache_(device),
+      groups_(device),
       peaks_(device) {}
 
 grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
@@ -126,9 +129,9 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   auto spec = ResolveJobSpec(request.spec());
   if (!spec.ok()) return Failure(spec.status());
   if (!ForThisDevice(spec->device(), device_)) {
-    return Failure(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("spec.device: this worker serves ", device_.name, ", not ",
-                                spec->device()));
+    return Failure(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("spec.device: this worker serves ", device_.name, ", not ", spec->device()));
   }
   switch (spec->kind_case()) {
     case v1::JobSpec::kBenchmark:
@@ -145,7 +148,8 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   if (spec->kind_case() == v1::JobSpec::kMemory && !device_.is_cuda()) {
     return Failure(absl::StatusCode::kFailedPrecondition,
                    absl::StrCat("memory: needs a CUDA device (it records the CUDA caching "
-                                "allocator's history); this worker is ", device_.name));
+                                "allocator's history); this worker is ",
+                                device_.name));
   }
 
   // gRPC handlers run on pool threads, whose current CUDA device is not ours.
@@ -171,8 +175,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   if (memory) {
     MemoryHooks hooks = stream.MakeHooks<MemoryHooks>();
     hooks.log = [&](const std::string& line) { stream.Log(line); };
-    return Terminal(RunMemory(spec->memory(), cache_, *dir, hooks),
-                    &v1::JobResult::mutable_memory);
+    return Terminal(RunMemory(spec->memory(), cache_, *dir, hooks), &v1::JobResult::mutable_memory);
   }
   ProfileHooks hooks = stream.MakeHooks<ProfileHooks>();
   hooks.log = [&](const std::string& line) { stream.Log(line); };
@@ -180,19 +183,21 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
                   &v1::JobResult::mutable_profile);
 }
 
-internal::WorkerEvent WorkerService::RunCollectiveJob(grpc::ServerContext* context,
-                                                      const internal::RunRequest& request,
-                                                      grpc::ServerWriter<internal::WorkerEvent>* writer) {
+internal::WorkerEvent WorkerService::RunCollectiveJob(
+    grpc::ServerContext* context, const internal::RunRequest& request,
+    grpc::ServerWriter<internal::WorkerEvent>* writer) {
   if (!request.has_collective()) {
-    return Failure(absl::StatusCode::kInvalidArgument,
-                   "a collective job reaches a worker with its part (RunRequest.collective); none came");
+    return Failure(
+        absl::StatusCode::kInvalidArgument,
+        "a collective job reaches a worker with its part (RunRequest.collective); none came");
   }
   const internal::CollectiveRun& run = request.collective();
   auto member = groups_.Get(run.group());
   if (!member) {
-    return Failure(absl::StatusCode::kFailedPrecondition,
-                   absl::StrCat("group ", run.group(), " has no member on ", device_.name,
-                                " (the worker restarted, or the group was dropped); re-create the group"));
+    return Failure(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("group ", run.group(), " has no member on ", device_.name,
+                     " (the worker restarted, or the group was dropped); re-create the group"));
   }
   if (run.sizes_bytes_size() == 0 || run.iters() < 1 || run.warmup_iters() < 0) {
     return Failure(absl::StatusCode::kInvalidArgument, "collective run: no sizes or no iterations");
@@ -223,30 +228,38 @@ internal::WorkerEvent WorkerService::RunCollectiveJob(grpc::ServerContext* conte
   return Failure(status);
 }
 
-grpc::Status WorkerService::PrepareGroup(grpc::ServerContext*, const internal::PrepareGroupRequest* request,
+grpc::Status WorkerService::PrepareGroup(grpc::ServerContext*,
+                                         const internal::PrepareGroupRequest* request,
                                          internal::PrepareGroupResponse* response) {
   try {
     auto r = groups_.Prepare(*request);
-    if (!r.ok()) return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()), std::string(r.status().message()));
+    if (!r.ok())
+      return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()),
+                          std::string(r.status().message()));
     *response = *std::move(r);
     return grpc::Status::OK;
   } catch (const std::exception& e) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("cannot start the group's TCPStore on ", device_.name, ": ", e.what()));
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat("cannot start the group's TCPStore on ", device_.name, ": ", e.what()));
   }
 }
 
-grpc::Status WorkerService::JoinGroup(grpc::ServerContext*, const internal::JoinGroupRequest* request,
+grpc::Status WorkerService::JoinGroup(grpc::ServerContext*,
+                                      const internal::JoinGroupRequest* request,
                                       internal::JoinGroupResponse* response) {
   c10::OptionalDeviceGuard device_guard;
   if (device_.is_cuda()) device_guard.reset_device(device_.device);
   auto r = groups_.Join(*request);
-  if (!r.ok()) return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()), std::string(r.status().message()));
+  if (!r.ok())
+    return grpc::Status(static_cast<grpc::StatusCode>(r.status().code()),
+                        std::string(r.status().message()));
   *response = *std::move(r);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::LeaveGroup(grpc::ServerContext*, const internal::LeaveGroupRequest* request,
+grpc::Status WorkerService::LeaveGroup(grpc::ServerContext*,
+                                       const internal::LeaveGroupRequest* request,
                                        internal::LeaveGroupResponse* response) {
   c10::OptionalDeviceGuard device_guard;
   if (device_.is_cuda()) device_guard.reset_device(device_.device);

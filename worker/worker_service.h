@@ -34,7 +34,8 @@ class WorkerService final : public internal::Worker::Service {
                           v1::EvictModelResponse* response) override;
   // Process groups (worker/process_groups.h). Not serialized with Run: a
   // JoinGroup blocks until every member joined.
-  grpc::Status PrepareGroup(grpc::ServerContext* context, const internal::PrepareGroupRequest* request,
+  grpc::Status PrepareGroup(grpc::ServerContext* context,
+                            const internal::PrepareGroupRequest* request,
                             internal::PrepareGroupResponse* response) override;
   grpc::Status JoinGroup(grpc::ServerContext* context, const internal::JoinGroupRequest* request,
                          internal::JoinGroupResponse* response) override;

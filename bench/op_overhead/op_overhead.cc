@@ -40,9 +40,12 @@ int main(int argc, char** argv) {
   int iters = 2000, repeats = 7;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--device") device_name = argv[i + 1];
-    else if (flag == "--iters") iters = std::stoi(argv[i + 1]);
-    else if (flag == "--repeats") repeats = std::stoi(argv[i + 1]);
+    if (flag == "--device")
+      device_name = argv[i + 1];
+    else if (flag == "--iters")
+      iters = std::stoi(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::stoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "op_overhead: unknown flag %s (expected --device, --iters, --repeats)\n",
                    flag.c_str());
