@@ -15,13 +15,12 @@ ratio to the reference (the range of the rounds' ratios) and B / A.
 """
 import argparse
 import statistics
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare  # noqa: E402
+import compare
+from benchd_cli import Benchctl, BenchctlError
 
 
 def ms(times):
@@ -54,9 +53,10 @@ def main():
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
 
+    daemons = {address: Benchctl(args.benchctl, address=address) for address in (args.a, args.b)}
+
     def run_benchd(address, preset, mode, precision):
-        os.environ["BENCHD_ADDRESS"] = address
-        times, _ = compare.benchd_steps(args, preset, mode, precision)
+        times, _ = compare.benchd_steps(args, preset, mode, precision, cli=daemons[address])
         if times is None:
             sys.exit(f"ab_daemons: the benchmark on {address} did not succeed ({preset}/{mode}/{precision})")
         return times
@@ -84,4 +84,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"ab_daemons: {e}")

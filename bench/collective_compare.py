@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The same collective sweep through benchd and through torch.distributed, side by side.
 
-benchd's side: `benchctl collective --json` (a resident group when --group is
-given, else devices + backend) — its rows carry the median of the slowest rank
-per iteration. The reference: torch.multiprocessing.spawn, one process per
-device, dist.init_process_group(backend) on a TCP store, then per size the
-same warm-up and measured iterations, each timed on every rank exactly as the
+benchd's side: `benchctl submit collective` (a resident group when --group is
+given, else devices + backend), its Job read back with `benchctl get --json` —
+its rows carry the median of the slowest rank per iteration. The reference:
+torch.multiprocessing.spawn, one process per device,
+dist.init_process_group(backend) on a TCP store, then per size the same
+warm-up and measured iterations, each timed on every rank exactly as the
 benchd worker does (CUDA events around the op + wait on the current stream,
 launched back to back, one synchronize per size; host clock on CPUs), the
 slowest rank per iteration (all_gather of the times), median, and nccl-tests'
@@ -24,8 +25,9 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
+
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
 DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int32": 4}
@@ -172,30 +174,23 @@ def run_torch(args):
 
 
 def run_benchd(args):
-    cmd = [args.benchctl, "--address", args.address, "--timeout", "60", "collective", "--op", args.op,
-           "--dtype", args.dtype, "--sizes", ",".join(str(s) for s in args.sizes), "--warmup", str(args.warmup),
-           "--iters", str(args.iters), "--json"]
+    """benchd's rows (as run_torch's, plus wrong elements) and its finished Job."""
+    flags = ["--op", args.op, "--dtype", args.dtype, "--sizes", ",".join(str(s) for s in args.sizes),
+             "--warmup", args.warmup, "--iters", args.iters]
     if args.group:
-        cmd += ["--group", args.group]
+        flags += ["--group", args.group]
     else:
-        cmd += ["--devices", ",".join(args.devices), "--backend", args.backend]
+        flags += ["--devices", ",".join(args.devices), "--backend", args.backend]
     if args.in_place:
-        cmd.append("--in-place")
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    if r.returncode != 0:
-        sys.exit(f"benchctl failed ({r.returncode}): {r.stderr}")
-    rows, job = [], None
-    for line in r.stdout.splitlines():
-        if not line.strip():
-            continue
-        e = json.loads(line)
-        if "collectiveRow" in e:
-            row = e["collectiveRow"]
-            rows.append({"size_bytes": int(row["sizeBytes"]), "median_s": row["duration"]["median"],
-                         "algbw_gbps": row.get("algbwGbps", 0.0), "busbw_gbps": row.get("busbwGbps", 0.0),
-                         "wrong": int(row.get("wrongElements", 0))})
-        if "result" in e:
-            job = e["result"]
+        flags.append("--in-place")
+    job = Benchctl(args.benchctl, address=args.address, timeout=args.timeout).run_job("collective", *flags)
+    if job["state"] != SUCCEEDED:
+        sys.exit(f"collective_compare: benchd's collective job {job['id']} {job['state']}: "
+                 f"{job.get('errorMessage', '')}")
+    rows = [{"size_bytes": int(row["sizeBytes"]), "median_s": row["duration"]["median"],
+             "algbw_gbps": row.get("algbwGbps", 0.0), "busbw_gbps": row.get("busbwGbps", 0.0),
+             "wrong": int(row.get("wrongElements", 0))}
+            for row in job["result"]["collective"].get("rows", [])]
     return rows, job
 
 
@@ -220,7 +215,10 @@ def main():
     args.devices = args.devices.split(",")
     args.sizes = sweep(parse_size(args.min), parse_size(args.max or args.min), args.factor)
 
-    benchd_rows, job = run_benchd(args)
+    try:
+        benchd_rows, job = run_benchd(args)
+    except BenchctlError as e:
+        sys.exit(f"collective_compare: {e}")
     torch_rows = run_torch(args)
     by_size = {r["size_bytes"]: r for r in torch_rows}
     world = len(args.devices)

@@ -15,8 +15,8 @@ the worker measured) and how many floors benchd's median step takes.
 union of the intervals of its kernels, memcpys and memsets under
 torch.profiler, averaged over 2 steps run after the timed ones (timing
 unchanged), and how many kernels a step launches.
-"benchd GPU busy ms" is the same for benchd's side, from a `benchctl profile`
-of the same step (CPU and CUDA activity) after its timed rounds: the sum of its
+"benchd GPU busy ms" is the same for benchd's side, from a `benchctl submit
+profile` of the same step (CPU and CUDA activity) after its timed rounds: the sum of its
 kernels' times per step (one stream, so the sum is the union) and its kernel
 count, which says whether both sides launch the same kernels.
 "bound by" reads the target "benchd at most 0.6 x the reference where the
@@ -36,10 +36,8 @@ with --resident both stay on the device for all of a row's rounds instead.
 """
 import argparse
 import gc
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -48,8 +46,8 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
-import cs336_lm as ref  # noqa: E402
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
+from reference import cs336_lm as ref
 
 # Kineto leaves CUPTI attached after a trace unless told to finalize it, and then
 # every later kernel launch of this process costs more: measured on an H100, the
@@ -73,14 +71,6 @@ PROFILED_STEPS = 2
 # the GPU (gpu_user_annotation, filtered by is_user_annotation) and, when CUDA
 # sync events are on, the waits (cuda_sync), named by kineto's sync type.
 SYNC_NAMES = {"Event Sync", "Stream Sync", "Stream Wait Event", "Context Sync", "Unknown"}
-
-
-def benchctl(args, *rest, check=True):
-    """benchctl's result; exits on a usage or RPC error (exit 2..4) unless not `check`."""
-    r = subprocess.run([args.benchctl, "--timeout", "60", *rest], capture_output=True, text=True)
-    if check and r.returncode not in (0, 1):
-        sys.exit(f"compare: benchctl {' '.join(rest)}: {r.stderr.strip()}")
-    return r
 
 
 class StepClock:
@@ -219,27 +209,25 @@ def reference_steps(args, preset, mode, precision, compiled, measure_busy=True):
             reference.close()
 
 
-def benchd_steps(args, preset, mode, precision, evict=True):
+def benchd_steps(args, preset, mode, precision, evict=True, cli=None):
     """(seconds of each measured step, roofline) of one benchd job; (None, None)
-    when it did not succeed. `evict`: no resident model before or after it."""
+    when it did not succeed. `evict`: no resident model before or after it.
+    `cli`: the daemon's Benchctl (default: args.benchctl at $BENCHD_ADDRESS)."""
+    cli = cli or Benchctl(args.benchctl)
     if evict:
-        benchctl(args, "evict", "--all")
-    r = benchctl(args, "submit", "benchmark", "--preset", preset, "--mode", mode, "--precision", precision,
-                 "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
-                 "--warmup-steps", str(args.warmup_steps), "--steps", str(args.steps), "--json",
-                 *args.benchd_flags.split())
-    job_id = json.loads(r.stdout)["id"]
-    benchctl(args, "watch", job_id, "--json")
-    job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
+        cli.evict_all()
+    job = cli.run_job("benchmark", "--preset", preset, "--mode", mode, "--precision", precision,
+                      "--batch-size", args.batch_size, "--context-length", args.context_length,
+                      "--warmup-steps", args.warmup_steps, "--steps", args.steps, *args.benchd_flags.split())
     if evict:
-        benchctl(args, "evict", "--all")
-    if job["state"] != "SUCCEEDED":
+        cli.evict_all()
+    if job["state"] != SUCCEEDED:
         return None, None
     res = job["result"]["benchmark"]
     return [s["stepSeconds"] for s in res["steps"] if not s.get("warmup")], res.get("roofline", {})
 
 
-def benchd_busy(args, preset, mode, precision):
+def benchd_busy(args, preset, mode, precision, cli=None):
     """(seconds of kernels per step, kernels per step) of benchd's step, from a
     profile job on the model the rounds left resident (benchd's `step` range,
     CPU and CUDA activity on a GPU); (None, None) if the profile did not succeed.
@@ -248,25 +236,25 @@ def benchd_busy(args, preset, mode, precision):
     # The CPU side too: kernels reach the `step` range through their launches
     # (the daemon refuses cuda alone).
     activities = "cpu,cuda" if torch.device(args.device).type == "cuda" else "cpu"
-    r = benchctl(args, "profile", "--preset", preset, "--mode", mode, "--precision", precision,
-                 "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
-                 "--warmup-steps", "2", "--steps", "2", "--profile-steps", str(PROFILED_STEPS),
-                 "--activities", activities, "--detach", "--json", *args.benchd_flags.split(), check=False)
-    if r.returncode != 0:
-        print(f"compare: no benchd GPU busy time: {r.stderr.strip()}", file=sys.stderr)
+    cli = cli or Benchctl(args.benchctl)
+    try:
+        job_id = cli.submit("profile", "--preset", preset, "--mode", mode, "--precision", precision,
+                            "--batch-size", args.batch_size, "--context-length", args.context_length,
+                            "--warmup-steps", "2", "--steps", "2", "--profile-steps", PROFILED_STEPS,
+                            "--activities", activities, *args.benchd_flags.split())
+    except BenchctlError as e:  # e.g. the daemon refused the profile (INVALID_ARGUMENT)
+        print(f"compare: no benchd GPU busy time: {e.stderr.strip()}", file=sys.stderr)
         return None, None
-    job_id = json.loads(r.stdout)["id"]
-    benchctl(args, "watch", job_id, "--json")
-    job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
-    if job["state"] != "SUCCEEDED":
-        print(f"compare: no benchd GPU busy time: {job.get('errorMessage', job['state'])}", file=sys.stderr)
+    job = cli.wait(job_id)
+    if job["state"] != SUCCEEDED:
+        print(f"compare: no benchd GPU busy time: {job.get('errorMessage') or job['state']}", file=sys.stderr)
         return None, None
     res = job["result"]["profile"]
     step = next((g for g in res.get("ranges", []) if g["name"] == "step"), None)
     if step is None:
         return None, None
     return (step.get("kernelSecondsPerStep", 0.0),
-            int(step.get("kernelCount", 0)) / int(res.get("profileSteps", PROFILED_STEPS)))
+            int(step.get("kernelCount", 0)) / int(res["spec"].get("profileSteps", PROFILED_STEPS)))
 
 
 def alternate(args, preset, mode, precision):
@@ -276,12 +264,13 @@ def alternate(args, preset, mode, precision):
     kernels, each round's ratio); a side's steps are None when it ran out of
     memory (the rounds stop there)."""
     dev = torch.device(args.device)
+    cli = Benchctl(args.benchctl)
     r, b, roof, busy, kernels, round_ratios = [], [], None, None, None, []
     b_busy, b_kernels = None, None
     resident = None
     try:
         if args.resident:
-            benchctl(args, "evict", "--all")
+            cli.evict_all()
             resident = Reference(args, preset, mode, precision, compiled=False)
         for i in range(args.rounds):
             if resident:
@@ -295,7 +284,7 @@ def alternate(args, preset, mode, precision):
                     held = torch.cuda.memory_reserved(dev)
                     if held:
                         print(f"compare: the reference still holds {held} bytes of {dev}", file=sys.stderr)
-            bi, roof_i = benchd_steps(args, preset, mode, precision, evict=not resident)
+            bi, roof_i = benchd_steps(args, preset, mode, precision, evict=not resident, cli=cli)
             roof = roof or roof_i
             if ri is None or bi is None:
                 r = r if ri else None
@@ -311,15 +300,15 @@ def alternate(args, preset, mode, precision):
             if resident:  # the reference's model off the device while benchd's is profiled
                 resident.close()
                 resident = None
-            b_busy, b_kernels = benchd_busy(args, preset, mode, precision)
-            benchctl(args, "evict", "--all")
+            b_busy, b_kernels = benchd_busy(args, preset, mode, precision, cli=cli)
+            cli.evict_all()
     except (torch.OutOfMemoryError, MemoryError):
         r = None  # the reference's OOM (both resident: see --resident)
     finally:
         if resident:
             resident.close()
         if args.resident:
-            benchctl(args, "evict", "--all")
+            cli.evict_all()
     return r or None, b or None, roof, busy, kernels, b_busy, b_kernels, round_ratios
 
 
@@ -411,7 +400,7 @@ def main():
     print("| model | mode | precision | reference | benchd | ratio | reference GPU busy ms | benchd GPU busy ms "
           "| bound by | reference compiled | benchd / compiled | roofline floor | benchd / floor |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    benchctl(args, "evict", "--all")
+    Benchctl(args.benchctl).evict_all()
     rows = []
     for preset in args.presets:
         for mode in args.modes:
@@ -448,4 +437,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"compare: {e}")

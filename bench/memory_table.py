@@ -32,16 +32,16 @@ def phase_peak(run, name):
     return "-"
 
 
-MODE = {"MODE_FORWARD": "forward", "MODE_FORWARD_BACKWARD": "forward_backward",
-        "MODE_TRAIN_STEP": "train_step"}
+MODE = {"BENCHMARK_MODE_FORWARD": "forward", "BENCHMARK_MODE_FORWARD_BACKWARD": "forward_backward",
+        "BENCHMARK_MODE_TRAIN_STEP": "train_step"}
 PRECISION = {"PRECISION_FP32": "fp32", "PRECISION_BF16": "bf16", "PRECISION_FP16": "fp16"}
 
 
 def table(job):
     r = job["result"]["memory"]
-    model = r.get("model", {})
+    model = r.get("spec", {}).get("step", {}).get("model", {})
     runs = r.get("runs", [])
-    batch = runs[0].get("batchSize", "?") if runs else "?"
+    batch = runs[0].get("step", {}).get("batchSize", "?") if runs else "?"
     out = [f"### {model.get('preset') or 'custom'} ({int(r.get('parameterCount', 0)):,} parameters), "
            f"batch {batch}, {r.get('device', '?')} {r.get('deviceName', '')} (job {job.get('id', '?')})",
            "",
@@ -49,9 +49,10 @@ def table(job):
            "forward peak | backward peak | optimizer peak | one activation | note |",
            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for run in runs:
-        mode = MODE.get(run.get("mode"), run.get("mode"))
-        precision = PRECISION.get(run.get("precision"), run.get("precision"))
-        ctx = run.get("contextLength")
+        step = run.get("step", {})  # the run's step as it ran: context, mode, precision, batch
+        mode = MODE.get(step.get("mode"), step.get("mode"))
+        precision = PRECISION.get(step.get("precision"), step.get("precision"))
+        ctx = step.get("contextLength")
         act = size(run.get("activationBytes"))
         if run.get("outOfMemory"):
             if int(run.get("peakAllocatedBytes", 0)) == 0:

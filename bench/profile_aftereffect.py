@@ -14,32 +14,23 @@ a CUDA-graph benchmark after the profiles, which must still succeed.
   bench/profile_aftereffect.py --benchctl build/bin/benchctl --preset small --precision bf16
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-
-def benchctl(args, *rest):
-    r = subprocess.run([args.benchctl, "--timeout", "60", *rest], capture_output=True, text=True)
-    if r.returncode not in (0, 1):
-        sys.exit(f"profile_aftereffect: benchctl {' '.join(rest)}: {r.stderr.strip()}")
-    return r
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
 
 
-def run_job(args, kind, *extra):
-    """The finished Job of `benchctl submit benchmark` or `benchctl profile`."""
-    step = ["--preset", args.preset, "--mode", args.mode, "--precision", args.precision,
-            "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
-            "--warmup-steps", str(args.warmup_steps), "--steps", str(args.steps), *extra]
-    cmd = ["submit", "benchmark", *step, "--json"] if kind == "benchmark" else [
-        "profile", *step, "--profile-steps", "2", "--detach", "--json"]
-    job_id = json.loads(benchctl(args, *cmd).stdout)["id"]
-    benchctl(args, "watch", job_id, "--json")
-    job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
-    if job["state"] != "SUCCEEDED":
-        sys.exit(f"profile_aftereffect: {kind} job {job_id} {job['state']}: {job.get('errorMessage', '')}")
+def run_job(cli, args, kind, *extra):
+    """The finished Job of `benchctl submit benchmark` or `benchctl submit profile`."""
+    flags = ["--preset", args.preset, "--mode", args.mode, "--precision", args.precision,
+             "--batch-size", args.batch_size, "--context-length", args.context_length,
+             "--warmup-steps", args.warmup_steps, "--steps", args.steps, *extra]
+    if kind == "profile":
+        flags += ["--profile-steps", "2"]
+    job = cli.run_job(kind, *flags)
+    if job["state"] != SUCCEEDED:
+        sys.exit(f"profile_aftereffect: {kind} job {job['id']} {job['state']}: {job.get('errorMessage', '')}")
     return job
 
 
@@ -62,6 +53,7 @@ def main():
     p.add_argument("--cuda-graph", action="store_true",
                    help="end with a --cuda-graph benchmark (GPU workers only)")
     args = p.parse_args()
+    cli = Benchctl(args.benchctl)
 
     print(f"# benchmarks before and after profile requests on one worker: {args.preset} {args.mode} "
           f"{args.precision}, batch {args.batch_size} x {args.context_length}, {args.warmup_steps} warm-up + "
@@ -77,20 +69,24 @@ def main():
         n += 1
         print(f"| {n} | {what} | {ms:.2f} | {ms / first:.3f} |", flush=True)
 
-    first = median_ms(run_job(args, "benchmark"))
+    first = median_ms(run_job(cli, args, "benchmark"))
     row("benchmark", first)
     for i in range(1, args.profiles + 1):
-        prof = run_job(args, "profile")["result"]["profile"]
+        prof = run_job(cli, args, "profile")["result"]["profile"]
         step = next(r for r in prof["ranges"] if r["name"] == "step")
         if int(step.get("kernelCount", 0)) == 0:
             sys.exit(f"profile_aftereffect: profile {i} recorded no kernels or operators")
         row(f"profile {i}: its unprofiled run ({step['kernelCount']} kernels or operators in "
-            f"{prof['profileSteps']} profiled steps)", prof["unprofiledStep"]["median"] * 1e3)
-        row(f"benchmark after profile {i}", median_ms(run_job(args, "benchmark")))
+            f"{prof['spec']['profileSteps']} profiled steps)", prof["unprofiledStep"]["median"] * 1e3)
+        row(f"benchmark after profile {i}", median_ms(run_job(cli, args, "benchmark")))
     if args.cuda_graph:
-        row("benchmark --cuda-graph after the profiles", median_ms(run_job(args, "benchmark", "--cuda-graph")))
-        row("benchmark after the graph", median_ms(run_job(args, "benchmark")))
+        row("benchmark --cuda-graph after the profiles",
+            median_ms(run_job(cli, args, "benchmark", "--cuda-graph")))
+        row("benchmark after the graph", median_ms(run_job(cli, args, "benchmark")))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"profile_aftereffect: {e}")

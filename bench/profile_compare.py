@@ -6,7 +6,7 @@ For each preset x mode x precision, in one process on one GPU:
      runs its profiled steps under torch.profiler (CPU + CUDA) with the phases
      as record_function ranges; its kernel time per step (all kernels, and the
      kernels under "forward") is read from the profiler's own events;
-  2. the same step through a running benchd: `benchctl profile`, whose result
+  2. the same step through a running benchd: `benchctl submit profile`, whose result
      holds the kernel tables per named range and an unprofiled run of the same
      step timed with CUDA events.
 Then prints, as markdown:
@@ -24,24 +24,16 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
-import cs336_lm as ref  # noqa: E402
-from compare import DTYPES, PRESETS  # noqa: E402
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
+from compare import DTYPES, PRESETS
+from reference import cs336_lm as ref
 
 PARTS = ["attention.scores", "attention.mask", "attention.softmax", "attention.weighted_sum"]
-
-
-def benchctl(args, *rest):
-    r = subprocess.run([args.benchctl, "--timeout", "60", *rest], capture_output=True, text=True)
-    if r.returncode not in (0, 1):
-        sys.exit(f"profile_compare: benchctl {' '.join(rest)}: {r.stderr.strip()}")
-    return r
 
 
 def short(name, width=60):
@@ -131,25 +123,21 @@ def reference_profile(args, preset, mode, precision):
         torch.cuda.empty_cache()
 
 
-def benchd_profile(args, preset, mode, precision):
-    benchctl(args, "evict", "--all")
-    r = benchctl(args, "profile", "--preset", preset, "--mode", mode, "--precision", precision,
-                 "--batch-size", str(args.batch_size), "--context-length", str(args.context_length),
-                 "--warmup-steps", str(args.warmup_steps), "--steps", str(args.steps),
-                 "--profile-steps", str(args.profile_steps), "--device", args.device,
-                 "--detach", "--json")
-    job_id = json.loads(r.stdout)["id"]
-    benchctl(args, "watch", job_id)
-    text = benchctl(args, "get", job_id).stdout
-    job = json.loads(benchctl(args, "get", job_id, "--json").stdout)
-    benchctl(args, "evict", "--all")
+def benchd_profile(cli, args, preset, mode, precision):
+    cli.evict_all()
+    job = cli.run_job("profile", "--preset", preset, "--mode", mode, "--precision", precision,
+                      "--batch-size", args.batch_size, "--context-length", args.context_length,
+                      "--warmup-steps", args.warmup_steps, "--steps", args.steps,
+                      "--profile-steps", args.profile_steps, "--device", args.device)
+    text = cli.run("get", job["id"]).stdout  # the report as benchctl prints it
+    cli.evict_all()
     if args.out:
         base = os.path.join(args.out, f"profile-{preset}-{mode}-{precision}")
         with open(base + ".json", "w") as f:
             json.dump(job, f)
         with open(base + ".txt", "w") as f:
             f.write(text)
-    if job["state"] != "SUCCEEDED":
+    if job["state"] != SUCCEEDED:
         print(f"profile_compare: {preset} {mode} {precision}: {job.get('errorMessage')}", file=sys.stderr)
         return None
     return job["result"]["profile"]
@@ -184,13 +172,14 @@ def main():
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     torch.cuda.set_device(torch.device(args.device))
+    cli = Benchctl(args.benchctl)
 
     rows = []
     for preset in args.presets:
         for mode in args.modes:
             for precision in args.precisions:
                 rp = reference_profile(args, preset, mode, precision)
-                b = benchd_profile(args, preset, mode, precision)
+                b = benchd_profile(cli, args, preset, mode, precision)
                 rows.append((preset, mode, precision, rp, b))
                 print(f"profile_compare: {preset} {mode} {precision} done", file=sys.stderr, flush=True)
 
@@ -284,4 +273,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"profile_compare: {e}")

@@ -15,56 +15,43 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
+
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
 
 PRESETS = ["small", "medium", "large", "xl", "2.7B"]
 CONTEXTS = [128, 256, 512, 1024]
 MODES = ["forward", "forward_backward", "train_step"]
 PRECISIONS = ["fp32", "bf16", "fp16"]
-MODE_ENUM = {"forward": "MODE_FORWARD", "forward_backward": "MODE_FORWARD_BACKWARD",
-             "train_step": "MODE_TRAIN_STEP"}
+MODE_ENUM = {"forward": "BENCHMARK_MODE_FORWARD", "forward_backward": "BENCHMARK_MODE_FORWARD_BACKWARD",
+             "train_step": "BENCHMARK_MODE_TRAIN_STEP"}
 
 
-def benchctl(args, *rest, check=True):
-    cmd = [args.benchctl, "--timeout", "60"] + list(rest)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if check and r.returncode not in (0, 1):
-        sys.exit(f"table: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    return r
-
-
-def run_group(args, preset, precision):
+def run_group(cli, args, preset, precision):
     """Runs one preset/precision's jobs, context by context, and returns their
     Jobs. Resident models are evicted before each context, so every row starts
     from a fresh model without optimizer state: an OOM is the row's own."""
     jobs = []
     for ctx in args.contexts:
-        benchctl(args, "evict", "--all")
-        ids = []
-        for mode in args.modes:
-            r = benchctl(args, "submit", "benchmark", "--preset", preset, "--precision", precision,
-                         "--mode", mode, "--batch-size", str(args.batch_size),
-                         "--context-length", str(ctx), "--warmup-steps", str(args.warmup_steps),
-                         "--steps", str(args.steps), "--json", *args.benchd_flags.split())
-            if r.returncode != 0:
-                sys.exit(f"table: submit failed: {r.stderr}")
-            ids.append(json.loads(r.stdout)["id"])
-        for job_id in ids:
-            benchctl(args, "watch", job_id, "--json")  # returns when the job has ended
-            jobs.append(json.loads(benchctl(args, "get", job_id, "--json").stdout))
+        cli.evict_all()
+        ids = [cli.submit("benchmark", "--preset", preset, "--precision", precision, "--mode", mode,
+                          "--batch-size", args.batch_size, "--context-length", ctx,
+                          "--warmup-steps", args.warmup_steps, "--steps", args.steps,
+                          *args.benchd_flags.split())
+               for mode in args.modes]
+        jobs += [cli.wait(job_id) for job_id in ids]
     return jobs
 
 
 def cell(job):
     state = job.get("state")
-    if state == "SUCCEEDED":
+    if state == SUCCEEDED:
         s = job["result"]["benchmark"]["step"]
         return f"{s['median'] * 1e3:.2f} ± {s['std'] * 1e3:.2f}"
     if job.get("errorCode") == 8:
         return "OOM"
-    return f"{state.lower()}"
+    return state.removeprefix("JOB_STATE_").lower()
 
 
 def key(job):
@@ -73,9 +60,9 @@ def key(job):
 
 
 def engine_text(jobs):
-    """Which engine ran the steps, as the results say (BenchmarkResult.autograd):
+    """Which engine ran the steps, as the results say (BenchmarkResult.spec.autograd):
     benchd's explicit forward and backward, or LibTorch's autograd engine."""
-    ran = {j["result"]["benchmark"].get("autograd", False) for j in jobs if j.get("state") == "SUCCEEDED"}
+    ran = {j["result"]["benchmark"]["spec"].get("autograd", False) for j in jobs if j.get("state") == SUCCEEDED}
     if not ran:
         return ""
     if ran == {False}:
@@ -105,10 +92,10 @@ def markdown(args, jobs, node):
     # around the same synchronized steps.
     gaps = []
     for j in jobs:
-        if j.get("state") == "SUCCEEDED":
+        if j.get("state") == SUCCEEDED:
             b = j["result"]["benchmark"]
             preset, ctx, mode, precision = key(j)
-            where = f"{preset} {mode.removeprefix('MODE_').lower()} {precision.removeprefix('PRECISION_').lower()}, context {ctx}"
+            where = f"{preset} {mode.removeprefix('BENCHMARK_MODE_').lower()} {precision.removeprefix('PRECISION_').lower()}, context {ctx}"
             gaps.append((abs(b["hostStep"]["median"] - b["step"]["median"]) / b["hostStep"]["median"], where))
     if gaps:
         worst = max(gaps)
@@ -134,8 +121,8 @@ def markdown(args, jobs, node):
             for ctx in args.contexts:
                 cells = []
                 for p in args.precisions:
-                    j = by.get((preset, ctx, "MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
-                    if j and j.get("state") == "SUCCEEDED":
+                    j = by.get((preset, ctx, "BENCHMARK_MODE_TRAIN_STEP", "PRECISION_" + p.upper()))
+                    if j and j.get("state") == SUCCEEDED:
                         cells.append(text(j["result"]["benchmark"]))
                     else:
                         cells.append(cell(j) if j else "-")
@@ -170,11 +157,13 @@ def main():
     p.add_argument("--out", help="Markdown file to write")
     p.add_argument("--json", help="file for the raw jobs")
     args = p.parse_args()
+    cli = Benchctl(args.benchctl)
 
     # The worker reports the device and library versions once it is up.
     for _ in range(600):
-        node = json.loads(benchctl(args, "node", "--json").stdout)
-        if any(d.get("name") == args.device and d.get("workerState") == "up" for d in node.get("devices", [])):
+        node = cli.node()
+        if any(d.get("name") == args.device and d.get("workerState") == "WORKER_STATE_UP"
+               for d in node.get("devices", [])):
             break
         time.sleep(0.5)
     else:
@@ -182,11 +171,11 @@ def main():
     jobs = []
     for preset in args.presets:
         for precision in args.precisions:
-            group = run_group(args, preset, precision)
+            group = run_group(cli, args, preset, precision)
             jobs += group
             print(f"table: {preset} {precision}: " + ", ".join(cell(j) for j in group), flush=True)
             write(args, jobs, node)  # after every group: a cut-off run keeps what it measured
-    benchctl(args, "evict", "--all")
+    cli.evict_all()
     print(write(args, jobs, node))
 
 
@@ -203,4 +192,7 @@ def write(args, jobs, node):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"table: {e}")

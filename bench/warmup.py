@@ -12,27 +12,16 @@ script runs a throw-away job first so that every row compares like with like.
   bench/warmup.py --benchctl build/bin/benchctl --presets small xl --precision bf16
 """
 import argparse
-import json
-import subprocess
 import sys
 
-
-def benchctl(args, *rest):
-    r = subprocess.run([args.benchctl, "--timeout", "60", *rest], capture_output=True, text=True)
-    if r.returncode not in (0, 1):
-        sys.exit(f"warmup: benchctl {' '.join(rest)}: {r.stderr.strip()}")
-    return r
+from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
 
 
-def run(args, preset, warmup):
-    benchctl(args, "evict", "--all")
-    r = benchctl(args, "submit", "benchmark", "--preset", preset, "--mode", args.mode,
-                 "--precision", args.precision, "--batch-size", str(args.batch_size),
-                 "--context-length", str(args.context_length), "--warmup-steps", str(warmup),
-                 "--steps", str(args.steps), "--json")
-    job_id = json.loads(r.stdout)["id"]
-    benchctl(args, "watch", job_id, "--json")
-    return json.loads(benchctl(args, "get", job_id, "--json").stdout)
+def run(cli, args, preset, warmup):
+    cli.evict_all()
+    return cli.run_job("benchmark", "--preset", preset, "--mode", args.mode, "--precision", args.precision,
+                       "--batch-size", args.batch_size, "--context-length", args.context_length,
+                       "--warmup-steps", warmup, "--steps", args.steps)
 
 
 def main():
@@ -46,14 +35,15 @@ def main():
     p.add_argument("--context-length", type=int, default=256)
     p.add_argument("--steps", type=int, default=10)
     args = p.parse_args()
+    cli = Benchctl(args.benchctl)
 
-    run(args, "tiny", 0)  # warms the worker process itself, not any model
+    run(cli, args, "tiny", 0)  # warms the worker process itself, not any model
     print(f"| model | warm-up | mean ms | std ms | cv | max ms | measured steps (ms) |")
     print(f"|---|---|---|---|---|---|---|")
     for preset in args.presets:
         for w in args.warmups:
-            job = run(args, preset, w)
-            if job["state"] != "SUCCEEDED":
+            job = run(cli, args, preset, w)
+            if job["state"] != SUCCEEDED:
                 print(f"| {preset} | {w} | {job['state']}: {job.get('errorMessage', '')[:80]} |||||")
                 continue
             b = job["result"]["benchmark"]
@@ -64,4 +54,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchctlError as e:
+        sys.exit(f"warmup: {e}")

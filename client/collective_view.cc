@@ -102,8 +102,9 @@ std::string CollectiveTable(const v1::CollectiveResult& r) {
 std::string CollectiveResultView(const v1::CollectiveResult& r) {
   std::string out =
       fmt::format("{} {}, {}, {} warm-up + {} measured iterations (slowest rank per iteration)\n",
-                  CollectiveOpName(r.op()), DtypeName(r.dtype()),
-                  r.in_place() ? "in place" : "out of place", r.warmup_iters(), r.iters());
+                  CollectiveOpName(r.spec().op()), DtypeName(r.spec().dtype()),
+                  r.spec().in_place() ? "in place" : "out of place", r.spec().warmup_iters(),
+                  r.spec().iters());
   out += CollectiveTable(r);
   for (const auto& g : r.groups()) {
     out += fmt::format("group {} ({} on {}): {}\n", g.group(), BackendName(g.backend()),
@@ -129,9 +130,9 @@ std::string CollectiveRowLine(const v1::CollectiveRow& row) {
 
 std::string GroupStateName(v1::GroupState s) {
   switch (s) {
-    case v1::GROUP_READY:
+    case v1::GROUP_STATE_READY:
       return "ready";
-    case v1::GROUP_BROKEN:
+    case v1::GROUP_STATE_BROKEN:
       return "broken";
     default:
       return "unknown";

@@ -21,8 +21,8 @@ TEST(CollectiveViewTest, SpecFromFlags) {
   EXPECT_EQ(c.devices_size(), 4);
   EXPECT_EQ(c.backends_size(), 2);
   EXPECT_EQ(c.world_sizes_size(), 2);
-  EXPECT_EQ(c.op(), v1::COLLECTIVE_ALL_GATHER);
-  EXPECT_EQ(c.dtype(), v1::COLLECTIVE_BF16);
+  EXPECT_EQ(c.op(), v1::COLLECTIVE_OP_ALL_GATHER);
+  EXPECT_EQ(c.dtype(), v1::COLLECTIVE_DTYPE_BF16);
   EXPECT_EQ(c.min_bytes(), 1 << 20);
   EXPECT_EQ(c.max_bytes(), 1 << 30);
   EXPECT_EQ(c.iters(), 7);
@@ -51,11 +51,11 @@ TEST(CollectiveViewTest, BadFlagsNamed) {
 
 TEST(CollectiveViewTest, TableAndGroups) {
   v1::CollectiveResult r;
-  r.set_op(v1::COLLECTIVE_ALL_REDUCE);
+  r.mutable_spec()->set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
   auto* row = r.add_rows();
   row->set_size_bytes(1 << 20);
   row->set_world_size(2);
-  row->set_backend(v1::BACKEND_GLOO);
+  row->set_backend(v1::COLLECTIVE_BACKEND_GLOO);
   row->mutable_duration()->set_median(123.4e-6);
   row->set_busbw_gbps(8.5);
   auto* g = r.add_groups();
@@ -69,7 +69,7 @@ TEST(CollectiveViewTest, TableAndGroups) {
   EXPECT_NE(view.find("wrong elements: 0"), std::string::npos) << view;
   v1::Group group;
   group.set_id("g2");
-  group.set_state(v1::GROUP_BROKEN);
+  group.set_state(v1::GROUP_STATE_BROKEN);
   group.set_broken_reason("the worker for cpu:1 died");
   group.add_devices("cpu:0");
   const std::string table = GroupsTable({group});

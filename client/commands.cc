@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "client/rpc.h"
 #include "client/table.h"
 #include "common/collective_math.h"
+#include "common/job_spec.h"
 
 namespace benchd::client {
 namespace {
@@ -38,45 +40,66 @@ void Print(const std::string& text) {
   std::fflush(stdout);
 }
 
-int TerminalWidth() {
+void Write(FILE* stream, const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
+}
+
+int TerminalWidth(FILE* stream) {
   winsize ws{};
-  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (ioctl(fileno(stream), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
   return 80;
 }
 
-// Streams the job's events (NDJSON, live bar or plain lines), prints how it
-// ended and returns the exit code for its final state. `final_job` gets the
-// terminal event's Job.
-int WatchJob(BenchClient& client, const std::string& job_id, bool json, v1::Job* final_job) {
-  const bool tty = !json && isatty(STDOUT_FILENO) == 1;
+// Where and how WatchJob shows a job's progress.
+struct FollowOutput {
+  FILE* stream = stdout;
+  bool ndjson = false;  // one JobEvent per line instead of the progress display
+  bool rows = false;    // a collective's rows as they complete
+};
+
+// Streams the job's events (NDJSON, live bar or plain lines) to `o.stream`,
+// prints how it ended (failures always on stderr) and returns the exit code
+// for its final state. `final_job` gets the terminal event's Job.
+int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput& o,
+             v1::Job* final_job) {
+  const bool tty = !o.ndjson && isatty(fileno(o.stream)) == 1;
   Progress progress(job_id);
   bool bar_drawn = false;
   auto on_event = [&](const v1::JobEvent& e) {
     progress.Observe(e);
-    if (json) {
-      Print(ToJsonLine(e));
-    } else if (tty) {
+    if (o.ndjson) {
+      Write(o.stream, ToJsonLine(e));
+      return;
+    }
+    const std::string row = o.rows && e.has_collective_row()
+                                ? CollectiveRowLine(e.collective_row()) + "\n"
+                                : std::string();
+    if (tty) {
       // "\r\x1b[K": back to column 0 and clear, so the bar redraws in place.
       std::string out;
       if (e.has_log()) out += "\r\x1b[K" + e.log() + "\n";
+      if (!row.empty()) out += "\r\x1b[K" + row;
       if (!IsTerminal(e)) {
-        out += "\r\x1b[K" + FitToWidth(progress.BarLine(), TerminalWidth());
+        out += "\r\x1b[K" + FitToWidth(progress.BarLine(), TerminalWidth(o.stream));
         bar_drawn = true;
       }
-      Print(out);
-    } else if (std::string line = progress.PlainLine(e); !line.empty()) {
-      Print(line + "\n");
+      Write(o.stream, out);
+    } else {
+      std::string out = row;
+      if (std::string line = progress.PlainLine(e); !line.empty()) out = line + "\n" + out;
+      if (!out.empty()) Write(o.stream, out);
     }
   };
   absl::StatusOr<v1::JobEvent> terminal = client.Watch(job_id, on_event);
-  if (bar_drawn) Print("\n");  // keep the last bar on screen
+  if (bar_drawn) Write(o.stream, "\n");  // keep the last bar on screen
   if (!terminal.ok()) return ReportError(terminal.status());
 
   *final_job = TerminalJob(*terminal);
   const int code = ExitCodeForJobState(final_job->state());
   const std::string line = FinalStateLine(*final_job);
   if (code == kExitOk) {
-    if (!json) Print(line + "\n");
+    if (!o.ndjson) Write(o.stream, line + "\n");
   } else {
     std::fflush(stdout);
     std::fprintf(stderr, "benchctl: %s\n", line.c_str());
@@ -84,25 +107,51 @@ int WatchJob(BenchClient& client, const std::string& job_id, bool json, v1::Job*
   return code;
 }
 
-// Submits `spec`; detached, prints the job (id, or JSON) and returns. Else
-// follows it like `watch` and, once it ended, gives the stored job in `done`
-// (the terminal event's copy if GetJob fails, so a hiccup after the job ran
-// does not lose its report). Returns the exit code.
-int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const char* kind, bool detach,
-                    bool json, v1::Job* done) {
+// `submit KIND`: submits `spec`. Without --watch prints the job (its id, or
+// JSON) and returns kExitOk with *followed false. With --watch follows it,
+// progress on stderr, and once it ended gives the stored job in `done` (the
+// terminal event's copy if GetJob fails, so a hiccup after the job ran does
+// not lose its report). Returns the exit code.
+int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const SubmitFlags& flags,
+                    v1::Job* done, bool* followed) {
+  *followed = false;
   absl::StatusOr<v1::Job> job = client.Submit(spec);
   if (!job.ok()) return ReportError(job.status());
-  if (detach) {
-    Print(json ? ToJson(*job) : job->id() + "\n");
+  if (!flags.watch) {
+    // The bare id, so scripts can write JOB=$(benchctl submit benchmark ...).
+    Print(flags.json ? ToJson(*job) : job->id() + "\n");
     return kExitOk;
   }
-  if (!json) Print(fmt::format("submitted {} job {}\n", kind, job->id()));
+  Write(stderr, fmt::format("submitted {} job {}\n", JobKindName(spec), job->id()));
   v1::Job final_job;
-  const int code = WatchJob(client, job->id(), json, &final_job);
+  const int code = WatchJob(client, job->id(), {.stream = stderr, .rows = true}, &final_job);
   if (code != kExitOk && code != kExitJobFailed) return code;
   absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
   *done = stored.ok() ? *std::move(stored) : final_job;
+  *followed = true;
   return code;
+}
+
+// After SubmitAndFollow: the finished job as JSON, or `view` after a blank
+// line ending the progress.
+void PrintFinished(const v1::Job& done, bool json, const std::string& view) {
+  if (json) {
+    Print(ToJson(done));
+    return;
+  }
+  Write(stderr, "\n");
+  Print(view);
+}
+
+// A line about a file saved for the job: with the view on stdout, on stderr
+// with --json (stdout holds the Job alone).
+void Report(bool json, const std::string& line) {
+  if (json) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "benchctl: %s\n", line.c_str());
+  } else {
+    Print(line + "\n");
+  }
 }
 
 ArtifactFetcher FetcherOf(BenchClient& client) {
@@ -140,13 +189,25 @@ absl::Status FetchToFile(BenchClient& client, const std::string& job_id, const s
 }  // namespace
 
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name) {
-  const std::string upper = absl::AsciiStrToUpper(name);
   v1::JobState state;
-  if (upper != "JOB_STATE_UNSPECIFIED" && v1::JobState_Parse(upper, &state)) return state;
+  if (!name.empty() && absl::AsciiStrToLower(name) != "unspecified" &&
+      v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(name), &state)) {
+    return state;
+  }
   return absl::InvalidArgumentError(
       fmt::format("--state: unknown state '{}'; expected queued, running, succeeded, failed, "
                   "cancelled or interrupted",
                   name));
+}
+
+absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
+  v1::JobKind kind;
+  if (!name.empty() && absl::AsciiStrToLower(name) != "unspecified" &&
+      v1::JobKind_Parse("JOB_KIND_" + absl::AsciiStrToUpper(name), &kind)) {
+    return kind;
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "--kind: unknown kind '{}'; expected benchmark, profile, memory or collective", name));
 }
 
 std::string ErrorMessage(const absl::Status& status) {
@@ -166,28 +227,28 @@ int ReportError(const absl::Status& status) {
   return ExitCodeForStatus(status);
 }
 
-int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, bool watch,
-                       bool json) {
+absl::Status CheckWatchOnlyFlags(bool watch,
+                                 const std::vector<std::pair<std::string, bool>>& given) {
+  if (watch) return absl::OkStatus();
+  for (const auto& [flag, was_given] : given) {
+    if (!was_given) continue;
+    return absl::InvalidArgumentError(
+        fmt::format("{} needs --watch: it acts on the finished job (without --watch, submit "
+                    "prints the job id and returns)",
+                    flag));
+  }
+  return absl::OkStatus();
+}
+
+int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options,
+                       const SubmitFlags& flags) {
   absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::Job> job = client.Submit(*spec);
-  if (!job.ok()) return ReportError(job.status());
-  if (!watch) {
-    // The bare id, so scripts can write JOB=$(benchctl submit benchmark ...).
-    Print(json ? ToJson(*job) : job->id() + "\n");
-    return kExitOk;
-  }
-  // With --json the output is exactly watch's NDJSON: the first event (queued)
-  // carries the job and its id, the terminal one the result.
-  if (!json) Print(fmt::format("submitted job {}\n", job->id()));
-  v1::Job final_job;
-  const int code = WatchJob(client, job->id(), json, &final_job);
-  if (json || (code != kExitOk && code != kExitJobFailed)) return code;
-  // GetJob for the stored record; the terminal event's copy is the fallback,
-  // so a hiccup after the job ran doesn't lose its report.
-  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
-  Print("\n" + JobView(stored.ok() ? *stored : final_job));
+  v1::Job done;
+  bool followed = false;
+  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
+  if (followed) PrintFinished(done, flags.json, JobView(done));
   return code;
 }
 
@@ -222,45 +283,73 @@ std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& sv
   return lines;
 }
 
-int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool detach, bool json,
-                     const std::string& svg_dir) {
+int RunSubmitMemory(const GlobalOptions& g, const MemoryOptions& options, const SubmitFlags& flags,
+                    const std::optional<std::string>& svg_dir) {
+  if (absl::Status s = CheckWatchOnlyFlags(flags.watch, {{"--svg-dir", svg_dir.has_value()}});
+      !s.ok()) {
+    return ReportError(s);
+  }
   absl::StatusOr<v1::JobSpec> spec = BuildMemorySpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
   v1::Job done;
-  const int code = SubmitAndFollow(client, *spec, "memory", detach, json, &done);
-  if (detach || (code != kExitOk && code != kExitJobFailed)) return code;
-  if (!json) Print("\n" + JobView(done));
-  for (const std::string& line : SaveTimelines(done, svg_dir, FetcherOf(client))) {
-    if (json) {
-      std::fprintf(stderr, "benchctl: %s\n", line.c_str());
-    } else {
-      Print(line + "\n");
-    }
+  bool followed = false;
+  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
+  if (!followed) return code;
+  PrintFinished(done, flags.json, JobView(done));
+  for (const std::string& line : SaveTimelines(done, svg_dir.value_or("."), FetcherOf(client))) {
+    Report(flags.json, line);
   }
   return code;
 }
 
-int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach, bool json,
-                      const ProfileViewOptions& view, const std::string& trace_path) {
+int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
+                     const SubmitFlags& flags, const ProfileOutput& output) {
+  if (absl::Status s = CheckWatchOnlyFlags(flags.watch, {{"--trace", output.trace_path.has_value()},
+                                                         {"--top", output.top.has_value()},
+                                                         {"--all", output.all}});
+      !s.ok()) {
+    return ReportError(s);
+  }
   absl::StatusOr<v1::JobSpec> spec = BuildProfileSpec(options);
   if (!spec.ok()) return ReportError(spec.status());
   BenchClient client = MakeClient(g);
   v1::Job done;
-  const int code = SubmitAndFollow(client, *spec, "profile", detach, json, &done);
-  if (detach || (code != kExitOk && code != kExitJobFailed)) return code;
-  if (!json) Print("\n" + JobView(done, view));
-  if (code == kExitOk && !trace_path.empty() && done.result().has_profile()) {
+  bool followed = false;
+  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
+  if (!followed) return code;
+  ProfileViewOptions view;
+  view.top = output.top.value_or(view.top);
+  view.all = output.all;
+  PrintFinished(done, flags.json, JobView(done, view));
+  if (code == kExitOk && output.trace_path.has_value() && done.result().has_profile()) {
     int64_t size = 0;
-    absl::Status s =
-        FetchToFile(client, done.id(), done.result().profile().trace_artifact(), trace_path, &size);
+    absl::Status s = FetchToFile(client, done.id(), done.result().profile().trace_artifact(),
+                                 *output.trace_path, &size);
     if (!s.ok()) return ReportError(s);
-    const std::string line = fmt::format("trace saved to {} ({})", trace_path, FormatBytes(size));
-    if (json) {
-      std::fprintf(stderr, "benchctl: %s\n", line.c_str());
-    } else {
-      Print(line + "\n");
-    }
+    Report(flags.json, fmt::format("trace saved to {} ({})", *output.trace_path, FormatBytes(size)));
+  }
+  return code;
+}
+
+int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options,
+                        const SubmitFlags& flags, const std::optional<std::string>& svg_dir) {
+  if (absl::Status s = CheckWatchOnlyFlags(flags.watch, {{"--svg-dir", svg_dir.has_value()}});
+      !s.ok()) {
+    return ReportError(s);
+  }
+  absl::StatusOr<v1::JobSpec> spec = BuildCollectiveSpec(options);
+  if (!spec.ok()) return ReportError(spec.status());
+  BenchClient client = MakeClient(g);
+  v1::Job done;
+  bool followed = false;
+  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
+  if (!followed) return code;
+  PrintFinished(done, flags.json,
+                done.result().has_collective() ? CollectiveResultView(done.result().collective())
+                                               : std::string());
+  if (svg_dir.has_value()) {
+    for (const std::string& line : SavePlots(done, *svg_dir)) Report(flags.json, line);
   }
   return code;
 }
@@ -306,7 +395,7 @@ int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json) {
   BenchClient client = MakeClient(g);
   v1::Job final_job;
-  return WatchJob(client, job_id, json, &final_job);
+  return WatchJob(client, job_id, {.stream = stdout, .ndjson = json}, &final_job);
 }
 
 int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv) {
@@ -323,27 +412,64 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
   // Like watch, the exit code tells a script how the job ended; queued and
   // running jobs are not failures (yet).
   switch (job->state()) {
-    case v1::FAILED:
-    case v1::CANCELLED:
-    case v1::INTERRUPTED:
+    case v1::JOB_STATE_FAILED:
+    case v1::JOB_STATE_CANCELLED:
+    case v1::JOB_STATE_INTERRUPTED:
       return kExitJobFailed;
     default:
       return kExitOk;
   }
 }
 
-int RunList(const GlobalOptions& g, int limit, const std::string& state, bool json) {
-  v1::ListJobsRequest request;
-  request.set_limit(limit);
-  if (!state.empty()) {
-    absl::StatusOr<v1::JobState> parsed = ParseJobState(state);
-    if (!parsed.ok()) return ReportError(parsed.status());
-    request.set_state(*parsed);
+absl::StatusOr<v1::ListJobsResponse> ListJobsUpTo(const ListJobsCall& call,
+                                                  v1::ListJobsRequest request, int limit) {
+  request.set_page_size(std::min(limit, kMaxListPageSize));
+  request.clear_page_token();
+  v1::ListJobsResponse all;
+  while (all.jobs_size() < limit) {
+    absl::StatusOr<v1::ListJobsResponse> page = call(request);
+    if (!page.ok()) return page.status();
+    for (v1::Job& job : *page->mutable_jobs()) {
+      if (all.jobs_size() == limit) break;
+      *all.add_jobs() = std::move(job);
+    }
+    // A token that does not move on would page forever.
+    if (page->next_page_token().empty() || page->next_page_token() == request.page_token()) break;
+    request.set_page_token(page->next_page_token());
   }
+  return all;
+}
+
+absl::StatusOr<v1::ListJobsRequest> BuildListJobsRequest(const ListOptions& options) {
+  if (options.limit < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("--limit: expected a number of jobs, 1 or more; got {}", options.limit));
+  }
+  v1::ListJobsRequest request;
+  if (!options.state.empty()) {
+    absl::StatusOr<v1::JobState> state = ParseJobState(options.state);
+    if (!state.ok()) return state.status();
+    request.set_state(*state);
+  }
+  if (!options.kind.empty()) {
+    absl::StatusOr<v1::JobKind> kind = ParseJobKind(options.kind);
+    if (!kind.ok()) return kind.status();
+    request.set_kind(*kind);
+  }
+  request.set_device(options.device);
+  return request;
+}
+
+int RunList(const GlobalOptions& g, const ListOptions& options, bool json) {
+  absl::StatusOr<v1::ListJobsRequest> request = BuildListJobsRequest(options);
+  if (!request.ok()) return ReportError(request.status());
   BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::ListJobsResponse> response = client.ListJobs(request);
+  absl::StatusOr<v1::ListJobsResponse> response = ListJobsUpTo(
+      [&client](const v1::ListJobsRequest& r) { return client.ListJobs(r); }, *request,
+      options.limit);
   if (!response.ok()) return ReportError(response.status());
-  Print(json ? ToJson(*response) : JobListView(*response));
+  Print(json ? ToJsonField("jobs", {response->jobs().begin(), response->jobs().end()})
+             : JobListView(*response));
   return kExitOk;
 }
 
@@ -353,7 +479,7 @@ int RunCancel(const GlobalOptions& g, const std::string& job_id, bool json) {
   if (!job.ok()) return ReportError(job.status());
   if (json) {
     Print(ToJson(*job));
-  } else if (job->state() == v1::RUNNING) {
+  } else if (job->state() == v1::JOB_STATE_RUNNING) {
     Print(fmt::format("job {}: cancel requested; it stops at its next step\n", job->id()));
   } else {
     Print(fmt::format("job {}: {}\n", job->id(), StateName(job->state())));
@@ -437,48 +563,6 @@ int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json) {
   if (!out.ok()) return ReportError(out.status());
   Print(json ? ToJson(*out) : fmt::format("destroyed group {}\n", out->group().id()));
   return kExitOk;
-}
-
-int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json,
-                  const std::string& svg_dir) {
-  auto spec = BuildCollectiveSpec(options);
-  if (!spec.ok()) return ReportError(spec.status());
-  BenchClient client = MakeClient(g);
-  auto job = client.Submit(*spec);
-  if (!job.ok()) return ReportError(job.status());
-  if (!json) Print(fmt::format("submitted collective job {}\n", job->id()));
-  auto terminal = client.Watch(job->id(), [&](const v1::JobEvent& e) {
-    if (json) {
-      Print(ToJsonLine(e));
-    } else if (e.has_collective_row()) {
-      Print(CollectiveRowLine(e.collective_row()) + "\n");
-    } else if (e.has_log()) {
-      Print(e.log() + "\n");
-    }
-  });
-  if (!terminal.ok()) return ReportError(terminal.status());
-  const v1::Job final_job = TerminalJob(*terminal);
-  const int code = ExitCodeForJobState(final_job.state());
-  absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
-  const v1::Job& done = stored.ok() ? *stored : final_job;
-  if (!json) {
-    if (done.result().has_collective())
-      Print("\n" + CollectiveResultView(done.result().collective()));
-  }
-  if (code != kExitOk) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "benchctl: %s\n", FinalStateLine(done).c_str());
-  }
-  if (!svg_dir.empty()) {
-    for (const std::string& line : SavePlots(done, svg_dir)) {
-      if (json) {
-        std::fprintf(stderr, "benchctl: %s\n", line.c_str());
-      } else {
-        Print(line + "\n");
-      }
-    }
-  }
-  return code;
 }
 
 }  // namespace benchd::client

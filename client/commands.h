@@ -5,7 +5,9 @@
 #define BENCHD_CLIENT_COMMANDS_H_
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +26,8 @@ struct GlobalOptions {
 
 // "queued", "running", ... (any case) for list --state.
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name);
+// "benchmark", "profile", "memory", "collective" (any case) for list --kind.
+absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name);
 // The message an error gets on stderr (without the "benchctl: " prefix):
 // INVALID_ARGUMENT and UNAVAILABLE messages speak for themselves, others get
 // their code name in front.
@@ -31,27 +35,61 @@ std::string ErrorMessage(const absl::Status& status);
 // Prints ErrorMessage and returns the status's exit code.
 int ReportError(const absl::Status& status);
 
-int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options, bool watch,
-                       bool json);
-// `benchctl memory`: submits a memory request, follows it, prints the peak
-// tables and the largest allocations and saves each run's timeline SVG in
-// `svg_dir` (<job>-timeline.svg; <job>-timeline-<run>.svg in a sweep). With
-// `detach`, prints the job id and returns.
-int RunMemoryRequest(const GlobalOptions& g, const MemoryOptions& options, bool detach, bool json,
-                     const std::string& svg_dir);
+// ------------------------------------------------------------ submit KIND
+//
+// Every request kind is queued the same way: `benchctl submit KIND [flags]`
+// prints the job id (with --json the Job) and returns. With --watch it
+// follows the job instead, its progress on stderr, and once the job ended
+// prints its view on stdout (with --json the finished Job as JSON); the exit
+// code is the job's (client/exit_codes.h). Flags that act on the finished job
+// (--trace, --svg-dir, --top, --all) need --watch: given without it they are
+// a usage error naming the flag, before anything is sent.
+
+// The flags every `submit KIND` has.
+struct SubmitFlags {
+  bool watch = false;  // --watch
+  bool json = false;   // --json
+};
+
+// `submit profile`'s --watch-only flags; unset/false = not given.
+struct ProfileOutput {
+  std::optional<int> top;                 // --top N: kernels per range (default 10)
+  bool all = false;                       // --all: every kernel of every range
+  std::optional<std::string> trace_path;  // --trace FILE: fetch the Chrome trace there
+};
+
+int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options,
+                       const SubmitFlags& flags);
+// With --watch: the ranges and kernel tables; with --trace, the Chrome trace
+// fetched to that file once the job succeeded.
+int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
+                     const SubmitFlags& flags, const ProfileOutput& output);
+// With --watch: the peak tables and the largest allocations, and each run's
+// timeline SVG saved in `svg_dir` (default .; <job>-timeline.svg,
+// <job>-timeline-<run>.svg in a sweep).
+int RunSubmitMemory(const GlobalOptions& g, const MemoryOptions& options, const SubmitFlags& flags,
+                    const std::optional<std::string>& svg_dir);
+// With --watch: each row as it completes (progress), then the table; the
+// three plots saved in `svg_dir` when given.
+int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options,
+                        const SubmitFlags& flags, const std::optional<std::string>& svg_dir);
+
+// INVALID_ARGUMENT "--trace needs --watch ..." for the first of `given`
+// (flag name, whether it was given) that was given without --watch.
+absl::Status CheckWatchOnlyFlags(bool watch,
+                                 const std::vector<std::pair<std::string, bool>>& given);
+
 // Reads one artifact of a job whole (the daemon's FetchArtifact).
 using ArtifactFetcher =
     std::function<absl::StatusOr<std::string>(const std::string& job_id, const std::string& name)>;
-// Writes the timelines of a finished memory job (see RunMemoryRequest), from
+// Writes the timelines of a finished memory job (see RunSubmitMemory), from
 // the result or, when left out of it for size, fetched as artifacts; returns
 // the lines saying where they went (or why one could not be saved).
 std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir,
                                        const ArtifactFetcher& fetch);
-// `benchctl profile`: submits a profile request, follows it and prints the
-// ranges and kernel tables (`view` says how many rows); with `trace_path`
-// fetches the Chrome trace there. With `detach`, prints the job id and returns.
-int RunProfileRequest(const GlobalOptions& g, const ProfileOptions& options, bool detach, bool json,
-                      const ProfileViewOptions& view, const std::string& trace_path);
+
+// ------------------------------------------------------------ the others
+
 // `benchctl artifacts list JOB`.
 int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json);
 // `benchctl artifacts get JOB NAME [-o PATH]`: to PATH (default NAME here;
@@ -62,7 +100,27 @@ int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
 // Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
 int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv);
-int RunList(const GlobalOptions& g, int limit, const std::string& state, bool json);
+
+// `benchctl list`: the newest `limit` jobs matching the filters ("" = any).
+struct ListOptions {
+  int limit = 50;      // --limit: jobs shown in all, fetched in pages of min(limit, 1000)
+  std::string state;   // --state queued|running|succeeded|failed|cancelled|interrupted
+  std::string kind;    // --kind benchmark|profile|memory|collective
+  std::string device;  // --device cuda:0 (a collective matches any of its devices)
+};
+inline constexpr int kMaxListPageSize = 1000;  // ListJobsRequest.page_size's maximum
+// One ListJobs call.
+using ListJobsCall =
+    std::function<absl::StatusOr<v1::ListJobsResponse>(const v1::ListJobsRequest& request)>;
+// Pages through ListJobs with `request`'s filters (page_size min(limit, 1000),
+// following next_page_token) until `limit` jobs or the last page; the
+// response holds those jobs, newest first, and no token.
+absl::StatusOr<v1::ListJobsResponse> ListJobsUpTo(const ListJobsCall& call,
+                                                  v1::ListJobsRequest request, int limit);
+// INVALID_ARGUMENT naming the flag (--limit, --state, --kind) for a bad value.
+absl::StatusOr<v1::ListJobsRequest> BuildListJobsRequest(const ListOptions& options);
+// --json prints {"jobs": [...]}.
+int RunList(const GlobalOptions& g, const ListOptions& options, bool json);
 int RunCancel(const GlobalOptions& g, const std::string& job_id, bool json);
 int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 // Exactly one of key, device, all (checked by the caller).
@@ -74,10 +132,6 @@ int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const st
                     double timeout_seconds, bool json);
 int RunGroupsList(const GlobalOptions& g, bool json);
 int RunGroupsDestroy(const GlobalOptions& g, const std::string& id, bool json);
-// `benchctl collective`: submits, prints each row as it completes, then the
-// table; saves the plots in `svg_dir` when it is not empty.
-int RunCollective(const GlobalOptions& g, const CollectiveOptions& options, bool json,
-                  const std::string& svg_dir);
 
 }  // namespace benchd::client
 

@@ -6,9 +6,9 @@ namespace benchd::client {
 namespace {
 
 TEST(ParseJobState, NamesInAnyCase) {
-  EXPECT_EQ(*ParseJobState("queued"), v1::QUEUED);
-  EXPECT_EQ(*ParseJobState("Succeeded"), v1::SUCCEEDED);
-  EXPECT_EQ(*ParseJobState("INTERRUPTED"), v1::INTERRUPTED);
+  EXPECT_EQ(*ParseJobState("queued"), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(*ParseJobState("Succeeded"), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(*ParseJobState("INTERRUPTED"), v1::JOB_STATE_INTERRUPTED);
   EXPECT_EQ(ParseJobState("done").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseJobState("job_state_unspecified").ok());
 }

@@ -18,7 +18,7 @@ TEST(StepsCsv, HeaderAndOneRowPerStep) {
 TEST(StepsCsv, JobWithoutResultIsJustTheHeader) {
   v1::Job job;
   job.set_id("j1");
-  job.set_state(v1::FAILED);
+  job.set_state(v1::JOB_STATE_FAILED);
   EXPECT_EQ(StepsCsv(job), std::string(kStepsCsvHeader) + "\n");
 }
 

@@ -21,11 +21,11 @@ ExitCode ExitCodeForStatus(const absl::Status& status) {
 
 ExitCode ExitCodeForJobState(v1::JobState state) {
   switch (state) {
-    case v1::SUCCEEDED:
+    case v1::JOB_STATE_SUCCEEDED:
       return kExitOk;
-    case v1::FAILED:
-    case v1::CANCELLED:
-    case v1::INTERRUPTED:
+    case v1::JOB_STATE_FAILED:
+    case v1::JOB_STATE_CANCELLED:
+    case v1::JOB_STATE_INTERRUPTED:
       return kExitJobFailed;
     default:
       return kExitRpcError;

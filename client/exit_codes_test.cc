@@ -24,11 +24,11 @@ TEST(ExitCodes, AbslStatusUsesTheSameNumbers) {
 }
 
 TEST(ExitCodes, JobStates) {
-  EXPECT_EQ(ExitCodeForJobState(v1::SUCCEEDED), 0);
-  EXPECT_EQ(ExitCodeForJobState(v1::FAILED), 1);
-  EXPECT_EQ(ExitCodeForJobState(v1::CANCELLED), 1);
-  EXPECT_EQ(ExitCodeForJobState(v1::INTERRUPTED), 1);
-  EXPECT_EQ(ExitCodeForJobState(v1::RUNNING), 4);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_SUCCEEDED), 0);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_FAILED), 1);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_CANCELLED), 1);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_INTERRUPTED), 1);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_RUNNING), 4);
 }
 
 }  // namespace

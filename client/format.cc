@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/job_spec.h"
 
 namespace benchd::client {
 
@@ -80,7 +82,32 @@ std::string CodeName(int code) {
 
 std::string StateName(v1::JobState state) {
   if (state == v1::JOB_STATE_UNSPECIFIED) return "UNKNOWN";
-  return v1::JobState_Name(state);
+  return std::string(absl::StripPrefix(v1::JobState_Name(state), "JOB_STATE_"));
+}
+
+std::string WorkerStateName(v1::WorkerState state) {
+  switch (state) {
+    case v1::WORKER_STATE_STARTING:
+      return "starting";
+    case v1::WORKER_STATE_UP:
+      return "up";
+    case v1::WORKER_STATE_DOWN:
+      return "down";
+    default:
+      return "-";
+  }
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string JobKindText(const v1::Job& job) {
+  return OrDash(JobKindName(job.kind() == v1::JOB_KIND_UNSPECIFIED ? JobKindOf(job.spec())
+                                                                   : job.kind()));
+}
+
+std::string JobDevicesText(const v1::Job& job) {
+  if (job.devices().empty()) return OrDash(job.spec().device());
+  return absl::StrJoin(job.devices(), ",");
 }
 
 std::string FormatVersions(const v1::Versions& v) {

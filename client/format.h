@@ -31,8 +31,16 @@ std::string FormatTime(const google::protobuf::Timestamp& t);
 double SecondsBetween(const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b);
 // A google.rpc.Code number as its name: 8 -> "RESOURCE_EXHAUSTED".
 std::string CodeName(int code);
-// "SUCCEEDED", "QUEUED", ...
+// "SUCCEEDED", "QUEUED", ... (the enum value without its JOB_STATE_ prefix).
 std::string StateName(v1::JobState state);
+// "up", "starting", "down"; "-" when unspecified.
+std::string WorkerStateName(v1::WorkerState state);
+// "-" for an empty string.
+std::string OrDash(const std::string& s);
+// "benchmark", "collective", ... ("-" when the job says none).
+std::string JobKindText(const v1::Job& job);
+// "cuda:0", or a collective's "cpu:0,cpu:1" ("-" before it has any).
+std::string JobDevicesText(const v1::Job& job);
 // "benchd 0.1.0, torch 2.11.0, CUDA 13.0 (driver 13.0), cuDNN 9.1, NCCL 2.28"; parts
 // that are empty are left out.
 std::string FormatVersions(const v1::Versions& v);

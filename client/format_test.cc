@@ -62,7 +62,7 @@ TEST(Names, CodesStatesVersions) {
   EXPECT_EQ(CodeName(8), "RESOURCE_EXHAUSTED");
   EXPECT_EQ(CodeName(0), "OK");
   EXPECT_EQ(CodeName(99), "CODE_99");
-  EXPECT_EQ(StateName(v1::SUCCEEDED), "SUCCEEDED");
+  EXPECT_EQ(StateName(v1::JOB_STATE_SUCCEEDED), "SUCCEEDED");
   EXPECT_EQ(StateName(v1::JOB_STATE_UNSPECIFIED), "UNKNOWN");
   v1::Versions v;
   EXPECT_EQ(FormatVersions(v), "-");

@@ -150,18 +150,19 @@ std::string StepsTable(const v1::BenchmarkResult& r, const std::string& indent) 
 }
 
 std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
+  const v1::BenchmarkSpec& spec = r.spec();
   std::string device = r.device().empty() ? "-" : r.device();
   if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
-  const int64_t tokens = r.batch_size() * r.context_length();
+  const int64_t tokens = spec.batch_size() * spec.context_length();
   std::string out = KeyValues(
       {
-          {"Model", ModelSummary(r.model())},
+          {"Model", ModelSummary(spec.model())},
           {"Parameters", FormatThousands(r.parameter_count())},
           {"Device", device},
-          {"Mode", ModeName(r.mode())},
-          {"Precision", PrecisionName(r.precision())},
-          {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", r.batch_size(),
-                                r.context_length(), FormatThousands(tokens))},
+          {"Mode", ModeName(spec.mode())},
+          {"Precision", PrecisionName(spec.precision())},
+          {"Batch", fmt::format("{} x {} tokens ({} tokens/step)", spec.batch_size(),
+                                spec.context_length(), FormatThousands(tokens))},
           {"Steps", StepsLine(r)},
           {"Options", OptionsLine(r)},
           {"Timer", r.timer().empty() ? "-" : r.timer()},
@@ -198,10 +199,9 @@ std::string BenchmarkResultView(const v1::BenchmarkResult& r) {
 std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   KeyValueList kv = {
       {"Job", job.id()},
-      {"Kind", job.kind().empty() ? JobKindName(job.spec()) : job.kind()},
+      {"Kind", JobKindText(job)},
       {"State", StateName(job.state())},
-      {"Device", job.device().empty() ? (job.spec().device().empty() ? "-" : job.spec().device())
-                                      : job.device()},
+      {"Device", JobDevicesText(job)},
       {"Created", FormatTime(job.created())},
   };
   std::string started = FormatTime(job.started());
@@ -215,7 +215,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   }
   kv.emplace_back("Finished", finished);
   kv.emplace_back("Spec", SpecSummary(job.spec()));
-  if (job.state() == v1::FAILED || job.error_code() != 0 || !job.error_message().empty()) {
+  if (job.state() == v1::JOB_STATE_FAILED || job.error_code() != 0 || !job.error_message().empty()) {
     kv.emplace_back("Error", ErrorText(job));
   }
   std::string out = KeyValues(kv, kKeyWidth);
@@ -228,7 +228,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
 
 std::string FinalStateLine(const v1::Job& job) {
   switch (job.state()) {
-    case v1::SUCCEEDED: {
+    case v1::JOB_STATE_SUCCEEDED: {
       std::string line = fmt::format("job {} succeeded", job.id());
       if (HasResult(job)) {
         const v1::BenchmarkResult& r = job.result().benchmark();
@@ -253,16 +253,16 @@ std::string FinalStateLine(const v1::Job& job) {
         line += fmt::format(
             ": {} ranges over {} profiled step{}, step {} ms profiled vs {} ms "
             "unprofiled",
-            r.ranges_size(), r.profile_steps(), r.profile_steps() == 1 ? "" : "s",
+            r.ranges_size(), r.spec().profile_steps(), r.spec().profile_steps() == 1 ? "" : "s",
             FormatMs(r.profiled_step().median()), FormatMs(r.unprofiled_step().median()));
       }
       return line;
     }
-    case v1::FAILED:
+    case v1::JOB_STATE_FAILED:
       return fmt::format("job {} failed: {}", job.id(), ErrorText(job));
-    case v1::CANCELLED:
+    case v1::JOB_STATE_CANCELLED:
       return fmt::format("job {} was cancelled", job.id());
-    case v1::INTERRUPTED: {
+    case v1::JOB_STATE_INTERRUPTED: {
       std::string line =
           fmt::format("job {} was interrupted (the daemon stopped while it ran)", job.id());
       if (!job.error_message().empty()) line += ": " + job.error_message();

@@ -74,7 +74,7 @@ TEST(JobView, SucceededBenchmark) {
 TEST(JobView, FailedJobShowsCodeNameAndMessage) {
   v1::Job job;
   job.set_id("j7");
-  job.set_state(v1::FAILED);
+  job.set_state(v1::JOB_STATE_FAILED);
   job.set_error_code(8);
   job.set_error_message("CUDA out of memory");
   job.mutable_spec()->mutable_benchmark()->mutable_model()->set_preset("xl");
@@ -88,7 +88,7 @@ TEST(FinalStateLine, SucceededSummarizesTheResult) {
             "job j42 succeeded: median step 12.500 ms, 40,960 tokens/s, 98.7 TFLOP/s");
   v1::Job job;
   job.set_id("j8");
-  job.set_state(v1::CANCELLED);
+  job.set_state(v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(FinalStateLine(job), "job j8 was cancelled");
 }
 
@@ -104,8 +104,8 @@ TEST(ListViews, JobsTable) {
   *response.add_jobs() = testing::MakeSucceededJob();
   v1::Job* queued = response.add_jobs();
   queued->set_id("j43");
-  queued->set_kind("benchmark");
-  queued->set_state(v1::QUEUED);
+  queued->set_kind(v1::JOB_KIND_BENCHMARK);
+  queued->set_state(v1::JOB_STATE_QUEUED);
   EXPECT_EQ(JobListView(response),
             "ID   KIND       STATE      DEVICE  SPEC                         CREATED (UTC)        "
             "MEDIAN STEP ms\n"
@@ -141,7 +141,7 @@ TEST(ListViews, NodeView) {
   d->set_description("NVIDIA H100");
   d->set_total_memory_bytes(int64_t{80} << 30);
   d->set_free_memory_bytes(int64_t{79} << 30);
-  d->set_worker_state("up");
+  d->set_worker_state(v1::WORKER_STATE_UP);
   d->set_worker_pid(1234);
   d->set_compute_capability("9.0");
   const std::string view = NodeView(node);

@@ -11,7 +11,6 @@ namespace benchd::client {
 namespace {
 using Align = Table::Align;
 
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 }  // namespace
 
 std::string JobListView(const v1::ListJobsResponse& response) {
@@ -26,8 +25,7 @@ std::string JobListView(const v1::ListJobsResponse& response) {
   for (const v1::Job& job : response.jobs()) {
     const bool has_stats =
         job.result().has_benchmark() && job.result().benchmark().step().count() > 0;
-    table.AddRow({job.id(), OrDash(job.kind()), StateName(job.state()),
-                  OrDash(job.device().empty() ? job.spec().device() : job.device()),
+    table.AddRow({job.id(), JobKindText(job), StateName(job.state()), JobDevicesText(job),
                   OrDash(ShortSpecSummary(job.spec())), FormatTime(job.created()),
                   has_stats ? FormatMs(job.result().benchmark().step().median()) : "-"});
   }
@@ -74,7 +72,7 @@ std::string NodeView(const v1::NodeInfo& node) {
   for (const v1::Device& d : node.devices()) {
     table.AddRow({d.name(), OrDash(d.description()), OrDash(d.compute_capability()),
                   FormatGiB(d.free_memory_bytes()), FormatGiB(d.total_memory_bytes()),
-                  OrDash(d.worker_state()),
+                  WorkerStateName(d.worker_state()),
                   d.worker_pid() > 0 ? std::to_string(d.worker_pid()) : "-",
                   std::to_string(d.worker_restarts())});
   }

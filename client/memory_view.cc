@@ -61,8 +61,9 @@ std::string MemoryPeakTable(const v1::MemoryResult& r, const std::string& indent
            {"1 activation", Align::kRight},
            {"status"}});
   for (const v1::MemoryRun& run : r.runs()) {
-    std::vector<std::string> row = {run.name(), std::to_string(run.context_length()),
-                                    ModeName(run.mode()), PrecisionName(run.precision())};
+    std::vector<std::string> row = {run.name(), std::to_string(run.step().context_length()),
+                                    ModeName(run.step().mode()),
+                                    PrecisionName(run.step().precision())};
     if (run.out_of_memory() && run.peak_allocated_bytes() == 0) {
       row.insert(row.end(), {Bytes(run.oom_allocated_bytes()), Bytes(run.oom_reserved_bytes()), "-",
                              "-", "-", "-", Bytes(run.activation_bytes())});
@@ -91,12 +92,14 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
   std::string out = KeyValues(
       {
           {"Model", fmt::format("{} ({} parameters)",
-                                r.model().preset().empty() ? "custom" : r.model().preset(),
+                                r.spec().step().model().preset().empty()
+                                    ? "custom"
+                                    : r.spec().step().model().preset(),
                                 FormatThousands(r.parameter_count()))},
           {"Device", device},
-          {"Stacks", MemoryStacksName(r.stacks())},
-          {"History",
-           fmt::format("up to {} allocator events per run", FormatThousands(r.max_entries()))},
+          {"Stacks", MemoryStacksName(r.spec().stacks())},
+          {"History", fmt::format("up to {} allocator events per run",
+                                  FormatThousands(r.spec().max_entries()))},
       },
       11);
   out +=
@@ -105,8 +108,9 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
   out += MemoryPeakTable(r, "  ");
   for (const v1::MemoryRun& run : r.runs()) {
     out += fmt::format("\n{}: {} x {} tokens, {} warm-up + {} recorded step{}\n", run.name(),
-                       run.batch_size(), run.context_length(), run.warmup_steps(),
-                       run.recorded_steps(), run.recorded_steps() == 1 ? "" : "s");
+                       run.step().batch_size(), run.step().context_length(),
+                       run.step().warmup_steps(), run.step().measure_steps(),
+                       run.step().measure_steps() == 1 ? "" : "s");
     if (run.out_of_memory()) out += "  out of memory: " + run.out_of_memory_message() + "\n";
     if (run.phases_size() > 0) {
       Table phases({{"phase"},

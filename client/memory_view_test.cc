@@ -17,26 +17,26 @@ namespace {
 
 v1::MemoryResult Result() {
   v1::MemoryResult r;
-  r.mutable_model()->set_preset("small");
+  r.mutable_spec()->mutable_step()->mutable_model()->set_preset("small");
   r.set_parameter_count(128625408);
   r.set_device("cuda:0");
-  r.set_stacks(v1::MEMORY_STACKS_CPP);
-  r.set_max_entries(100000);
+  r.mutable_spec()->set_stacks(v1::MEMORY_STACKS_CPP);
+  r.mutable_spec()->set_max_entries(100000);
   r.set_artifacts_dir("/data/artifacts/7");
   v1::MemoryRun* ok = r.add_runs();
   ok->set_name("ctx128-train_step-fp32");
-  ok->set_mode(v1::MODE_TRAIN_STEP);
-  ok->set_precision(v1::PRECISION_FP32);
-  ok->set_batch_size(4);
-  ok->set_context_length(128);
+  ok->mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+  ok->mutable_step()->set_precision(v1::PRECISION_FP32);
+  ok->mutable_step()->set_batch_size(4);
+  ok->mutable_step()->set_context_length(128);
   ok->set_peak_allocated_bytes(int64_t{3} << 30);
   ok->set_peak_reserved_bytes(int64_t{4} << 30);
   ok->set_baseline_allocated_bytes(int64_t{2} << 30);
   ok->set_allocator_peak_allocated_bytes(int64_t{3} << 30);
   ok->set_allocator_peak_reserved_bytes(int64_t{4} << 30);
   ok->set_activation_bytes(4 * 128 * 768 * 4);
-  ok->set_recorded_steps(2);
-  ok->set_warmup_steps(5);
+  ok->mutable_step()->set_measure_steps(2);  // the recorded steps
+  ok->mutable_step()->set_warmup_steps(5);
   for (const char* p : {"forward", "backward", "optimizer_step"}) {
     v1::MemoryPhase* ph = ok->add_phases();
     ph->set_name(p);
@@ -52,9 +52,9 @@ v1::MemoryResult Result() {
   ok->set_timeline_artifact("timeline-ctx128-train_step-fp32.svg");
   v1::MemoryRun* oom = r.add_runs();
   oom->set_name("ctx512-train_step-fp32");
-  oom->set_mode(v1::MODE_TRAIN_STEP);
-  oom->set_precision(v1::PRECISION_FP32);
-  oom->set_context_length(512);
+  oom->mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+  oom->mutable_step()->set_precision(v1::PRECISION_FP32);
+  oom->mutable_step()->set_context_length(512);
   oom->set_out_of_memory(true);
   oom->set_out_of_memory_message("out of memory on cuda:0 while running step 0");
   oom->set_oom_allocated_bytes(int64_t{79} << 30);
@@ -110,7 +110,7 @@ TEST(MemorySpecBuilderTest, SweepFlags) {
   ASSERT_EQ(m.context_lengths_size(), 3);
   EXPECT_EQ(m.context_lengths(2), 512);
   ASSERT_EQ(m.modes_size(), 2);
-  EXPECT_EQ(m.modes(1), v1::MODE_TRAIN_STEP);
+  EXPECT_EQ(m.modes(1), v1::BENCHMARK_MODE_TRAIN_STEP);
   EXPECT_EQ(m.precisions(1), v1::PRECISION_BF16);
   EXPECT_EQ(m.record_steps(), 3);
   EXPECT_EQ(m.stacks(), v1::MEMORY_STACKS_NONE);
@@ -152,16 +152,16 @@ namespace {
 TEST(MemoryJobViewTest, GetAndFinalLineShowTheMemoryResult) {
   v1::Job job;
   job.set_id("7");
-  job.set_kind("memory");
-  job.set_state(v1::SUCCEEDED);
+  job.set_kind(v1::JOB_KIND_MEMORY);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
   v1::MemorySpec* m = job.mutable_spec()->mutable_memory();
   m->mutable_step()->mutable_model()->set_preset("small");
   m->mutable_step()->set_batch_size(4);
   m->mutable_step()->set_context_length(128);
   m->set_record_steps(2);
   m->set_stacks(v1::MEMORY_STACKS_CPP);
-  m->add_modes(v1::MODE_FORWARD);
-  m->add_modes(v1::MODE_TRAIN_STEP);
+  m->add_modes(v1::BENCHMARK_MODE_FORWARD);
+  m->add_modes(v1::BENCHMARK_MODE_TRAIN_STEP);
   v1::MemoryRun* run = job.mutable_result()->mutable_memory()->add_runs();
   run->set_name("ctx128-forward-fp32");
   run->set_peak_allocated_bytes(int64_t{3} << 30);

@@ -11,9 +11,9 @@ namespace {
 
 std::string AttentionText(v1::AttentionImpl a) {
   switch (a) {
-    case v1::ATTENTION_FAITHFUL:
+    case v1::ATTENTION_IMPL_FAITHFUL:
       return "faithful";
-    case v1::ATTENTION_SDPA:
+    case v1::ATTENTION_IMPL_SDPA:
       return "sdpa (PyTorch picks the kernel)";
     default:
       return fmt::format("sdpa ({} only)", AttentionName(a));
@@ -24,10 +24,10 @@ std::string AttentionText(v1::AttentionImpl a) {
 
 std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   std::vector<std::string> parts;
-  if (b.attention() != v1::ATTENTION_FAITHFUL) {
+  if (!IsFaithful(b.attention())) {
     parts.push_back("attention " + AttentionName(b.attention()));
   }
-  if (b.optimizer_impl() != v1::OPTIMIZER_FAITHFUL) {
+  if (!IsFaithful(b.optimizer_impl())) {
     parts.push_back("optimizer " + OptimizerImplName(b.optimizer_impl()));
   }
   if (b.allow_tf32()) parts.push_back("tf32");
@@ -38,33 +38,36 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   return parts;
 }
 
-std::string StepsLine(const v1::BenchmarkResult& r) {
-  std::string warmup = fmt::format("{} warm-up", r.warmup_steps());
+std::string StepsLine(const v1::BenchmarkResult& result) {
+  const v1::BenchmarkSpec& r = result.spec();
+  std::string warmup = fmt::format("{} warm-up", result.warmup_steps_run());
   if (r.warmup_auto()) {
     warmup += fmt::format(
         " (auto: {}, cap {})",
-        r.warmup_converged() ? "last 3 within 2% of their median" : "capped before converging",
+        result.warmup_converged() ? "last 3 within 2% of their median" : "capped before converging",
         r.warmup_max_steps());
   }
   std::string line = fmt::format("{} + {} measured", warmup, r.measure_steps());
   if (r.cuda_graph()) {
-    line += fmt::format("; the first {} eager, then CUDA-graph replays", r.graph_eager_steps());
+    line +=
+        fmt::format("; the first {} eager, then CUDA-graph replays", result.graph_eager_steps());
   }
   return line;
 }
 
-std::string OptionsLine(const v1::BenchmarkResult& r) {
+std::string OptionsLine(const v1::BenchmarkResult& result) {
+  const v1::BenchmarkSpec& r = result.spec();
   std::vector<std::string> parts;
-  if (r.attention() != v1::ATTENTION_FAITHFUL) {
+  if (!IsFaithful(r.attention())) {
     parts.push_back("attention " + AttentionText(r.attention()));
   }
-  if (r.optimizer_impl() != v1::OPTIMIZER_FAITHFUL) {
+  if (!IsFaithful(r.optimizer_impl())) {
     parts.push_back("optimizer " + OptimizerImplName(r.optimizer_impl()));
   }
   if (r.allow_tf32()) parts.push_back("tf32 matmuls");
   if (r.cuda_graph()) {
     const bool optimizer_after =
-        r.mode() == v1::MODE_TRAIN_STEP && r.optimizer_impl() != v1::OPTIMIZER_FOREACH;
+        r.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && r.optimizer_impl() != v1::OPTIMIZER_IMPL_FOREACH;
     parts.push_back(optimizer_after
                         ? "cuda graph of forward+backward, optimizer eager after each replay"
                         : "cuda graph (phase times not measured)");

@@ -31,8 +31,8 @@ TEST(OptionFlags, FillTheSpec) {
   EXPECT_TRUE(b.warmup_auto());
   EXPECT_FALSE(b.has_warmup_steps());
   EXPECT_EQ(b.warmup_max_steps(), 20);
-  EXPECT_EQ(b.attention(), v1::ATTENTION_SDPA_FLASH);
-  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FOREACH);
+  EXPECT_EQ(b.attention(), v1::ATTENTION_IMPL_SDPA_FLASH);
+  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_IMPL_FOREACH);
   EXPECT_TRUE(b.allow_tf32());
   EXPECT_TRUE(b.cuda_graph());
   EXPECT_TRUE(b.weight_copies());
@@ -46,8 +46,8 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   const v1::BenchmarkSpec& b = spec->benchmark();
   EXPECT_FALSE(b.warmup_auto());
   EXPECT_FALSE(b.has_warmup_max_steps());
-  EXPECT_EQ(b.attention(), v1::ATTENTION_FAITHFUL);
-  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FAITHFUL);
+  EXPECT_EQ(b.attention(), v1::ATTENTION_IMPL_FAITHFUL);
+  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_IMPL_FAITHFUL);
   EXPECT_FALSE(b.allow_tf32());
   EXPECT_FALSE(b.cuda_graph());
   EXPECT_FALSE(b.weight_copies());
@@ -106,7 +106,7 @@ TEST(OptionsView, FaithfulByDefault) {
   EXPECT_THAT(view, HasSubstr("Steps        1 warm-up + 2 measured\n"));
   EXPECT_THAT(view, HasSubstr("Options      faithful (course attention and AdamW, fp32 matmuls, "
                               "eager, explicit backward)\n"));
-  job.mutable_result()->mutable_benchmark()->set_autograd(true);
+  job.mutable_result()->mutable_benchmark()->mutable_spec()->set_autograd(true);
   job.mutable_spec()->mutable_benchmark()->set_autograd(true);
   EXPECT_THAT(JobView(job), HasSubstr("Options      faithful (course attention and AdamW, fp32 "
                                       "matmuls, eager, autograd engine)\n"));
@@ -120,16 +120,18 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   spec->clear_warmup_steps();
   spec->set_warmup_auto(true);
   spec->set_warmup_max_steps(50);
-  spec->set_attention(v1::ATTENTION_SDPA_MATH);
-  spec->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+  spec->set_attention(v1::ATTENTION_IMPL_SDPA_MATH);
+  spec->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
   spec->set_allow_tf32(true);
-  v1::BenchmarkResult* r = job.mutable_result()->mutable_benchmark();
-  r->set_warmup_steps(7);
+  v1::BenchmarkResult* result = job.mutable_result()->mutable_benchmark();
+  v1::BenchmarkSpec* r = result->mutable_spec();  // the resolved spec the worker ran
+  result->set_warmup_steps_run(7);
+  r->clear_warmup_steps();  // warm-up auto keeps the rule and its cap
   r->set_warmup_auto(true);
-  r->set_warmup_converged(true);
+  result->set_warmup_converged(true);
   r->set_warmup_max_steps(50);
-  r->set_attention(v1::ATTENTION_SDPA_MATH);
-  r->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+  r->set_attention(v1::ATTENTION_IMPL_SDPA_MATH);
+  r->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
   r->set_allow_tf32(true);
   r->set_autograd(true);  // SDPA is not the course's attention: autograd runs it
   std::string view = JobView(job);
@@ -140,11 +142,11 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   EXPECT_THAT(view, HasSubstr("Options      attention sdpa (math only), optimizer fused, tf32 "
                               "matmuls, autograd engine\n"));
 
-  r->set_warmup_converged(false);
-  r->set_warmup_steps(50);
+  result->set_warmup_converged(false);
+  result->set_warmup_steps_run(50);
   r->set_cuda_graph(true);
-  r->set_graph_eager_steps(2);
-  r->set_attention(v1::ATTENTION_SDPA);
+  result->set_graph_eager_steps(2);
+  r->set_attention(v1::ATTENTION_IMPL_SDPA);
   view = JobView(job);
   EXPECT_THAT(view, HasSubstr("50 warm-up (auto: capped before converging, cap 50) + 2 measured; "
                               "the first 2 eager, then CUDA-graph replays\n"));

@@ -74,7 +74,7 @@ std::string ProfileRangeTable(const v1::ProfileResult& r, const std::string& ind
            {gpu ? "kernels" : "ops", Align::kRight},
            {"GFLOP", Align::kRight},
            {"TFLOP/s", Align::kRight}});
-  const double steps = static_cast<double>(std::max<int64_t>(1, r.profile_steps()));
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.spec().profile_steps()));
   for (const v1::ProfileRange& range : r.ranges()) {
     const bool flops = range.flops_per_step() > 0;
     t.AddRow({std::string(2 * Depth(r, range), ' ') + range.name(),
@@ -108,7 +108,7 @@ std::string AttentionPartsTable(const v1::ProfileResult& r, const std::string& i
            {"% FLOPs", Align::kRight},
            {"TFLOP/s", Align::kRight},
            {"kernels", Align::kRight}});
-  const double steps = static_cast<double>(std::max<int64_t>(1, r.profile_steps()));
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.spec().profile_steps()));
   for (const char* name : kParts) {
     const v1::ProfileRange* p = FindRange(r, name);
     if (p == nullptr) continue;
@@ -153,17 +153,19 @@ std::string ProfileResultView(const v1::ProfileResult& r, const ProfileViewOptio
   const bool gpu = r.kernel_source() == "cuda_kernels";
   std::string device = r.device().empty() ? "-" : r.device();
   if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
+  const v1::BenchmarkSpec& step = r.spec().step();
   const v1::Stats& un = r.unprofiled_step();
   const v1::Stats& pr = r.profiled_step();
   std::vector<std::pair<std::string, std::string>> kv = {
       {"Model", fmt::format("{} ({} parameters), {} {}, batch {} x context {}",
-                            r.model().preset().empty() ? "custom" : r.model().preset(),
-                            FormatThousands(r.parameter_count()), ModeName(r.mode()),
-                            PrecisionName(r.precision()), r.batch_size(), r.context_length())},
+                            step.model().preset().empty() ? "custom" : step.model().preset(),
+                            FormatThousands(r.parameter_count()), ModeName(step.mode()),
+                            PrecisionName(step.precision()), step.batch_size(),
+                            step.context_length())},
       {"Device", device},
       {"Profiled",
-       fmt::format("{} step{}, activities {}; rows are {}", r.profile_steps(),
-                   r.profile_steps() == 1 ? "" : "s", ActivitiesName(r.activities()),
+       fmt::format("{} step{}, activities {}; rows are {}", r.spec().profile_steps(),
+                   r.spec().profile_steps() == 1 ? "" : "s", ActivitiesName(r.spec().activities()),
                    gpu ? "device kernels (CUPTI)" : "operators' self time (no device activity)")},
       {"Step time",
        fmt::format("unprofiled median {} ms (cv {}), profiled median {} ms: x{:.3f}",

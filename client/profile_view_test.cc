@@ -26,13 +26,13 @@ v1::KernelRow* AddKernel(v1::ProfileRange* r, const std::string& name, bool gemm
 
 v1::ProfileResult GpuResult() {
   v1::ProfileResult r;
-  r.mutable_model()->set_preset("small");
-  r.set_mode(v1::MODE_FORWARD);
+  r.mutable_spec()->mutable_step()->mutable_model()->set_preset("small");
+  r.mutable_spec()->mutable_step()->set_mode(v1::BENCHMARK_MODE_FORWARD);
   r.set_device("cuda:0");
   r.set_kernel_source("cuda_kernels");
-  r.set_profile_steps(2);
-  r.add_activities(v1::PROFILER_ACTIVITY_CPU);
-  r.add_activities(v1::PROFILER_ACTIVITY_CUDA);
+  r.mutable_spec()->set_profile_steps(2);
+  r.mutable_spec()->add_activities(v1::PROFILER_ACTIVITY_CPU);
+  r.mutable_spec()->add_activities(v1::PROFILER_ACTIVITY_CUDA);
   r.mutable_unprofiled_step()->set_median(0.010);
   r.mutable_profiled_step()->set_median(0.0105);
   r.set_profiler_overhead(1.05);
@@ -115,7 +115,7 @@ TEST(ProfileView, TopAllAndNonGemm) {
 TEST(ProfileView, SpecSummary) {
   v1::ProfileSpec p;
   p.mutable_step()->mutable_model()->set_preset("xl");
-  p.mutable_step()->set_mode(v1::MODE_TRAIN_STEP);
+  p.mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   p.mutable_step()->set_precision(v1::PRECISION_BF16);
   p.mutable_step()->set_batch_size(4);
   p.mutable_step()->set_context_length(256);

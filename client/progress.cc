@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "common/stats.h"
 
@@ -63,7 +64,7 @@ void Progress::Observe(const v1::JobEvent& e) {
       break;
     case v1::JobEvent::kStarted:
       phase_ = Phase::kStarted;
-      device_ = e.started().device();
+      device_ = absl::StrJoin(e.started().devices(), ",");
       break;
     case v1::JobEvent::kWarmupStep:
     case v1::JobEvent::kStep: {
@@ -115,7 +116,9 @@ std::string Progress::PlainLine(const v1::JobEvent& e) const {
       return fmt::format("job {} queued", job_id_);
     case v1::JobEvent::kStarted:
       return fmt::format("job {} started{}", job_id_,
-                         e.started().device().empty() ? "" : " on " + e.started().device());
+                         e.started().devices().empty()
+                             ? ""
+                             : " on " + absl::StrJoin(e.started().devices(), ","));
     case v1::JobEvent::kWarmupStep:
     case v1::JobEvent::kStep: {
       // Called after Observe, so the counters include this step.

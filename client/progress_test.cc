@@ -26,7 +26,7 @@ TEST(Progress, WarmupThenMeasuredWithRunningMedian) {
   EXPECT_EQ(p.PlainLine(queued), "job j1 queued");
 
   v1::JobEvent started;
-  started.mutable_started()->set_device("cuda:0");
+  started.mutable_started()->add_devices("cuda:0");
   p.Observe(started);
   EXPECT_EQ(p.BarLine(), "j1  running on cuda:0");
 
@@ -44,11 +44,11 @@ TEST(Progress, WarmupThenMeasuredWithRunningMedian) {
   EXPECT_FALSE(p.terminal());
 
   v1::JobEvent done;
-  done.mutable_result()->set_state(v1::SUCCEEDED);
+  done.mutable_result()->set_state(v1::JOB_STATE_SUCCEEDED);
   p.Observe(done);
   EXPECT_TRUE(p.terminal());
   EXPECT_TRUE(IsTerminal(done));
-  EXPECT_EQ(TerminalJob(done).state(), v1::SUCCEEDED);
+  EXPECT_EQ(TerminalJob(done).state(), v1::JOB_STATE_SUCCEEDED);
 }
 
 TEST(Progress, LogsPassThrough) {

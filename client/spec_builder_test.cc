@@ -37,7 +37,7 @@ TEST(BuildBenchmarkSpec, FlagsFillEveryField) {
   EXPECT_EQ(b.model().num_layers(), 6);
   EXPECT_EQ(b.model().num_heads(), 8);
   EXPECT_EQ(b.model().rope_theta(), 500000.0);
-  EXPECT_EQ(b.mode(), v1::MODE_TRAIN_STEP);
+  EXPECT_EQ(b.mode(), v1::BENCHMARK_MODE_TRAIN_STEP);
   EXPECT_EQ(b.precision(), v1::PRECISION_BF16);
   EXPECT_EQ(b.batch_size(), 8);
   EXPECT_EQ(b.context_length(), 256);
@@ -51,7 +51,7 @@ TEST(BuildBenchmarkSpec, UnsetFlagsLeaveTheDaemonsDefaults) {
   absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec({});
   ASSERT_TRUE(spec.ok());
   ASSERT_TRUE(spec->has_benchmark());
-  EXPECT_EQ(spec->benchmark().mode(), v1::MODE_UNSPECIFIED);
+  EXPECT_EQ(spec->benchmark().mode(), v1::BENCHMARK_MODE_UNSPECIFIED);
   EXPECT_EQ(spec->benchmark().precision(), v1::PRECISION_UNSPECIFIED);
   EXPECT_FALSE(spec->benchmark().has_warmup_steps());
   EXPECT_EQ(spec->benchmark().batch_size(), 0);
@@ -72,7 +72,7 @@ TEST(BuildBenchmarkSpec, AcceptsAliases) {
   o.precision = "float16";
   absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(o);
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(spec->benchmark().mode(), v1::MODE_FORWARD_BACKWARD);
+  EXPECT_EQ(spec->benchmark().mode(), v1::BENCHMARK_MODE_FORWARD_BACKWARD);
   EXPECT_EQ(spec->benchmark().precision(), v1::PRECISION_FP16);
 }
 

@@ -23,9 +23,9 @@ inline v1::Stats MakeStats(double median) {
 inline v1::Job MakeSucceededJob() {
   v1::Job job;
   job.set_id("j42");
-  job.set_kind("benchmark");
-  job.set_state(v1::SUCCEEDED);
-  job.set_device("cuda:0");
+  job.set_kind(v1::JOB_KIND_BENCHMARK);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.add_devices("cuda:0");
   job.mutable_created()->set_seconds(1795000000);  // 2026-11-18 11:06:40 UTC
   job.mutable_started()->set_seconds(1795000001);
   job.mutable_finished()->set_seconds(1795000003);
@@ -33,7 +33,7 @@ inline v1::Job MakeSucceededJob() {
   v1::BenchmarkSpec* spec = job.mutable_spec()->mutable_benchmark();
   job.mutable_spec()->set_device("cuda:0");
   spec->mutable_model()->set_preset("small");
-  spec->set_mode(v1::MODE_TRAIN_STEP);
+  spec->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   spec->set_precision(v1::PRECISION_BF16);
   spec->set_batch_size(4);
   spec->set_context_length(128);
@@ -41,7 +41,8 @@ inline v1::Job MakeSucceededJob() {
   spec->set_measure_steps(2);
 
   v1::BenchmarkResult* r = job.mutable_result()->mutable_benchmark();
-  v1::ModelConfig* m = r->mutable_model();
+  v1::BenchmarkSpec* rs = r->mutable_spec();
+  v1::ModelConfig* m = rs->mutable_model();
   m->set_preset("small");
   m->set_vocab_size(10000);
   m->set_d_model(768);
@@ -49,12 +50,13 @@ inline v1::Job MakeSucceededJob() {
   m->set_num_layers(12);
   m->set_num_heads(12);
   m->set_rope_theta(10000);
-  r->set_mode(v1::MODE_TRAIN_STEP);
-  r->set_precision(v1::PRECISION_BF16);
-  r->set_batch_size(4);
-  r->set_context_length(128);
-  r->set_warmup_steps(1);
-  r->set_measure_steps(2);
+  rs->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+  rs->set_precision(v1::PRECISION_BF16);
+  rs->set_batch_size(4);
+  rs->set_context_length(128);
+  rs->set_warmup_steps(1);
+  rs->set_measure_steps(2);
+  r->set_warmup_steps_run(1);
   r->set_parameter_count(128625408);
   r->set_device("cuda:0");
   r->set_device_name("NVIDIA H100 80GB HBM3");

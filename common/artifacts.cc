@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_id.h"
 
 namespace benchd {
 namespace {
@@ -19,14 +20,6 @@ bool IsNameChar(char c) {
 }
 
 }  // namespace
-
-bool IsPlainJobId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!IsNameChar(c)) return false;
-  }
-  return true;
-}
 
 bool IsArtifactName(const std::string& name) {
   if (name.empty() || name.size() > 255 || name.front() == '.') return false;
@@ -44,11 +37,7 @@ absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
         ": this worker was started without --artifacts-dir, so it has nowhere to write "
         "its artifacts (benchd passes <data-dir>/artifacts)"));
   }
-  if (!IsPlainJobId(job_id)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(request, ": the job id '", job_id,
-                     "' cannot name a directory (expected 1..128 letters, digits, '_' or '-')"));
-  }
+  if (auto s = CheckJobId(job_id); !s.ok()) return s;
   std::string dir = artifacts_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return absl::StrCat(dir, "/", job_id);

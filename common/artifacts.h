@@ -13,16 +13,13 @@
 
 namespace benchd {
 
-// A job id that can name a directory: 1..128 letters, digits, '_' or '-'.
-bool IsPlainJobId(const std::string& id);
-
 // An artifact name: one path component of 1..255 letters, digits, '_', '-'
 // or '.', not starting with '.' (so never "..", never hidden, never a path).
 bool IsArtifactName(const std::string& name);
 
 // <artifacts_dir>/<job_id>. `request` ("memory", "profile", ...) opens the
 // errors: FAILED_PRECONDITION without an artifacts dir, INVALID_ARGUMENT for
-// a job id that cannot name a directory.
+// a job id that is not one (common/job_id.h), so it never names another folder.
 absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
                                             const std::string& job_id, const std::string& request);
 

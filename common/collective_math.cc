@@ -16,15 +16,15 @@ namespace benchd {
 
 std::string CollectiveOpName(v1::CollectiveOp op) {
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE:
+    case v1::COLLECTIVE_OP_ALL_REDUCE:
       return "all_reduce";
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       return "all_gather";
-    case v1::COLLECTIVE_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
       return "reduce_scatter";
-    case v1::COLLECTIVE_BROADCAST:
+    case v1::COLLECTIVE_OP_BROADCAST:
       return "broadcast";
-    case v1::COLLECTIVE_ALL_TO_ALL:
+    case v1::COLLECTIVE_OP_ALL_TO_ALL:
       return "all_to_all";
     default:
       return "";
@@ -34,11 +34,11 @@ std::string CollectiveOpName(v1::CollectiveOp op) {
 absl::StatusOr<v1::CollectiveOp> ParseCollectiveOp(const std::string& text) {
   std::string t = absl::AsciiStrToLower(text);
   t = absl::StrReplaceAll(t, {{"-", ""}, {"_", ""}});
-  if (t == "allreduce") return v1::COLLECTIVE_ALL_REDUCE;
-  if (t == "allgather") return v1::COLLECTIVE_ALL_GATHER;
-  if (t == "reducescatter") return v1::COLLECTIVE_REDUCE_SCATTER;
-  if (t == "broadcast") return v1::COLLECTIVE_BROADCAST;
-  if (t == "alltoall") return v1::COLLECTIVE_ALL_TO_ALL;
+  if (t == "allreduce") return v1::COLLECTIVE_OP_ALL_REDUCE;
+  if (t == "allgather") return v1::COLLECTIVE_OP_ALL_GATHER;
+  if (t == "reducescatter") return v1::COLLECTIVE_OP_REDUCE_SCATTER;
+  if (t == "broadcast") return v1::COLLECTIVE_OP_BROADCAST;
+  if (t == "alltoall") return v1::COLLECTIVE_OP_ALL_TO_ALL;
   return absl::InvalidArgumentError(
       absl::StrCat("collective.op: unknown operation '", text,
                    "'; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
@@ -46,9 +46,9 @@ absl::StatusOr<v1::CollectiveOp> ParseCollectiveOp(const std::string& text) {
 
 std::string BackendName(v1::CollectiveBackend backend) {
   switch (backend) {
-    case v1::BACKEND_NCCL:
+    case v1::COLLECTIVE_BACKEND_NCCL:
       return "nccl";
-    case v1::BACKEND_GLOO:
+    case v1::COLLECTIVE_BACKEND_GLOO:
       return "gloo";
     default:
       return "";
@@ -57,23 +57,23 @@ std::string BackendName(v1::CollectiveBackend backend) {
 
 absl::StatusOr<v1::CollectiveBackend> ParseBackend(const std::string& text) {
   const std::string t = absl::AsciiStrToLower(text);
-  if (t == "nccl") return v1::BACKEND_NCCL;
-  if (t == "gloo") return v1::BACKEND_GLOO;
+  if (t == "nccl") return v1::COLLECTIVE_BACKEND_NCCL;
+  if (t == "gloo") return v1::COLLECTIVE_BACKEND_GLOO;
   return absl::InvalidArgumentError(
       absl::StrCat("backend: unknown backend '", text, "'; expected nccl or gloo"));
 }
 
 std::string DtypeName(v1::CollectiveDtype dtype) {
   switch (dtype) {
-    case v1::COLLECTIVE_FP32:
+    case v1::COLLECTIVE_DTYPE_FP32:
       return "fp32";
-    case v1::COLLECTIVE_FP16:
+    case v1::COLLECTIVE_DTYPE_FP16:
       return "fp16";
-    case v1::COLLECTIVE_BF16:
+    case v1::COLLECTIVE_DTYPE_BF16:
       return "bf16";
-    case v1::COLLECTIVE_FP64:
+    case v1::COLLECTIVE_DTYPE_FP64:
       return "fp64";
-    case v1::COLLECTIVE_INT32:
+    case v1::COLLECTIVE_DTYPE_INT32:
       return "int32";
     default:
       return "";
@@ -82,21 +82,21 @@ std::string DtypeName(v1::CollectiveDtype dtype) {
 
 absl::StatusOr<v1::CollectiveDtype> ParseDtype(const std::string& text) {
   const std::string t = absl::AsciiStrToLower(text);
-  if (t == "fp32" || t == "float32" || t == "float") return v1::COLLECTIVE_FP32;
-  if (t == "fp16" || t == "float16" || t == "half") return v1::COLLECTIVE_FP16;
-  if (t == "bf16" || t == "bfloat16") return v1::COLLECTIVE_BF16;
-  if (t == "fp64" || t == "float64" || t == "double") return v1::COLLECTIVE_FP64;
-  if (t == "int32" || t == "int") return v1::COLLECTIVE_INT32;
+  if (t == "fp32" || t == "float32" || t == "float") return v1::COLLECTIVE_DTYPE_FP32;
+  if (t == "fp16" || t == "float16" || t == "half") return v1::COLLECTIVE_DTYPE_FP16;
+  if (t == "bf16" || t == "bfloat16") return v1::COLLECTIVE_DTYPE_BF16;
+  if (t == "fp64" || t == "float64" || t == "double") return v1::COLLECTIVE_DTYPE_FP64;
+  if (t == "int32" || t == "int") return v1::COLLECTIVE_DTYPE_INT32;
   return absl::InvalidArgumentError(absl::StrCat("collective.dtype: unknown dtype '", text,
                                                  "'; expected fp32, fp16, bf16, fp64 or int32"));
 }
 
 int64_t DtypeBytes(v1::CollectiveDtype dtype) {
   switch (dtype) {
-    case v1::COLLECTIVE_FP16:
-    case v1::COLLECTIVE_BF16:
+    case v1::COLLECTIVE_DTYPE_FP16:
+    case v1::COLLECTIVE_DTYPE_BF16:
       return 2;
-    case v1::COLLECTIVE_FP64:
+    case v1::COLLECTIVE_DTYPE_FP64:
       return 8;
     default:
       return 4;
@@ -172,17 +172,17 @@ CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t elemen
   const int64_t total = std::max<int64_t>(1, size_bytes / element_bytes);
   const int64_t per_rank = std::max<int64_t>(1, total / std::max(1, world));
   switch (op) {
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       shape.count = per_rank;
       shape.output_count = per_rank * world;
       shape.size_bytes = shape.output_count * element_bytes;
       break;
-    case v1::COLLECTIVE_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
       shape.count = per_rank * world;
       shape.output_count = per_rank;
       shape.size_bytes = shape.count * element_bytes;
       break;
-    case v1::COLLECTIVE_ALL_TO_ALL:
+    case v1::COLLECTIVE_OP_ALL_TO_ALL:
       shape.count = per_rank * world;
       shape.output_count = shape.count;
       shape.size_bytes = shape.count * element_bytes;
@@ -198,11 +198,11 @@ CollectiveShape ShapeFor(v1::CollectiveOp op, int64_t size_bytes, int64_t elemen
 double BusBandwidthFactor(v1::CollectiveOp op, int world) {
   const double n = world;
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE:
+    case v1::COLLECTIVE_OP_ALL_REDUCE:
       return 2.0 * (n - 1) / n;
-    case v1::COLLECTIVE_ALL_GATHER:
-    case v1::COLLECTIVE_REDUCE_SCATTER:
-    case v1::COLLECTIVE_ALL_TO_ALL:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_ALL_TO_ALL:
       return (n - 1) / n;
     default:
       return 1.0;

@@ -6,13 +6,13 @@ namespace benchd {
 namespace {
 
 TEST(CollectiveMathTest, BusBandwidthFactorsAreNcclTests) {
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_ALL_REDUCE, 2), 1.0);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_ALL_REDUCE, 4), 1.5);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_ALL_REDUCE, 8), 1.75);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_ALL_GATHER, 4), 0.75);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_REDUCE_SCATTER, 8), 0.875);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_ALL_TO_ALL, 2), 0.5);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_BROADCAST, 8), 1.0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_ALL_REDUCE, 2), 1.0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_ALL_REDUCE, 4), 1.5);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_ALL_REDUCE, 8), 1.75);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_ALL_GATHER, 4), 0.75);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_REDUCE_SCATTER, 8), 0.875);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_ALL_TO_ALL, 2), 0.5);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::COLLECTIVE_OP_BROADCAST, 8), 1.0);
 }
 
 TEST(CollectiveMathTest, SweepSizes) {
@@ -28,25 +28,25 @@ TEST(CollectiveMathTest, SweepSizes) {
 
 TEST(CollectiveMathTest, ShapesFollowNcclTestsSizeConvention) {
   // all_reduce: the buffer is the size
-  auto s = ShapeFor(v1::COLLECTIVE_ALL_REDUCE, 1 << 20, 4, 4);
+  auto s = ShapeFor(v1::COLLECTIVE_OP_ALL_REDUCE, 1 << 20, 4, 4);
   EXPECT_EQ(s.count, 1 << 18);
   EXPECT_EQ(s.output_count, 1 << 18);
   EXPECT_EQ(s.size_bytes, 1 << 20);
   // all_gather: the output is the size, each rank sends size/world
-  s = ShapeFor(v1::COLLECTIVE_ALL_GATHER, 1 << 20, 4, 4);
+  s = ShapeFor(v1::COLLECTIVE_OP_ALL_GATHER, 1 << 20, 4, 4);
   EXPECT_EQ(s.count, 1 << 16);
   EXPECT_EQ(s.output_count, 1 << 18);
   EXPECT_EQ(s.size_bytes, 1 << 20);
   // reduce_scatter: the input is the size
-  s = ShapeFor(v1::COLLECTIVE_REDUCE_SCATTER, 1 << 20, 2, 4);
+  s = ShapeFor(v1::COLLECTIVE_OP_REDUCE_SCATTER, 1 << 20, 2, 4);
   EXPECT_EQ(s.count, 1 << 19);
   EXPECT_EQ(s.output_count, 1 << 17);
   // rounded down to split evenly over 3 ranks: 1000 B of fp32 = 250 -> 249
-  s = ShapeFor(v1::COLLECTIVE_ALL_TO_ALL, 1000, 4, 3);
+  s = ShapeFor(v1::COLLECTIVE_OP_ALL_TO_ALL, 1000, 4, 3);
   EXPECT_EQ(s.count, 249);
   EXPECT_EQ(s.size_bytes, 996);
   // never empty
-  s = ShapeFor(v1::COLLECTIVE_ALL_GATHER, 1, 4, 8);
+  s = ShapeFor(v1::COLLECTIVE_OP_ALL_GATHER, 1, 4, 8);
   EXPECT_EQ(s.count, 1);
   EXPECT_EQ(s.output_count, 8);
 }
@@ -62,7 +62,7 @@ TEST(CollectiveMathTest, SlowestRankPerIteration) {
 TEST(CollectiveMathTest, AggregateRowBandwidths) {
   // 1 GB all_reduce over 4 ranks, slowest rank 10 ms each iteration
   auto row = AggregateRow(
-      v1::COLLECTIVE_ALL_REDUCE, 1'000'000'000,
+      v1::COLLECTIVE_OP_ALL_REDUCE, 1'000'000'000,
       {{0.010, 0.010, 0.010}, {0.008, 0.009, 0.010}, {0.005, 0.005, 0.005}, {0.001, 0.002, 0.003}});
   ASSERT_TRUE(row.ok()) << row.status();
   EXPECT_EQ(row->world_size(), 4);
@@ -76,17 +76,17 @@ TEST(CollectiveMathTest, AggregateRowBandwidths) {
 }
 
 TEST(CollectiveMathTest, ParseNames) {
-  EXPECT_EQ(*ParseCollectiveOp("all-reduce"), v1::COLLECTIVE_ALL_REDUCE);
-  EXPECT_EQ(*ParseCollectiveOp("alltoall"), v1::COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(*ParseCollectiveOp("all-reduce"), v1::COLLECTIVE_OP_ALL_REDUCE);
+  EXPECT_EQ(*ParseCollectiveOp("alltoall"), v1::COLLECTIVE_OP_ALL_TO_ALL);
   auto bad = ParseCollectiveOp("reduce");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("all_reduce, all_gather"), std::string::npos);
-  EXPECT_EQ(*ParseBackend("NCCL"), v1::BACKEND_NCCL);
+  EXPECT_EQ(*ParseBackend("NCCL"), v1::COLLECTIVE_BACKEND_NCCL);
   EXPECT_FALSE(ParseBackend("mpi").ok());
-  EXPECT_EQ(*ParseDtype("bf16"), v1::COLLECTIVE_BF16);
-  EXPECT_EQ(DtypeBytes(v1::COLLECTIVE_BF16), 2);
-  EXPECT_EQ(DtypeBytes(v1::COLLECTIVE_FP64), 8);
-  EXPECT_EQ(CollectiveOpName(v1::COLLECTIVE_REDUCE_SCATTER), "reduce_scatter");
+  EXPECT_EQ(*ParseDtype("bf16"), v1::COLLECTIVE_DTYPE_BF16);
+  EXPECT_EQ(DtypeBytes(v1::COLLECTIVE_DTYPE_BF16), 2);
+  EXPECT_EQ(DtypeBytes(v1::COLLECTIVE_DTYPE_FP64), 8);
+  EXPECT_EQ(CollectiveOpName(v1::COLLECTIVE_OP_REDUCE_SCATTER), "reduce_scatter");
 }
 
 TEST(CollectiveMathTest, ByteSizes) {

@@ -173,7 +173,8 @@ std::string RenderLineChart(const LineChart& c) {
   return out;
 }
 
-std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult& r) {
+std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult& result) {
+  const v1::CollectiveSpec& r = result.spec();
   const std::string op = CollectiveOpName(r.op());
   const std::string facts =
       absl::StrCat(DtypeName(r.dtype()), ", ", r.in_place() ? "in place" : "out of place",
@@ -197,7 +198,7 @@ std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult
     chart.y_label = "duration (median)";
     chart.x_log2_bytes = true;
     std::map<std::pair<int, int>, ChartSeries> by;
-    for (const auto& row : r.rows()) {
+    for (const auto& row : result.rows()) {
       auto& s = by[{row.backend(), row.world_size()}];
       s.name = SeriesName(row.backend(), row.world_size());
       s.points.emplace_back(static_cast<double>(row.size_bytes()), row.duration().median());
@@ -214,14 +215,14 @@ std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult
     chart.x_label = "processes (world size)";
     chart.y_label = "duration (median)";
     std::set<int64_t> sizes;
-    for (const auto& row : r.rows()) sizes.insert(row.size_bytes());
+    for (const auto& row : result.rows()) sizes.insert(row.size_bytes());
     std::vector<int64_t> all(sizes.begin(), sizes.end()), picked;
     const size_t keep = std::min<size_t>(6, all.size());
     for (size_t i = 0; i < keep; ++i) {
       picked.push_back(all[keep == 1 ? 0 : i * (all.size() - 1) / (keep - 1)]);
     }
     std::map<std::pair<int, int64_t>, ChartSeries> by;
-    for (const auto& row : r.rows()) {
+    for (const auto& row : result.rows()) {
       if (std::find(picked.begin(), picked.end(), row.size_bytes()) == picked.end()) continue;
       auto& s = by[{row.backend(), row.size_bytes()}];
       s.name = absl::StrCat(BackendName(row.backend()), ", ", FormatBytes(row.size_bytes()));
@@ -234,7 +235,7 @@ std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult
   // 3. Backend comparison at one world size.
   {
     std::map<int, std::set<int>> backends_at;  // world -> backends
-    for (const auto& row : r.rows()) backends_at[row.world_size()].insert(row.backend());
+    for (const auto& row : result.rows()) backends_at[row.world_size()].insert(row.backend());
     int world = 0;
     for (auto& [w, b] : backends_at) {
       if (b.size() > 1) world = w;
@@ -248,7 +249,7 @@ std::vector<v1::CollectivePlot> RenderCollectivePlots(const v1::CollectiveResult
     chart.y_label = "duration (median)";
     chart.x_log2_bytes = true;
     std::map<int, ChartSeries> by;
-    for (const auto& row : r.rows()) {
+    for (const auto& row : result.rows()) {
       if (row.world_size() != world) continue;
       auto& s = by[row.backend()];
       s.name = absl::StrCat(BackendName(row.backend()),

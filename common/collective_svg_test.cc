@@ -11,7 +11,7 @@ v1::CollectiveRow Row(v1::CollectiveBackend b, int world, int64_t size, double m
   r.set_world_size(world);
   r.set_size_bytes(size);
   r.mutable_duration()->set_median(median);
-  r.add_devices(b == v1::BACKEND_NCCL ? "cuda:0" : "cpu:0");
+  r.add_devices(b == v1::COLLECTIVE_BACKEND_NCCL ? "cuda:0" : "cpu:0");
   return r;
 }
 
@@ -23,11 +23,11 @@ int Count(const std::string& s, const std::string& what) {
 
 TEST(CollectiveSvgTest, ThreePlotsWithTheirSeries) {
   v1::CollectiveResult r;
-  r.set_op(v1::COLLECTIVE_ALL_REDUCE);
-  for (auto b : {v1::BACKEND_NCCL, v1::BACKEND_GLOO}) {
+  r.mutable_spec()->set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
+  for (auto b : {v1::COLLECTIVE_BACKEND_NCCL, v1::COLLECTIVE_BACKEND_GLOO}) {
     for (int w : {2, 4}) {
       for (int64_t s : {1 << 20, 1 << 21, 1 << 22}) {
-        *r.add_rows() = Row(b, w, s, (b == v1::BACKEND_NCCL ? 1e-5 : 1e-3) * (s >> 20) * w);
+        *r.add_rows() = Row(b, w, s, (b == v1::COLLECTIVE_BACKEND_NCCL ? 1e-5 : 1e-3) * (s >> 20) * w);
       }
     }
   }
@@ -59,7 +59,7 @@ TEST(CollectiveSvgTest, ThreePlotsWithTheirSeries) {
 
 TEST(CollectiveSvgTest, OneBackendSaysSoAndEmptyDrawsNoData) {
   v1::CollectiveResult r;
-  *r.add_rows() = Row(v1::BACKEND_GLOO, 2, 1024, 1e-4);
+  *r.add_rows() = Row(v1::COLLECTIVE_BACKEND_GLOO, 2, 1024, 1e-4);
   auto plots = RenderCollectivePlots(r);
   EXPECT_NE(plots[2].svg().find("only one backend ran"), std::string::npos);
   auto none = RenderCollectivePlots(v1::CollectiveResult());

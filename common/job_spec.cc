@@ -15,10 +15,12 @@
 namespace benchd {
 namespace {
 
-absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+// The one range check of every integer field: INVALID_ARGUMENT naming the
+// field's full path, the range accepted and the value that came.
+absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
     return absl::InvalidArgumentError(
-        absl::StrCat("benchmark.", field, ": expected ", lo, "..", hi, ", got ", value));
+        absl::StrCat(field, ": expected ", lo, "..", hi, ", got ", value));
   }
   return absl::OkStatus();
 }
@@ -38,7 +40,7 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark.precision: unknown value ", in.precision(), "; expected fp32, bf16 or fp16"));
   }
-  if (out.mode() == v1::MODE_UNSPECIFIED) out.set_mode(v1::MODE_FORWARD);
+  if (out.mode() == v1::BENCHMARK_MODE_UNSPECIFIED) out.set_mode(v1::BENCHMARK_MODE_FORWARD);
   if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
   if (!out.has_batch_size()) out.set_batch_size(4);
   if (!out.has_context_length()) out.set_context_length(128);
@@ -47,10 +49,10 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   if (!out.has_measure_steps()) out.set_measure_steps(10);
 
   absl::Status s;
-  if (!(s = CheckRange("batch_size", out.batch_size(), 1, kMaxBatch)).ok()) return s;
-  if (!(s = CheckRange("context_length", out.context_length(), 1, kMaxContext)).ok()) return s;
-  if (!(s = CheckRange("warmup_steps", out.warmup_steps(), 0, kMaxSteps)).ok()) return s;
-  if (!(s = CheckRange("measure_steps", out.measure_steps(), 1, kMaxSteps)).ok()) return s;
+  if (!(s = CheckRange("benchmark.batch_size", out.batch_size(), 1, kMaxBatch)).ok()) return s;
+  if (!(s = CheckRange("benchmark.context_length", out.context_length(), 1, kMaxContext)).ok()) return s;
+  if (!(s = CheckRange("benchmark.warmup_steps", out.warmup_steps(), 0, kMaxSteps)).ok()) return s;
+  if (!(s = CheckRange("benchmark.measure_steps", out.measure_steps(), 1, kMaxSteps)).ok()) return s;
   if (!(s = ResolveBenchmarkOptions(in, out)).ok()) return s;
   if (out.export_parity() && ParameterCount(out.model()) > kMaxParityParameters) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -61,14 +63,6 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
         " MB here) and the reference must load them all; check parity on a smaller preset"));
   }
   return out;
-}
-
-absl::Status CheckMemoryRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("memory.", field, ": expected ", lo, "..", hi, ", got ", value));
-  }
-  return absl::OkStatus();
 }
 
 // The step is a benchmark's (ResolveBenchmark: same defaults, same checks);
@@ -94,13 +88,13 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   if (!out.has_max_entries()) out.set_max_entries(kDefaultMemoryMaxEntries);
   if (!out.has_top_allocations()) out.set_top_allocations(kDefaultMemoryTopAllocations);
   absl::Status s;
-  if (!(s = CheckMemoryRange("record_steps", out.record_steps(), 1, kMaxMemoryRecordSteps)).ok())
+  if (!(s = CheckRange("memory.record_steps", out.record_steps(), 1, kMaxMemoryRecordSteps)).ok())
     return s;
-  if (!(s = CheckMemoryRange("max_entries", out.max_entries(), kMinMemoryMaxEntries,
+  if (!(s = CheckRange("memory.max_entries", out.max_entries(), kMinMemoryMaxEntries,
                              kMaxMemoryMaxEntries))
            .ok())
     return s;
-  if (!(s = CheckMemoryRange("top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
+  if (!(s = CheckRange("memory.top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
   if (!v1::MemoryStacks_IsValid(in.stacks())) {
     return absl::InvalidArgumentError(
         absl::StrCat("memory.stacks: unknown value ", in.stacks(), "; expected none, cpp or all"));
@@ -113,13 +107,13 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   if (out.stacks() == v1::MEMORY_STACKS_UNSPECIFIED) out.set_stacks(v1::MEMORY_STACKS_CPP);
 
   for (int i = 0; i < in.context_lengths_size(); ++i) {
-    if (!(s = CheckMemoryRange(absl::StrCat("context_lengths[", i, "]").c_str(),
+    if (!(s = CheckRange(absl::StrCat("memory.context_lengths[", i, "]"),
                                in.context_lengths(i), 1, kMaxContext))
              .ok())
       return s;
   }
   for (int i = 0; i < in.modes_size(); ++i) {
-    if (!v1::BenchmarkMode_IsValid(in.modes(i)) || in.modes(i) == v1::MODE_UNSPECIFIED) {
+    if (!v1::BenchmarkMode_IsValid(in.modes(i)) || in.modes(i) == v1::BENCHMARK_MODE_UNSPECIFIED) {
       return absl::InvalidArgumentError(
           absl::StrCat("memory.modes[", i, "]: unknown value ", in.modes(i),
                        "; expected forward, forward_backward or train_step"));
@@ -189,9 +183,9 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
   }
   *out.mutable_step() = *step;
   if (!out.has_profile_steps()) out.set_profile_steps(kDefaultProfileSteps);
-  if (out.profile_steps() < 1 || out.profile_steps() > kMaxProfileSteps) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "profile.profile_steps: expected 1..", kMaxProfileSteps, ", got ", out.profile_steps()));
+  if (auto s = CheckRange("profile.profile_steps", out.profile_steps(), 1, kMaxProfileSteps);
+      !s.ok()) {
+    return s;
   }
   bool seen[3] = {false, false, false};
   for (int i = 0; i < in.activities_size(); ++i) {
@@ -212,14 +206,6 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
         "(they are host-side events); expected cpu, or cpu and cuda");
   }
   return out;
-}
-
-absl::Status CheckCollectiveRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("collective.", field, ": expected ", lo, "..", hi, ", got ", value));
-  }
-  return absl::OkStatus();
 }
 
 // A devices target: names well formed, no repeats, one kind of device, a
@@ -253,9 +239,9 @@ absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".backend: unknown value ", t->backend(), "; expected nccl or gloo"));
   }
-  if (t->backend() == v1::BACKEND_UNSPECIFIED)
-    t->set_backend(cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO);
-  if (t->backend() == v1::BACKEND_NCCL && cpu) {
+  if (t->backend() == v1::COLLECTIVE_BACKEND_UNSPECIFIED)
+    t->set_backend(cuda ? v1::COLLECTIVE_BACKEND_NCCL : v1::COLLECTIVE_BACKEND_GLOO);
+  if (t->backend() == v1::COLLECTIVE_BACKEND_NCCL && cpu) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".backend: nccl needs CUDA devices, got [",
                      absl::StrJoin(t->devices(), ", "), "]; use gloo for CPU tensors"));
@@ -272,7 +258,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   out.clear_targets();
   // Conveniences first, then explicit targets, in the order given.
   if (!in.group().empty()) out.add_targets()->set_group(in.group());
-  if (in.backend() != v1::BACKEND_UNSPECIFIED && in.backends_size() > 0) {
+  if (in.backend() != v1::COLLECTIVE_BACKEND_UNSPECIFIED && in.backends_size() > 0) {
     return absl::InvalidArgumentError("collective.backends: give backend or backends, not both");
   }
   if (in.devices_size() > 0) {
@@ -283,7 +269,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
       *t->mutable_devices() = in.devices();
       t->set_backend(static_cast<v1::CollectiveBackend>(b));
     }
-  } else if (in.backend() != v1::BACKEND_UNSPECIFIED || in.backends_size() > 0) {
+  } else if (in.backend() != v1::COLLECTIVE_BACKEND_UNSPECIFIED || in.backends_size() > 0) {
     return absl::InvalidArgumentError(
         "collective.backend: a backend needs devices (collective.devices); a group has its own");
   }
@@ -299,7 +285,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
     v1::CollectiveTarget* t = out.mutable_targets(i);
     const std::string where = absl::StrCat("collective.targets[", i, "]");
     if (!t->group().empty()) {
-      if (t->devices_size() > 0 || t->backend() != v1::BACKEND_UNSPECIFIED) {
+      if (t->devices_size() > 0 || t->backend() != v1::COLLECTIVE_BACKEND_UNSPECIFIED) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": a group id or devices with a backend, not both (group '", t->group(), "')"));
       }
@@ -341,12 +327,12 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
         absl::StrCat("collective.op: unknown value ", in.op(),
                      "; expected all_reduce, all_gather, reduce_scatter, broadcast or all_to_all"));
   }
-  if (out.op() == v1::COLLECTIVE_OP_UNSPECIFIED) out.set_op(v1::COLLECTIVE_ALL_REDUCE);
+  if (out.op() == v1::COLLECTIVE_OP_UNSPECIFIED) out.set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
   if (!v1::CollectiveDtype_IsValid(in.dtype())) {
     return absl::InvalidArgumentError(absl::StrCat("collective.dtype: unknown value ", in.dtype(),
                                                    "; expected fp32, fp16, bf16, fp64 or int32"));
   }
-  if (out.dtype() == v1::COLLECTIVE_DTYPE_UNSPECIFIED) out.set_dtype(v1::COLLECTIVE_FP32);
+  if (out.dtype() == v1::COLLECTIVE_DTYPE_UNSPECIFIED) out.set_dtype(v1::COLLECTIVE_DTYPE_FP32);
 
   absl::Status st;
   if (in.sizes_bytes_size() > 0) {
@@ -355,7 +341,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
           "collective.sizes_bytes: give a list of sizes or min_bytes/max_bytes/factor, not both");
     }
     for (int i = 0; i < in.sizes_bytes_size(); ++i) {
-      if (!(st = CheckCollectiveRange(absl::StrCat("sizes_bytes[", i, "]").c_str(),
+      if (!(st = CheckRange(absl::StrCat("collective.sizes_bytes[", i, "]"),
                                       in.sizes_bytes(i), 1, kMaxCollectiveBytes))
                .ok())
         return st;
@@ -364,13 +350,13 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
     const int64_t min = in.has_min_bytes() ? in.min_bytes() : kDefaultCollectiveMinBytes;
     const int64_t max = in.has_max_bytes() ? in.max_bytes() : min;
     const int64_t factor = in.has_factor() ? in.factor() : kDefaultCollectiveFactor;
-    if (!(st = CheckCollectiveRange("min_bytes", min, 1, kMaxCollectiveBytes)).ok()) return st;
-    if (!(st = CheckCollectiveRange("max_bytes", max, 1, kMaxCollectiveBytes)).ok()) return st;
+    if (!(st = CheckRange("collective.min_bytes", min, 1, kMaxCollectiveBytes)).ok()) return st;
+    if (!(st = CheckRange("collective.max_bytes", max, 1, kMaxCollectiveBytes)).ok()) return st;
     if (min > max) {
       return absl::InvalidArgumentError(
           absl::StrCat("collective.min_bytes: ", min, " is more than max_bytes ", max));
     }
-    if (!(st = CheckCollectiveRange("factor", factor, 2, 1024)).ok()) return st;
+    if (!(st = CheckRange("collective.factor", factor, 2, 1024)).ok()) return st;
     for (int64_t s : SweepSizes(min, max, factor)) out.add_sizes_bytes(s);
     out.clear_min_bytes();
     out.clear_max_bytes();
@@ -383,15 +369,15 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   }
   if (!out.has_warmup_iters()) out.set_warmup_iters(kDefaultCollectiveWarmup);
   if (!out.has_iters()) out.set_iters(kDefaultCollectiveIters);
-  if (!(st = CheckCollectiveRange("warmup_iters", out.warmup_iters(), 0, 10000)).ok()) return st;
-  if (!(st = CheckCollectiveRange("iters", out.iters(), 1, 100000)).ok()) return st;
-  if (out.op() == v1::COLLECTIVE_ALL_TO_ALL && in.in_place()) {
+  if (!(st = CheckRange("collective.warmup_iters", out.warmup_iters(), 0, 10000)).ok()) return st;
+  if (!(st = CheckRange("collective.iters", out.iters(), 1, 100000)).ok()) return st;
+  if (out.op() == v1::COLLECTIVE_OP_ALL_TO_ALL && in.in_place()) {
     return absl::InvalidArgumentError(
         "collective.in_place: all_to_all has no in-place form in c10d (alltoall_base needs "
         "separate input and output); run it out of place");
   }
   // c10d's all_reduce and broadcast only exist in place: say so in the spec.
-  if (out.op() == v1::COLLECTIVE_ALL_REDUCE || out.op() == v1::COLLECTIVE_BROADCAST) {
+  if (out.op() == v1::COLLECTIVE_OP_ALL_REDUCE || out.op() == v1::COLLECTIVE_OP_BROADCAST) {
     out.set_in_place(true);
   }
   if (!out.has_timeout_seconds()) out.set_timeout_seconds(kDefaultCollectiveTimeoutSeconds);
@@ -477,25 +463,38 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
   return absl::OkStatus();
 }
 
-std::string JobKindName(const v1::JobSpec& spec) {
+v1::JobKind JobKindOf(const v1::JobSpec& spec) {
   switch (spec.kind_case()) {
     case v1::JobSpec::kBenchmark:
-      return "benchmark";
+      return v1::JOB_KIND_BENCHMARK;
     case v1::JobSpec::kProfile:
-      return "profile";
+      return v1::JOB_KIND_PROFILE;
     case v1::JobSpec::kMemory:
-      return "memory";
-    case v1::JobSpec::kAttention:
-      return "attention";
+      return v1::JOB_KIND_MEMORY;
     case v1::JobSpec::kCollective:
-      return "collective";
-    case v1::JobSpec::kDdp:
-      return "ddp";
+      return v1::JOB_KIND_COLLECTIVE;
     case v1::JobSpec::KIND_NOT_SET:
+      break;
+  }
+  return v1::JOB_KIND_UNSPECIFIED;
+}
+
+std::string JobKindName(v1::JobKind kind) {
+  switch (kind) {
+    case v1::JOB_KIND_BENCHMARK:
+      return "benchmark";
+    case v1::JOB_KIND_PROFILE:
+      return "profile";
+    case v1::JOB_KIND_MEMORY:
+      return "memory";
+    case v1::JOB_KIND_COLLECTIVE:
+      return "collective";
+    default:
       return "";
   }
-  return "";
 }
+
+std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(spec)); }
 
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
   v1::JobSpec out = spec;
@@ -531,15 +530,10 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       return out;
     }
     case v1::JobSpec::KIND_NOT_SET:
-      return absl::InvalidArgumentError(
-          "spec: no request kind set; expected one of benchmark, profile, memory, attention, "
-          "collective, ddp");
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "spec.", JobKindName(spec), ": the ", JobKindName(spec),
-          " request is not implemented in this version of benchd; benchmark, profile, memory and "
-          "collective run today"));
+      break;
   }
+  return absl::InvalidArgumentError(
+      "spec: no request kind set; expected one of benchmark, profile, memory, collective");
 }
 
 }  // namespace benchd

@@ -32,13 +32,16 @@ inline constexpr int64_t kMaxMemoryRuns = 64;
 inline constexpr int64_t kDefaultProfileSteps = 3;
 inline constexpr int64_t kMaxProfileSteps = 100;
 
-// "benchmark", "profile", ..., or "" when no kind is set.
+// The request's kind (the JobSpec oneof's case); unspecified when none is set.
+v1::JobKind JobKindOf(const v1::JobSpec& spec);
+// "benchmark", "profile", ..., or "" for unspecified.
+std::string JobKindName(v1::JobKind kind);
 std::string JobKindName(const v1::JobSpec& spec);
 
 // Returns the spec with every default written out (mode, precision, batch 4,
 // context 128, warm-up 5 — or with warmup_auto no count and a cap of 50 —,
 // measured steps 10, the model resolved), or INVALID_ARGUMENT naming the field
-// (the options' checks: common/options.h), or UNIMPLEMENTED for a kind not built yet.
+// (the options' checks: common/options.h).
 // The device is not checked here: only the daemon knows its devices.
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
 

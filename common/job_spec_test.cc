@@ -22,7 +22,7 @@ TEST(JobSpecTest, DefaultsFilled) {
   auto out = ResolveJobSpec(Benchmark());
   ASSERT_TRUE(out.ok()) << out.status();
   const v1::BenchmarkSpec& b = out->benchmark();
-  EXPECT_EQ(b.mode(), v1::MODE_FORWARD);
+  EXPECT_EQ(b.mode(), v1::BENCHMARK_MODE_FORWARD);
   EXPECT_EQ(b.precision(), v1::PRECISION_FP32);
   EXPECT_EQ(b.batch_size(), 4);
   EXPECT_EQ(b.context_length(), 128);
@@ -43,7 +43,7 @@ TEST(JobSpecTest, ExplicitValuesKept) {
   v1::JobSpec in = Benchmark();
   in.set_device("cuda:1");
   v1::BenchmarkSpec* b = in.mutable_benchmark();
-  b->set_mode(v1::MODE_TRAIN_STEP);
+  b->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   b->set_precision(v1::PRECISION_BF16);
   b->set_batch_size(8);
   b->set_context_length(256);
@@ -53,7 +53,7 @@ TEST(JobSpecTest, ExplicitValuesKept) {
   auto out = ResolveJobSpec(in);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->device(), "cuda:1");
-  EXPECT_EQ(out->benchmark().mode(), v1::MODE_TRAIN_STEP);
+  EXPECT_EQ(out->benchmark().mode(), v1::BENCHMARK_MODE_TRAIN_STEP);
   EXPECT_EQ(out->benchmark().precision(), v1::PRECISION_BF16);
   EXPECT_EQ(out->benchmark().batch_size(), 8);
   EXPECT_EQ(out->benchmark().context_length(), 256);
@@ -202,10 +202,14 @@ TEST(JobSpecTest, ProfileOfCudaActivityNeedsACudaDevice) {
 
 TEST(JobSpecTest, KindNames) {
   v1::JobSpec in;
+  EXPECT_EQ(JobKindOf(in), v1::JOB_KIND_UNSPECIFIED);
+  EXPECT_EQ(JobKindName(in), "");
+  EXPECT_EQ(ResolveJobSpec(in).status().message(),
+            "spec: no request kind set; expected one of benchmark, profile, memory, collective");
+  EXPECT_EQ(JobKindOf(Benchmark()), v1::JOB_KIND_BENCHMARK);
   EXPECT_EQ(JobKindName(Benchmark()), "benchmark");
-  in.mutable_ddp();
-  EXPECT_EQ(JobKindName(in), "ddp");
-  EXPECT_EQ(ResolveJobSpec(in).status().code(), absl::StatusCode::kUnimplemented);
+  in.mutable_collective();
+  EXPECT_EQ(JobKindName(in), "collective");
 }
 
 v1::JobSpec Memory(const std::string& preset = "tiny") {
@@ -223,7 +227,7 @@ TEST(MemorySpecTest, DefaultsFilled) {
   EXPECT_EQ(m.top_allocations(), kDefaultMemoryTopAllocations);
   EXPECT_EQ(m.stacks(), v1::MEMORY_STACKS_CPP);
   // The step is a resolved benchmark step, without a measured-step count.
-  EXPECT_EQ(m.step().mode(), v1::MODE_FORWARD);
+  EXPECT_EQ(m.step().mode(), v1::BENCHMARK_MODE_FORWARD);
   EXPECT_EQ(m.step().batch_size(), 4);
   EXPECT_EQ(m.step().context_length(), 128);
   EXPECT_EQ(m.step().warmup_steps(), 5);
@@ -236,8 +240,8 @@ TEST(MemorySpecTest, SweepRunsInOrder) {
   v1::JobSpec in = Memory();
   in.mutable_memory()->add_context_lengths(128);
   in.mutable_memory()->add_context_lengths(256);
-  in.mutable_memory()->add_modes(v1::MODE_FORWARD);
-  in.mutable_memory()->add_modes(v1::MODE_TRAIN_STEP);
+  in.mutable_memory()->add_modes(v1::BENCHMARK_MODE_FORWARD);
+  in.mutable_memory()->add_modes(v1::BENCHMARK_MODE_TRAIN_STEP);
   in.mutable_memory()->add_precisions(v1::PRECISION_FP32);
   in.mutable_memory()->add_precisions(v1::PRECISION_BF16);
   in.mutable_memory()->set_record_steps(3);
@@ -254,7 +258,7 @@ TEST(MemorySpecTest, SweepRunsInOrder) {
 
 TEST(MemorySpecTest, NoSweepIsOneRunOfTheStep) {
   v1::JobSpec in = Memory();
-  in.mutable_memory()->mutable_step()->set_mode(v1::MODE_TRAIN_STEP);
+  in.mutable_memory()->mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   in.mutable_memory()->mutable_step()->set_context_length(64);
   auto out = ResolveJobSpec(in);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -291,9 +295,9 @@ TEST(MemorySpecTest, BadInputNamesTheField) {
        "memory.step.model.preset", "huge"},
       // A cell of the sweep that is not a valid step: an optimizer for forward.
       {[](auto& m) {
-         m.mutable_step()->set_mode(v1::MODE_TRAIN_STEP);
-         m.mutable_step()->set_optimizer_impl(v1::OPTIMIZER_FUSED);
-         m.add_modes(v1::MODE_FORWARD);
+         m.mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+         m.mutable_step()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+         m.add_modes(v1::BENCHMARK_MODE_FORWARD);
        },
        "memory (run ctx128-forward-fp32)", "optimizer_impl"},
   };
@@ -311,7 +315,7 @@ TEST(MemorySpecTest, BadInputNamesTheField) {
 TEST(MemorySpecTest, TooBigASweepIsRefused) {
   v1::JobSpec in = Memory();
   for (int i = 1; i <= 9; ++i) in.mutable_memory()->add_context_lengths(16 * i);
-  for (auto m : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP})
+  for (auto m : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP})
     in.mutable_memory()->add_modes(m);
   for (auto p : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16})
     in.mutable_memory()->add_precisions(p);
@@ -337,7 +341,7 @@ namespace benchd {
 namespace {
 
 v1::JobSpec Collective(std::vector<std::string> devices,
-                       v1::CollectiveBackend backend = v1::BACKEND_UNSPECIFIED) {
+                       v1::CollectiveBackend backend = v1::COLLECTIVE_BACKEND_UNSPECIFIED) {
   v1::JobSpec spec;
   for (auto& d : devices) spec.mutable_collective()->add_devices(d);
   spec.mutable_collective()->set_backend(backend);
@@ -355,10 +359,10 @@ TEST(CollectiveSpecTest, DefaultsWrittenOut) {
   ASSERT_TRUE(out.ok()) << out.status();
   const auto& c = out->collective();
   ASSERT_EQ(c.targets_size(), 1);
-  EXPECT_EQ(c.targets(0).backend(), v1::BACKEND_GLOO);  // cpu -> gloo
+  EXPECT_EQ(c.targets(0).backend(), v1::COLLECTIVE_BACKEND_GLOO);  // cpu -> gloo
   EXPECT_EQ(c.devices_size(), 0);                       // folded into targets
-  EXPECT_EQ(c.op(), v1::COLLECTIVE_ALL_REDUCE);
-  EXPECT_EQ(c.dtype(), v1::COLLECTIVE_FP32);
+  EXPECT_EQ(c.op(), v1::COLLECTIVE_OP_ALL_REDUCE);
+  EXPECT_EQ(c.dtype(), v1::COLLECTIVE_DTYPE_FP32);
   EXPECT_EQ(c.sizes_bytes_size(), 1);
   EXPECT_EQ(c.sizes_bytes(0), 1 << 20);
   EXPECT_EQ(c.warmup_iters(), 5);
@@ -370,14 +374,14 @@ TEST(CollectiveSpecTest, DefaultsWrittenOut) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->SerializeAsString(), out->SerializeAsString());
   EXPECT_EQ(ResolveJobSpec(Collective({"cuda:0", "cuda:1"}))->collective().targets(0).backend(),
-            v1::BACKEND_NCCL);
+            v1::COLLECTIVE_BACKEND_NCCL);
 }
 
 TEST(CollectiveSpecTest, SweepsExpand) {
   v1::JobSpec spec = Collective({"cuda:0", "cuda:1", "cuda:2", "cuda:3"});
   auto* c = spec.mutable_collective();
-  c->add_backends(v1::BACKEND_NCCL);
-  c->add_backends(v1::BACKEND_GLOO);
+  c->add_backends(v1::COLLECTIVE_BACKEND_NCCL);
+  c->add_backends(v1::COLLECTIVE_BACKEND_GLOO);
   c->add_world_sizes(2);
   c->add_world_sizes(4);
   c->set_min_bytes(1 << 20);
@@ -388,16 +392,16 @@ TEST(CollectiveSpecTest, SweepsExpand) {
   EXPECT_FALSE(out->collective().has_min_bytes());
   auto series = CollectiveSeries(out->collective());
   ASSERT_EQ(series.size(), 4u);
-  EXPECT_EQ(series[0].backend(), v1::BACKEND_NCCL);
+  EXPECT_EQ(series[0].backend(), v1::COLLECTIVE_BACKEND_NCCL);
   EXPECT_EQ(series[0].devices_size(), 2);
   EXPECT_EQ(series[1].devices_size(), 4);
-  EXPECT_EQ(series[2].backend(), v1::BACKEND_GLOO);
+  EXPECT_EQ(series[2].backend(), v1::COLLECTIVE_BACKEND_GLOO);
   EXPECT_EQ(CollectiveDevices(out->collective()),
             std::vector<std::string>({"cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
 }
 
 TEST(CollectiveSpecTest, BadInputNamed) {
-  ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::BACKEND_NCCL), "nccl needs CUDA devices");
+  ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::COLLECTIVE_BACKEND_NCCL), "nccl needs CUDA devices");
   ExpectInvalid(Collective({"cpu:0", "cpu:0"}), "cpu:0 appears twice");
   ExpectInvalid(Collective({"cpu:0"}), "world size 1");
   ExpectInvalid(Collective({"cpu:0", "cuda:1"}), "mixes cpu and cuda");
@@ -416,7 +420,7 @@ TEST(CollectiveSpecTest, BadInputNamed) {
   s.mutable_collective()->set_op(static_cast<v1::CollectiveOp>(42));
   ExpectInvalid(s, "collective.op: unknown value 42");
   s = Collective({"cpu:0", "cpu:1"});
-  s.mutable_collective()->set_op(v1::COLLECTIVE_ALL_TO_ALL);
+  s.mutable_collective()->set_op(v1::COLLECTIVE_OP_ALL_TO_ALL);
   s.mutable_collective()->set_in_place(true);
   ExpectInvalid(s, "no in-place form");
   s = Collective({"cpu:0", "cpu:1"});

@@ -119,7 +119,7 @@ double ForwardFlops(const v1::ModelConfig& m, int64_t batch, int64_t context) {
 
 double StepFlops(const v1::ModelConfig& m, v1::BenchmarkMode mode, int64_t batch, int64_t context) {
   const double f = ForwardFlops(m, batch, context);
-  return mode == v1::MODE_FORWARD || mode == v1::MODE_UNSPECIFIED ? f : 3.0 * f;
+  return mode == v1::BENCHMARK_MODE_FORWARD || mode == v1::BENCHMARK_MODE_UNSPECIFIED ? f : 3.0 * f;
 }
 
 AttentionFlops ForwardAttentionFlops(const v1::ModelConfig& m, int64_t batch, int64_t context) {
@@ -145,10 +145,10 @@ absl::StatusOr<v1::Precision> ParsePrecision(const std::string& s) {
 
 absl::StatusOr<v1::BenchmarkMode> ParseMode(const std::string& s) {
   const std::string l = Lower(s);
-  if (l == "forward" || l == "fwd") return v1::MODE_FORWARD;
+  if (l == "forward" || l == "fwd") return v1::BENCHMARK_MODE_FORWARD;
   if (l == "forward_backward" || l == "fwd_bwd" || l == "forward-backward")
-    return v1::MODE_FORWARD_BACKWARD;
-  if (l == "train_step" || l == "train" || l == "train-step") return v1::MODE_TRAIN_STEP;
+    return v1::BENCHMARK_MODE_FORWARD_BACKWARD;
+  if (l == "train_step" || l == "train" || l == "train-step") return v1::BENCHMARK_MODE_TRAIN_STEP;
   return absl::InvalidArgumentError(absl::StrCat(
       "mode: unknown mode '", s, "'; expected forward, forward_backward or train_step"));
 }
@@ -166,9 +166,9 @@ std::string PrecisionName(v1::Precision p) {
 
 std::string ModeName(v1::BenchmarkMode m) {
   switch (m) {
-    case v1::MODE_FORWARD_BACKWARD:
+    case v1::BENCHMARK_MODE_FORWARD_BACKWARD:
       return "forward_backward";
-    case v1::MODE_TRAIN_STEP:
+    case v1::BENCHMARK_MODE_TRAIN_STEP:
       return "train_step";
     default:
       return "forward";

@@ -74,10 +74,10 @@ TEST(FlopsTest, HandWorkedExample) {
   auto m = ResolveModelConfig(Explicit(10, 4, 8, 1, 2));
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_DOUBLE_EQ(ForwardFlops(*m, 2, 3), 2688.0);
-  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::MODE_FORWARD, 2, 3), 2688.0);
-  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::MODE_UNSPECIFIED, 2, 3), 2688.0);
-  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::MODE_FORWARD_BACKWARD, 2, 3), 8064.0);
-  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::MODE_TRAIN_STEP, 2, 3), 8064.0);
+  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::BENCHMARK_MODE_FORWARD, 2, 3), 2688.0);
+  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::BENCHMARK_MODE_UNSPECIFIED, 2, 3), 2688.0);
+  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::BENCHMARK_MODE_FORWARD_BACKWARD, 2, 3), 8064.0);
+  EXPECT_DOUBLE_EQ(StepFlops(*m, v1::BENCHMARK_MODE_TRAIN_STEP, 2, 3), 8064.0);
 }
 
 // Same model: B=2, H=2, T=3, d=4, L=1. Scores per layer B·H·T·T = 36.
@@ -229,12 +229,12 @@ TEST(ParseTest, PrecisionAndMode) {
   EXPECT_EQ(*ParsePrecision("float32"), v1::PRECISION_FP32);
   EXPECT_EQ(*ParsePrecision("fp16"), v1::PRECISION_FP16);
   EXPECT_EQ(ParsePrecision("int8").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(*ParseMode("train_step"), v1::MODE_TRAIN_STEP);
-  EXPECT_EQ(*ParseMode("forward-backward"), v1::MODE_FORWARD_BACKWARD);
+  EXPECT_EQ(*ParseMode("train_step"), v1::BENCHMARK_MODE_TRAIN_STEP);
+  EXPECT_EQ(*ParseMode("forward-backward"), v1::BENCHMARK_MODE_FORWARD_BACKWARD);
   EXPECT_EQ(ParseMode("sideways").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PrecisionName(v1::PRECISION_BF16), "bf16");
-  EXPECT_EQ(ModeName(v1::MODE_TRAIN_STEP), "train_step");
-  EXPECT_EQ(ModeName(v1::MODE_UNSPECIFIED), "forward");
+  EXPECT_EQ(ModeName(v1::BENCHMARK_MODE_TRAIN_STEP), "train_step");
+  EXPECT_EQ(ModeName(v1::BENCHMARK_MODE_UNSPECIFIED), "forward");
 }
 
 }  // namespace

@@ -25,17 +25,18 @@ constexpr char kOptimizerChoices[] = "faithful, foreach or fused";
 
 std::string AttentionName(v1::AttentionImpl a) {
   switch (a) {
-    case v1::ATTENTION_FAITHFUL:
+    case v1::ATTENTION_IMPL_UNSPECIFIED:  // the default
+    case v1::ATTENTION_IMPL_FAITHFUL:
       return "faithful";
-    case v1::ATTENTION_SDPA:
+    case v1::ATTENTION_IMPL_SDPA:
       return "sdpa";
-    case v1::ATTENTION_SDPA_FLASH:
+    case v1::ATTENTION_IMPL_SDPA_FLASH:
       return "flash";
-    case v1::ATTENTION_SDPA_EFFICIENT:
+    case v1::ATTENTION_IMPL_SDPA_EFFICIENT:
       return "efficient";
-    case v1::ATTENTION_SDPA_CUDNN:
+    case v1::ATTENTION_IMPL_SDPA_CUDNN:
       return "cudnn";
-    case v1::ATTENTION_SDPA_MATH:
+    case v1::ATTENTION_IMPL_SDPA_MATH:
       return "math";
     default:
       return absl::StrCat("unknown(", static_cast<int>(a), ")");
@@ -45,24 +46,25 @@ std::string AttentionName(v1::AttentionImpl a) {
 absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
   std::string l = Lower(s);
   if (l.rfind("sdpa_", 0) == 0 && l.size() > 5) l = l.substr(5);
-  if (l == "faithful" || l == "course") return v1::ATTENTION_FAITHFUL;
-  if (l == "sdpa" || l == "auto") return v1::ATTENTION_SDPA;
-  if (l == "flash" || l == "flash_attention") return v1::ATTENTION_SDPA_FLASH;
+  if (l == "faithful" || l == "course") return v1::ATTENTION_IMPL_FAITHFUL;
+  if (l == "sdpa" || l == "auto") return v1::ATTENTION_IMPL_SDPA;
+  if (l == "flash" || l == "flash_attention") return v1::ATTENTION_IMPL_SDPA_FLASH;
   if (l == "efficient" || l == "mem_efficient" || l == "memory_efficient")
-    return v1::ATTENTION_SDPA_EFFICIENT;
-  if (l == "cudnn") return v1::ATTENTION_SDPA_CUDNN;
-  if (l == "math") return v1::ATTENTION_SDPA_MATH;
+    return v1::ATTENTION_IMPL_SDPA_EFFICIENT;
+  if (l == "cudnn") return v1::ATTENTION_IMPL_SDPA_CUDNN;
+  if (l == "math") return v1::ATTENTION_IMPL_SDPA_MATH;
   return absl::InvalidArgumentError(
       absl::StrCat("attention: unknown attention '", s, "'; expected ", kAttentionChoices));
 }
 
 std::string OptimizerImplName(v1::OptimizerImpl o) {
   switch (o) {
-    case v1::OPTIMIZER_FAITHFUL:
+    case v1::OPTIMIZER_IMPL_UNSPECIFIED:  // the default
+    case v1::OPTIMIZER_IMPL_FAITHFUL:
       return "faithful";
-    case v1::OPTIMIZER_FOREACH:
+    case v1::OPTIMIZER_IMPL_FOREACH:
       return "foreach";
-    case v1::OPTIMIZER_FUSED:
+    case v1::OPTIMIZER_IMPL_FUSED:
       return "fused";
     default:
       return absl::StrCat("unknown(", static_cast<int>(o), ")");
@@ -71,9 +73,9 @@ std::string OptimizerImplName(v1::OptimizerImpl o) {
 
 absl::StatusOr<v1::OptimizerImpl> ParseOptimizerImpl(const std::string& s) {
   const std::string l = Lower(s);
-  if (l == "faithful" || l == "course") return v1::OPTIMIZER_FAITHFUL;
-  if (l == "foreach") return v1::OPTIMIZER_FOREACH;
-  if (l == "fused") return v1::OPTIMIZER_FUSED;
+  if (l == "faithful" || l == "course") return v1::OPTIMIZER_IMPL_FAITHFUL;
+  if (l == "foreach") return v1::OPTIMIZER_IMPL_FOREACH;
+  if (l == "fused") return v1::OPTIMIZER_IMPL_FUSED;
   return absl::InvalidArgumentError(
       absl::StrCat("optimizer: unknown optimizer '", s, "'; expected ", kOptimizerChoices));
 }
@@ -110,7 +112,19 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
                                                    b.optimizer_impl(), "; expected ",
                                                    kOptimizerChoices));
   }
-  if (b.optimizer_impl() != v1::OPTIMIZER_FAITHFUL && b.mode() != v1::MODE_TRAIN_STEP) {
+  // Unspecified is the default: written out as faithful (attention always,
+  // the optimizer in train_step, the only mode with an optimizer step).
+  if (b.attention() == v1::ATTENTION_IMPL_UNSPECIFIED) b.set_attention(v1::ATTENTION_IMPL_FAITHFUL);
+  if (b.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
+      b.optimizer_impl() == v1::OPTIMIZER_IMPL_UNSPECIFIED) {
+    b.set_optimizer_impl(v1::OPTIMIZER_IMPL_FAITHFUL);
+  }
+  if (b.mode() != v1::BENCHMARK_MODE_TRAIN_STEP &&
+      b.optimizer_impl() == v1::OPTIMIZER_IMPL_FAITHFUL) {
+    b.clear_optimizer_impl();
+  }
+  if (b.optimizer_impl() != v1::OPTIMIZER_IMPL_UNSPECIFIED &&
+      b.mode() != v1::BENCHMARK_MODE_TRAIN_STEP) {
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark.optimizer_impl: ", OptimizerImplName(b.optimizer_impl()),
         " changes the AdamW step, which only mode train_step runs; mode is ", ModeName(b.mode())));
@@ -123,7 +137,7 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
           "precision bf16 or fp16; precision is ",
           PrecisionName(b.precision())));
     }
-    if (b.mode() == v1::MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_FUSED) {
+    if (b.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_IMPL_FUSED) {
       return absl::InvalidArgumentError(absl::StrCat(
           "benchmark.weight_copies: in train_step the fp32 weights are updated from the copies' "
           "gradients by the fused optimizer only; set optimizer_impl fused (got ",

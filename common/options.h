@@ -23,6 +23,13 @@ inline constexpr int64_t kGraphEagerSteps = 2;
 
 // "faithful", "sdpa", "flash", "efficient", "cudnn", "math".
 std::string AttentionName(v1::AttentionImpl a);
+// The course's attention / AdamW: faithful, or unspecified (which means it).
+inline bool IsFaithful(v1::AttentionImpl a) {
+  return a == v1::ATTENTION_IMPL_UNSPECIFIED || a == v1::ATTENTION_IMPL_FAITHFUL;
+}
+inline bool IsFaithful(v1::OptimizerImpl o) {
+  return o == v1::OPTIMIZER_IMPL_UNSPECIFIED || o == v1::OPTIMIZER_IMPL_FAITHFUL;
+}
 // Those names, and "sdpa_flash", "sdpa-flash", "mem_efficient", ... for the forced backends.
 absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s);
 // "faithful", "foreach", "fused".

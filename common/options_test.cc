@@ -13,7 +13,7 @@ namespace {
 
 using ::testing::IsSubstring;
 
-v1::JobSpec Tiny(v1::BenchmarkMode mode = v1::MODE_FORWARD) {
+v1::JobSpec Tiny(v1::BenchmarkMode mode = v1::BENCHMARK_MODE_FORWARD) {
   v1::JobSpec spec;
   spec.mutable_benchmark()->mutable_model()->set_preset("tiny");
   spec.mutable_benchmark()->set_mode(mode);
@@ -32,10 +32,19 @@ TEST(OptionsTest, DefaultsAreTheFaithfulPath) {
   EXPECT_FALSE(b.warmup_auto());
   EXPECT_FALSE(b.has_warmup_max_steps());
   EXPECT_EQ(b.warmup_steps(), 5);
-  EXPECT_EQ(b.attention(), v1::ATTENTION_FAITHFUL);
-  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_FAITHFUL);
+  EXPECT_EQ(b.attention(), v1::ATTENTION_IMPL_FAITHFUL);
+  // Forward runs no optimizer: the resolved spec names none.
+  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_IMPL_UNSPECIFIED);
   EXPECT_FALSE(b.allow_tf32());
   EXPECT_FALSE(b.cuda_graph());
+  v1::JobSpec train = Tiny();
+  train.mutable_benchmark()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+  EXPECT_EQ(ResolveJobSpec(train)->benchmark().optimizer_impl(), v1::OPTIMIZER_IMPL_FAITHFUL);
+  // Faithful, asked for outside train_step, is the default written out as none.
+  v1::JobSpec forward = Tiny();
+  forward.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FAITHFUL);
+  EXPECT_EQ(ResolveJobSpec(forward)->benchmark().optimizer_impl(),
+            v1::OPTIMIZER_IMPL_UNSPECIFIED);
 }
 
 TEST(OptionsTest, WarmupAutoGetsItsCapAndNoCount) {
@@ -77,48 +86,48 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
     void (*set)(v1::BenchmarkSpec*);
   };
   const Case cases[] = {
-      {"benchmark.warmup_max_steps: expected 3..100000, got 2", v1::MODE_FORWARD,
+      {"benchmark.warmup_max_steps: expected 3..100000, got 2", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_warmup_auto(true);
          b->set_warmup_max_steps(2);
        }},
-      {"benchmark.warmup_max_steps: expected 3..100000, got 100001", v1::MODE_FORWARD,
+      {"benchmark.warmup_max_steps: expected 3..100000, got 100001", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_warmup_auto(true);
          b->set_warmup_max_steps(kMaxSteps + 1);
        }},
-      {"benchmark.warmup_max_steps: applies only with warmup_auto", v1::MODE_FORWARD,
+      {"benchmark.warmup_max_steps: applies only with warmup_auto", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) { b->set_warmup_max_steps(10); }},
-      {"benchmark.attention: unknown value 42", v1::MODE_FORWARD,
+      {"benchmark.attention: unknown value 42", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) { b->set_attention(static_cast<v1::AttentionImpl>(42)); }},
-      {"benchmark.optimizer_impl: unknown value 7", v1::MODE_TRAIN_STEP,
+      {"benchmark.optimizer_impl: unknown value 7", v1::BENCHMARK_MODE_TRAIN_STEP,
        [](v1::BenchmarkSpec* b) { b->set_optimizer_impl(static_cast<v1::OptimizerImpl>(7)); }},
       {"benchmark.optimizer_impl: foreach changes the AdamW step, which only mode train_step "
        "runs; mode is forward_backward",
-       v1::MODE_FORWARD_BACKWARD,
-       [](v1::BenchmarkSpec* b) { b->set_optimizer_impl(v1::OPTIMIZER_FOREACH); }},
-      {"benchmark.warmup_steps: cuda_graph needs at least 2 warm-up steps", v1::MODE_FORWARD,
+       v1::BENCHMARK_MODE_FORWARD_BACKWARD,
+       [](v1::BenchmarkSpec* b) { b->set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH); }},
+      {"benchmark.warmup_steps: cuda_graph needs at least 2 warm-up steps", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_cuda_graph(true);
          b->set_warmup_steps(1);
        }},
       {"benchmark.weight_copies: keeps the matmul weights in the autocast dtype, so it needs "
        "precision bf16 or fp16; precision is fp32",
-       v1::MODE_FORWARD, [](v1::BenchmarkSpec* b) { b->set_weight_copies(true); }},
+       v1::BENCHMARK_MODE_FORWARD, [](v1::BenchmarkSpec* b) { b->set_weight_copies(true); }},
       {"benchmark.weight_copies: in train_step the fp32 weights are updated from the copies' "
        "gradients by the fused optimizer only; set optimizer_impl fused (got foreach)",
-       v1::MODE_TRAIN_STEP,
+       v1::BENCHMARK_MODE_TRAIN_STEP,
        [](v1::BenchmarkSpec* b) {
          b->set_precision(v1::PRECISION_BF16);
          b->set_weight_copies(true);
-         b->set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+         b->set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH);
        }},
-      {"set optimizer_impl fused (got faithful)", v1::MODE_TRAIN_STEP,
+      {"set optimizer_impl fused (got faithful)", v1::BENCHMARK_MODE_TRAIN_STEP,
        [](v1::BenchmarkSpec* b) {
          b->set_precision(v1::PRECISION_FP16);
          b->set_weight_copies(true);
        }},
-      {"benchmark.warmup_max_steps: with cuda_graph", v1::MODE_FORWARD,
+      {"benchmark.warmup_max_steps: with cuda_graph", v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_cuda_graph(true);
          b->set_warmup_auto(true);
@@ -135,18 +144,18 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
 }
 
 TEST(OptionsTest, GoodCombinationsPass) {
-  v1::JobSpec in = Tiny(v1::MODE_TRAIN_STEP);
+  v1::JobSpec in = Tiny(v1::BENCHMARK_MODE_TRAIN_STEP);
   v1::BenchmarkSpec* b = in.mutable_benchmark();
   b->set_warmup_auto(true);
   b->set_warmup_max_steps(5);
-  b->set_attention(v1::ATTENTION_SDPA_FLASH);
-  b->set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+  b->set_attention(v1::ATTENTION_IMPL_SDPA_FLASH);
+  b->set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH);
   b->set_allow_tf32(true);
   b->set_cuda_graph(true);
   auto out = ResolveJobSpec(in);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->benchmark().attention(), v1::ATTENTION_SDPA_FLASH);
-  EXPECT_EQ(out->benchmark().optimizer_impl(), v1::OPTIMIZER_FOREACH);
+  EXPECT_EQ(out->benchmark().attention(), v1::ATTENTION_IMPL_SDPA_FLASH);
+  EXPECT_EQ(out->benchmark().optimizer_impl(), v1::OPTIMIZER_IMPL_FOREACH);
 
   // cuda_graph in forward mode takes any warm-up of 2 or more and no optimizer choice.
   v1::JobSpec fwd = Tiny();
@@ -154,15 +163,15 @@ TEST(OptionsTest, GoodCombinationsPass) {
   fwd.mutable_benchmark()->set_warmup_steps(2);
   EXPECT_TRUE(ResolveJobSpec(fwd).ok());
   // fused in train_step without a graph.
-  v1::JobSpec fused = Tiny(v1::MODE_TRAIN_STEP);
-  fused.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_FUSED);
+  v1::JobSpec fused = Tiny(v1::BENCHMARK_MODE_TRAIN_STEP);
+  fused.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
   EXPECT_TRUE(ResolveJobSpec(fused).ok());
   // Weight copies: bf16 or fp16, any mode; train_step with fused, under a graph too.
   fused.mutable_benchmark()->set_precision(v1::PRECISION_BF16);
   fused.mutable_benchmark()->set_weight_copies(true);
   fused.mutable_benchmark()->set_cuda_graph(true);
   EXPECT_TRUE(ResolveJobSpec(fused).ok());
-  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD}) {
     v1::JobSpec copies = Tiny(mode);
     copies.mutable_benchmark()->set_precision(v1::PRECISION_FP16);
     copies.mutable_benchmark()->set_weight_copies(true);
@@ -173,17 +182,17 @@ TEST(OptionsTest, GoodCombinationsPass) {
 }
 
 TEST(OptionsTest, NamesAndParsersRoundTrip) {
-  for (auto a : {v1::ATTENTION_FAITHFUL, v1::ATTENTION_SDPA, v1::ATTENTION_SDPA_FLASH,
-                 v1::ATTENTION_SDPA_EFFICIENT, v1::ATTENTION_SDPA_CUDNN, v1::ATTENTION_SDPA_MATH}) {
+  for (auto a : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH,
+                 v1::ATTENTION_IMPL_SDPA_EFFICIENT, v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
     auto parsed = ParseAttention(AttentionName(a));
     ASSERT_TRUE(parsed.ok()) << AttentionName(a);
     EXPECT_EQ(*parsed, a);
   }
-  EXPECT_EQ(AttentionName(v1::ATTENTION_SDPA_EFFICIENT), "efficient");
-  EXPECT_EQ(*ParseAttention("SDPA-Flash"), v1::ATTENTION_SDPA_FLASH);
-  EXPECT_EQ(*ParseAttention("mem_efficient"), v1::ATTENTION_SDPA_EFFICIENT);
-  EXPECT_EQ(*ParseAttention("sdpa_math"), v1::ATTENTION_SDPA_MATH);
-  for (auto o : {v1::OPTIMIZER_FAITHFUL, v1::OPTIMIZER_FOREACH, v1::OPTIMIZER_FUSED}) {
+  EXPECT_EQ(AttentionName(v1::ATTENTION_IMPL_SDPA_EFFICIENT), "efficient");
+  EXPECT_EQ(*ParseAttention("SDPA-Flash"), v1::ATTENTION_IMPL_SDPA_FLASH);
+  EXPECT_EQ(*ParseAttention("mem_efficient"), v1::ATTENTION_IMPL_SDPA_EFFICIENT);
+  EXPECT_EQ(*ParseAttention("sdpa_math"), v1::ATTENTION_IMPL_SDPA_MATH);
+  for (auto o : {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
     auto parsed = ParseOptimizerImpl(OptimizerImplName(o));
     ASSERT_TRUE(parsed.ok()) << OptimizerImplName(o);
     EXPECT_EQ(*parsed, o);

@@ -7,22 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+source scripts/daemon-lib.sh
 BIN=${BENCHD_BUILD_DIR:-build}/bin
 DATA=${BENCHD_DATA_DIR:-data/demo}
-mkdir -p "$DATA"
-rm -f "$DATA/endpoints.json"
 
-"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 2>>"$DATA/benchd.log" &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do
-  [ -s "$DATA/endpoints.json" ] && break
-  kill -0 $DAEMON 2>/dev/null || { echo "demo: benchd exited; see $DATA/benchd.log" >&2; tail "$DATA/benchd.log" >&2; exit 1; }
-  sleep 0.05
-done
-read -r ADDRESS METRICS < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(e["grpc"], e["metrics"])' "$DATA/endpoints.json")
-export BENCHD_ADDRESS=$ADDRESS
-echo "demo: benchd is serving gRPC on $ADDRESS and /metrics on http://$METRICS/metrics"
+# The data dir (and its log) outlive the demo: the log is appended to.
+benchd_start --append-log "$BIN" "$DATA" "$DATA/benchd.log" --metrics 127.0.0.1:0
+echo "demo: benchd is serving gRPC on $BENCHD_ADDRESS and /metrics on http://$BENCHD_METRICS_ADDRESS/metrics"
 
 if [ -e /dev/nvidia0 ]; then PRESET=${BENCHD_PRESET:-small}; PRECISION=${BENCHD_PRECISION:-bf16}
 else PRESET=${BENCHD_PRESET:-mini}; PRECISION=${BENCHD_PRECISION:-fp32}; fi

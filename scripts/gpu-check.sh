@@ -4,7 +4,7 @@
 # benchmarks through benchctl. Writes logs and JSON results to $OUT (or ./gpu-out).
 #   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context [more benchctl flags]" to run
 #   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
-#   GPU_CHECK_PROFILES lines of "preset mode precision [more flags]" to profile (benchctl profile)
+#   GPU_CHECK_PROFILES lines of "preset mode precision [more flags]" to profile (benchctl submit profile)
 #   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_AFTEREFFECT, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 source scripts/gpu-lib.sh
+source scripts/daemon-lib.sh
 gpu_setup
 gpu_build gpu-check -DBENCHD_TEST_PYTHON=/nonexistent
 ctest --test-dir "$BUILD" -E integration ${GPU_CHECK_CTEST:+-R "$GPU_CHECK_CTEST"} --output-on-failure > "$OUT/ctest.log" 2>&1 || grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest.log" | head -80
@@ -19,12 +20,7 @@ tail -3 "$OUT/ctest.log"
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-XXXXXX)
-"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 2>"$OUT/benchd.log" &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
-export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
-METRICS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"])' "$DATA/endpoints.json")
+benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
 CONFIGS=${GPU_CHECK_CONFIGS:-"small train_step bf16 4 128"}
@@ -38,7 +34,7 @@ while read -r preset mode precision batch ctx extra; do
     --batch-size "$batch" --context-length "$ctx" --warmup-steps 5 --steps 10 ${extra:-} --watch || true
 done <<< "$CONFIGS"
 "$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
-curl -s "http://$METRICS/metrics" > "$OUT/metrics.txt" || true
+curl -s "http://$BENCHD_METRICS_ADDRESS/metrics" > "$OUT/metrics.txt" || true
 
 # Parity with the Python reference on this GPU (GPU_CHECK_PARITY="small:fp32 small:bf16").
 for item in ${GPU_CHECK_PARITY:-}; do
@@ -63,10 +59,10 @@ fi
 # context 256): each phase's kernels, kernel time and idle time, as benchctl prints them.
 while read -r preset mode precision extra; do
   [ -n "$preset" ] || continue
-  echo "=== benchctl profile --preset $preset --mode $mode --precision $precision --batch-size 4 --context-length 256 ${extra:-}"
+  echo "=== benchctl submit profile --preset $preset --mode $mode --precision $precision --batch-size 4 --context-length 256 ${extra:-} --watch"
   # shellcheck disable=SC2086  # extra: more flags, split on spaces
-  "$BIN/benchctl" --timeout 120 profile --preset "$preset" --mode "$mode" --precision "$precision" \
-    --batch-size 4 --context-length 256 ${extra:-} || true
+  "$BIN/benchctl" --timeout 120 submit profile --preset "$preset" --mode "$mode" --precision "$precision" \
+    --batch-size 4 --context-length 256 ${extra:-} --watch || true
   "$BIN/benchctl" --timeout 60 evict --all > /dev/null || true
 done <<< "${GPU_CHECK_PROFILES:-}"
 

@@ -24,6 +24,7 @@ MAX=${GPU_COLLECTIVE_MAX:-1GiB}
 GLOO_MAX=${GPU_COLLECTIVE_GLOO_MAX:-256MiB}
 ITERS=${GPU_COLLECTIVE_ITERS:-20}
 source scripts/gpu-lib.sh
+source scripts/daemon-lib.sh
 gpu_setup
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
 NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
@@ -45,13 +46,10 @@ done
 DATA=$(mktemp -d /tmp/benchd-gpu-collective-XXXXXX)
 # NCCL's NVLS (multicast) stays off on these machines (KINDS.md); unpack.sh sets it too.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 $DEVARGS 2>"$OUT/benchd.log" &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
-export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+# shellcheck disable=SC2086  # DEVARGS: --device flags, split on spaces
+benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0 $DEVARGS
 for _ in $(seq 1 300); do
-  up=$("$BIN/benchctl" node --json | python3 -c 'import json,sys; print(sum(d.get("workerState")=="up" for d in json.load(sys.stdin)["devices"]))')
+  up=$("$BIN/benchctl" node --json | python3 -c 'import json,sys; print(sum(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))')
   [ "$up" -ge $((2 * TOP)) ] && break; sleep 1
 done
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
@@ -69,11 +67,12 @@ for W in $WORLDS; do
     timeout 1800 python3 bench/collective_compare.py --benchctl "$BIN/benchctl" --address "$BENCHD_ADDRESS" \
       --devices "$DEVS" --backend "$BACKEND" --group "$GID" --op all_reduce --min 1MiB --max "$TOPSIZE" \
       --warmup 5 --iters "$ITERS" --json "$OUT/compare-$BACKEND-$W.json" < /dev/null | tee "$OUT/compare-$BACKEND-$W.txt" || echo "FAIL compare $BACKEND x$W"
-    "$BIN/benchctl" collective --group "$GID" --sizes 1MiB,64MiB --warmup 2 --iters 5 < /dev/null \
+    "$BIN/benchctl" submit collective --group "$GID" --sizes 1MiB,64MiB --warmup 2 --iters 5 --watch < /dev/null \
       > "$OUT/second-request-$BACKEND-$W.txt" 2>&1 || echo "FAIL second request $BACKEND x$W"
     grep -E "^group|resident" "$OUT/second-request-$BACKEND-$W.txt" || true
     # A transient group for comparison: the set-up a request without a resident group pays.
-    "$BIN/benchctl" collective --devices "$DEVS" --backend "$BACKEND" --sizes 1MiB --warmup 2 --iters 5 < /dev/null \
+    "$BIN/benchctl" submit collective --devices "$DEVS" --backend "$BACKEND" --sizes 1MiB --warmup 2 --iters 5 --watch \
+      < /dev/null \
       > "$OUT/transient-$BACKEND-$W.txt" 2>&1 || echo "FAIL transient $BACKEND x$W"
     grep -E "^group" "$OUT/transient-$BACKEND-$W.txt" || true
   done
@@ -82,10 +81,10 @@ done
 
 echo "=== one request: backends x world sizes (NCCL on GPUs and Gloo on GPUs' tensors), 3 plots"
 WS=$(echo $WORLDS | tr ' ' ,)
-timeout 1800 "$BIN/benchctl" collective --devices "$GPUS" --backends nccl,gloo --world-sizes "$WS" \
-  --min 1MiB --max 256MiB --factor 4 --warmup 3 --iters 10 --svg-dir "$OUT/svg" < /dev/null \
+timeout 1800 "$BIN/benchctl" submit collective --devices "$GPUS" --backends nccl,gloo --world-sizes "$WS" \
+  --min 1MiB --max 256MiB --factor 4 --warmup 3 --iters 10 --watch --svg-dir "$OUT/svg" < /dev/null \
   > "$OUT/sweep.txt" 2>&1 || echo "FAIL sweep"
 sed -n '/^all_reduce/,$p' "$OUT/sweep.txt"
-curl -s "http://$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"])' "$DATA/endpoints.json")/metrics" \
+curl -s "http://$BENCHD_METRICS_ADDRESS/metrics" \
   | grep benchd_collective_bus_bandwidth > "$OUT/metrics.txt" || true
 echo "gpu-collective: done; outputs in $OUT"

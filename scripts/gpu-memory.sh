@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The memory request on a GPU machine (after `source .gpu-debs/unpack.sh`):
 # builds into build-gpu (or reuses it), runs the CUDA memory unit tests, starts
-# benchd on the GPU and runs `benchctl memory` sweeps, then checks every
+# benchd on the GPU and runs `benchctl submit memory --watch` sweeps, then checks every
 # snapshot pickle with PyTorch's own memory_viz and writes the peak tables.
 # Everything lands in $OUT (default gpu-out):
-#   memory-<preset>.txt        what benchctl memory printed (tables, allocations)
+#   memory-<preset>.txt        what benchctl submit memory --watch printed (tables, allocations)
 #   memory-<preset>.json       the job (benchctl get --json)
 #   svg/<job>-timeline-*.svg   benchd's own timeline pictures
 #   pickles/<preset>-*.pickle  the snapshots (pytorch.org/memory_viz reads them)
@@ -25,6 +25,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT/svg" "$OUT/pickles" "$OUT/html"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 source scripts/gpu-lib.sh
+source scripts/daemon-lib.sh
 gpu_setup
 
 [ -n "${GPU_MEMORY_SKIP_BUILD:-}" ] || gpu_build gpu-memory -DBENCHD_TEST_PYTHON=/nonexistent
@@ -35,11 +36,7 @@ ctest --test-dir "$BUILD" -R "CudaMemory|MemorySnapshot|MemoryRun" --output-on-f
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-memory-XXXXXX)
-"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 2>"$OUT/benchd.log" &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
-export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
 SWEEPS=${GPU_MEMORY_SWEEPS:-"2.7B 4 128,256,512 forward,train_step fp32,bf16 cpp
@@ -48,14 +45,15 @@ small 4 128,256,512 forward,train_step fp32,bf16 cpp"}
 jsons=()
 while read -r preset batch contexts modes precisions stacks; do
   [ -n "$preset" ] || continue
-  echo "=== benchctl memory --preset $preset --batch-size $batch --contexts $contexts --modes $modes --precisions $precisions --stacks $stacks"
+  echo "=== benchctl submit memory --preset $preset --batch-size $batch --contexts $contexts --modes $modes --precisions $precisions --stacks $stacks --watch"
   t0=$(date +%s)
-  "$BIN/benchctl" --timeout 120 memory --device cuda:0 --preset "$preset" --batch-size "$batch" \
+  "$BIN/benchctl" --timeout 120 submit memory --device cuda:0 --preset "$preset" --batch-size "$batch" \
     --contexts "$contexts" --modes "$modes" --precisions "$precisions" --stacks "$stacks" \
-    --warmup-steps 2 --record-steps 2 --svg-dir "$OUT/svg" < /dev/null > "$OUT/memory-$preset.txt" 2>&1 || true
+    --warmup-steps 2 --record-steps 2 --watch --svg-dir "$OUT/svg" < /dev/null > "$OUT/memory-$preset.txt" 2>&1 || true
   echo "gpu-memory: $preset sweep took $(( $(date +%s) - t0 )) s"
   tail -n +1 "$OUT/memory-$preset.txt" | sed -n '/^Peak memory per run/,/^$/p'
-  id=$(sed -n 's/^submitted memory job \([0-9]*\).*/\1/p' "$OUT/memory-$preset.txt")
+  # "submitted memory job 12" (or "submitted job 12"), the first line of --watch.
+  id=$(sed -n 's/^submitted \(memory \)\{0,1\}job \([0-9][0-9]*\).*/\2/p' "$OUT/memory-$preset.txt" | head -1)
   if [ -z "$id" ]; then echo "FAIL $preset: no job submitted"; cat "$OUT/memory-$preset.txt"; continue; fi
   "$BIN/benchctl" get "$id" --json < /dev/null > "$OUT/memory-$preset.json" || true
   jsons+=("$OUT/memory-$preset.json")

@@ -15,6 +15,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT/profile"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 source scripts/gpu-lib.sh
+source scripts/daemon-lib.sh
 gpu_setup
 
 [ -n "${GPU_PROFILE_SKIP_BUILD:-}" ] || gpu_build gpu-profile -DBENCHD_TEST_PYTHON=/nonexistent \
@@ -22,16 +23,12 @@ gpu_setup
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-profile-XXXXXX)
-"$BIN/benchd" --data-dir "$DATA" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --device cuda:0 2>"$OUT/benchd.log" &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true; cp $DATA/logs/*.log "$OUT/" 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do [ -s "$DATA/endpoints.json" ] && break; sleep 0.05; done
-export BENCHD_ADDRESS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$DATA/endpoints.json")
+benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0 --device cuda:0
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
 # One trace through FetchArtifact: valid JSON, kernels and the named ranges in it.
-"$BIN/benchctl" profile --preset small --context-length 256 --profile-steps 2 --trace "$OUT/trace-small.json" \
-  < /dev/null > "$OUT/profile-small-cli.txt" 2>&1 || { tail -30 "$OUT/profile-small-cli.txt"; exit 1; }
+"$BIN/benchctl" submit profile --preset small --context-length 256 --profile-steps 2 --watch \
+  --trace "$OUT/trace-small.json" < /dev/null > "$OUT/profile-small-cli.txt" 2>&1 || { tail -30 "$OUT/profile-small-cli.txt"; exit 1; }
 python3 - "$OUT/trace-small.json" <<'PY' | tee "$OUT/trace-check.txt"
 import json, sys
 t = json.load(open(sys.argv[1]))

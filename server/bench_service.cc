@@ -6,7 +6,10 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_id.h"
 #include "common/version.h"
+#include "server/config.h"
+#include "server/page_token.h"
 
 namespace benchd::server {
 namespace {
@@ -39,16 +42,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       e.set_job_id(job->id());
       *e.mutable_time() = job->finished();
       switch (job->state()) {
-        case v1::SUCCEEDED:
+        case v1::JOB_STATE_SUCCEEDED:
           *e.mutable_result() = *job;
           break;
-        case v1::FAILED:
+        case v1::JOB_STATE_FAILED:
           *e.mutable_failed() = *job;
           break;
-        case v1::CANCELLED:
+        case v1::JOB_STATE_CANCELLED:
           *e.mutable_cancelled() = *job;
           break;
-        case v1::INTERRUPTED:
+        case v1::JOB_STATE_INTERRUPTED:
           *e.mutable_interrupted() = *job;
           break;
         default:
@@ -122,11 +125,6 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   bool writing_ = false;
   bool finished_ = false;
 };
-
-absl::Status CheckJobId(const std::string& id) {
-  if (id.empty()) return absl::InvalidArgumentError("job_id: expected a job id, got nothing");
-  return absl::OkStatus();
-}
 
 // A stream that ends at once with `status` (a refused request).
 template <typename T>
@@ -213,19 +211,40 @@ grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ctx,
                                                  const v1::ListJobsRequest* req,
                                                  v1::ListJobsResponse* resp) {
-  if (req->limit() < 0) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("limit: expected >= 0 (0 = 50), got ", req->limit()))));
-  }
+  JobFilter filter;
   if (!v1::JobState_IsValid(req->state())) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("state: unknown job state ", req->state()))));
+                         absl::StrCat("state: unknown job state ", req->state(), "; expected one of ",
+                                      "JOB_STATE_QUEUED .. JOB_STATE_INTERRUPTED, or unspecified"))));
   }
-  auto jobs = jobs_->List(req->limit(), req->state());
-  if (jobs.ok()) {
-    for (auto& j : *jobs) *resp->add_jobs() = std::move(j);
+  if (!v1::JobKind_IsValid(req->kind())) {
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
+                         absl::StrCat("kind: unknown job kind ", req->kind(),
+                                      "; expected benchmark, profile, memory, collective, or "
+                                      "unspecified"))));
   }
-  return Done(ctx, ToGrpc(jobs.status()));
+  if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+                         "page_size: expected 0..", kMaxPageSize, " (0 = ", kDefaultPageSize,
+                         "), got ", req->page_size()))));
+  }
+  if (!req->device().empty()) {
+    if (auto s = CheckServedDevice("device", req->device(), jobs_->devices()); !s.ok()) {
+      return Done(ctx, ToGrpc(s));
+    }
+  }
+  filter.state = req->state();
+  filter.kind = req->kind();
+  filter.device = req->device();
+  auto before_id = DecodePageToken(req->page_token(), filter);
+  if (!before_id.ok()) return Done(ctx, ToGrpc(before_id.status()));
+  auto page = jobs_->List(filter, req->page_size(), *before_id);
+  if (!page.ok()) return Done(ctx, ToGrpc(page.status()));
+  for (auto& j : page->jobs) *resp->add_jobs() = std::move(j);
+  if (page->next_before_id > 0) {
+    resp->set_next_page_token(EncodePageToken(filter, page->next_before_id));
+  }
+  return Done(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* ctx,

@@ -15,6 +15,7 @@
 #include "common/collective_svg.h"
 #include "common/job_spec.h"
 #include "grpcpp/grpcpp.h"
+#include "server/config.h"
 #include "server/metrics.h"
 
 namespace benchd::server {
@@ -211,7 +212,7 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
     if (!t.group().empty()) {
       auto g = groups->Get(t.group());
       if (!g.ok()) return g.status();
-      if (g->state() == v1::GROUP_BROKEN) {
+      if (g->state() == v1::GROUP_STATE_BROKEN) {
         return absl::FailedPreconditionError(absl::StrCat(
             "group ", g->id(), " is broken: ", g->broken_reason(),
             "; re-create it (benchctl groups create --devices ", absl::StrJoin(g->devices(), ","),
@@ -230,10 +231,9 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
       }
     }
     for (const auto& d : devices) {
-      if (std::find(served.begin(), served.end(), d) == served.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("collective.targets[", i, "].devices: ", d,
-                                                       " is not served by this daemon; it serves ",
-                                                       absl::StrJoin(served, ", ")));
+      if (auto s = CheckServedDevice(absl::StrCat("collective.targets[", i, "].devices"), d, served);
+          !s.ok()) {
+        return s;
       }
     }
     all.insert(devices.begin(), devices.end());
@@ -245,13 +245,9 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
                       const CollectiveJobCallbacks& cb) {
   const v1::CollectiveSpec& spec = job->spec().collective();
   v1::CollectiveResult result;
-  result.set_op(spec.op());
-  result.set_dtype(spec.dtype());
-  result.set_in_place(spec.in_place());
-  result.set_warmup_iters(spec.warmup_iters());
-  result.set_iters(spec.iters());
+  *result.mutable_spec() = spec;
   auto fail = [&](const absl::Status& s) {
-    job->set_state(absl::IsCancelled(s) ? v1::CANCELLED : v1::FAILED);
+    job->set_state(absl::IsCancelled(s) ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_FAILED);
     job->set_error_code(static_cast<int>(s.code()));
     job->set_error_message(std::string(s.message()));
     if (result.rows_size() > 0)
@@ -261,7 +257,7 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
     if (cb.cancel_requested && cb.cancel_requested())
       return fail(absl::CancelledError("cancelled while running"));
     if (cb.stopping && cb.stopping()) {
-      job->set_state(v1::INTERRUPTED);
+      job->set_state(v1::JOB_STATE_INTERRUPTED);
       job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
       job->set_error_message("the daemon stopped while this job was running");
       return;
@@ -320,7 +316,7 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
       }
     }
     if (out.interrupted) {
-      job->set_state(v1::INTERRUPTED);
+      job->set_state(v1::JOB_STATE_INTERRUPTED);
       job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
       job->set_error_message(std::string(out.status.message()));
       return;
@@ -341,7 +337,7 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
     }
     *result.add_plots() = std::move(plot);
   }
-  job->set_state(v1::SUCCEEDED);
+  job->set_state(v1::JOB_STATE_SUCCEEDED);
   *job->mutable_result()->mutable_collective() = std::move(result);
 }
 

@@ -2,13 +2,16 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <set>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
@@ -58,6 +61,22 @@ absl::Status CheckDeviceName(const std::string& device) {
   if (!std::regex_match(device, kDevice)) {
     return absl::InvalidArgumentError(
         absl::StrCat("device: '", device, "' is not a device name; expected cpu:N or cuda:N"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckServedDevice(absl::string_view field, const std::string& device,
+                               const std::vector<std::string>& served) {
+  if (!CheckDeviceName(device).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", absl::CHexEscape(device),
+                                                   "' is not a device name; expected cpu:N or "
+                                                   "cuda:N, one of ",
+                                                   absl::StrJoin(served, ", ")));
+  }
+  if (std::find(served.begin(), served.end(), device) == served.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", device,
+                                                   " is not served by this daemon; it serves ",
+                                                   absl::StrJoin(served, ", ")));
   }
   return absl::OkStatus();
 }

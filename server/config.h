@@ -4,6 +4,7 @@
 #define BENCHD_SERVER_CONFIG_H_
 
 #include <string>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,11 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 
 // "cpu:0" / "cuda:3" are accepted; anything else is INVALID_ARGUMENT.
 absl::Status CheckDeviceName(const std::string& device);
+
+// The one check of a device a request names: INVALID_ARGUMENT naming `field`
+// when `device` is not a device name, or not one of `served` (listed).
+absl::Status CheckServedDevice(absl::string_view field, const std::string& device,
+                               const std::vector<std::string>& served);
 
 // GPUs visible to this process without loading CUDA: CUDA_VISIBLE_DEVICES when
 // set, else the /dev/nvidiaN nodes. cpu:0 when there are none.

@@ -10,7 +10,7 @@
 #include "common/collective_math.h"
 #include "grpcpp/grpcpp.h"
 #include "server/config.h"
-#include "server/job_manager.h"  // Now()
+#include "server/job_state.h"
 #include "server/metrics.h"
 
 namespace benchd::server {
@@ -46,15 +46,7 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
   std::set<std::string> seen;
   bool cuda = false, cpu = false;
   for (const auto& d : devices) {
-    if (auto s = CheckDeviceName(d); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": '", d, "' is not a device name; expected cpu:N or cuda:N"));
-    }
-    if (std::find(devices_.begin(), devices_.end(), d) == devices_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", d,
-                                                     " is not served by this daemon; it serves ",
-                                                     absl::StrJoin(devices_, ", ")));
-    }
+    if (auto s = CheckServedDevice(field, d, devices_); !s.ok()) return s;
     if (!seen.insert(d).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": ", d, " appears twice; each rank needs its own device"));
@@ -69,8 +61,8 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
     return absl::InvalidArgumentError(
         absl::StrCat("backend: unknown value ", *backend, "; expected nccl or gloo"));
   }
-  if (*backend == v1::BACKEND_UNSPECIFIED) *backend = cuda ? v1::BACKEND_NCCL : v1::BACKEND_GLOO;
-  if (*backend == v1::BACKEND_NCCL && cpu) {
+  if (*backend == v1::COLLECTIVE_BACKEND_UNSPECIFIED) *backend = cuda ? v1::COLLECTIVE_BACKEND_NCCL : v1::COLLECTIVE_BACKEND_GLOO;
+  if (*backend == v1::COLLECTIVE_BACKEND_NCCL && cpu) {
     return absl::InvalidArgumentError(absl::StrCat("backend: nccl needs CUDA devices, got [",
                                                    absl::StrJoin(devices, ", "),
                                                    "]; use gloo for CPU tensors"));
@@ -159,7 +151,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
     rank->set_setup_seconds(joined[r].setup_seconds());
     e.generations.push_back(workers[r]->generation);
   }
-  e.group.set_state(v1::GROUP_READY);
+  e.group.set_state(v1::GROUP_STATE_READY);
   *e.group.mutable_created() = Now();
   e.group.set_setup_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -168,7 +160,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
   std::lock_guard<std::mutex> lock(mu_);
   // A member that ended while the group was being made leaves it broken at once.
   for (int r = 0; r < world; ++r) {
-    if (workers[r]->generation != e.generations[r]) e.group.set_state(v1::GROUP_BROKEN);
+    if (workers[r]->generation != e.generations[r]) e.group.set_state(v1::GROUP_STATE_BROKEN);
   }
   groups_[id] = e;
   UpdateMetrics();
@@ -209,7 +201,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Destroy(const std::string& id) {
     groups_.erase(it);
     UpdateMetrics();
   }
-  LeaveAll(id, {group.devices().begin(), group.devices().end()}, group.state() == v1::GROUP_BROKEN);
+  LeaveAll(id, {group.devices().begin(), group.devices().end()}, group.state() == v1::GROUP_STATE_BROKEN);
   return group;
 }
 
@@ -217,7 +209,7 @@ std::optional<v1::Group> GroupRegistry::FindReady(const std::vector<std::string>
                                                   v1::CollectiveBackend backend) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : groups_) {
-    if (e.group.state() != v1::GROUP_READY || e.group.transient() || e.group.backend() != backend)
+    if (e.group.state() != v1::GROUP_STATE_READY || e.group.transient() || e.group.backend() != backend)
       continue;
     if (std::vector<std::string>(e.group.devices().begin(), e.group.devices().end()) == devices)
       return e.group;
@@ -233,7 +225,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Acquire(const std::string& id) {
         absl::StrCat("no group '", id, "'; `benchctl groups list` shows the groups"));
   }
   const v1::Group& g = it->second.group;
-  if (g.state() == v1::GROUP_BROKEN) {
+  if (g.state() == v1::GROUP_STATE_BROKEN) {
     return absl::FailedPreconditionError(absl::StrCat(
         "group ", id, " is broken: ", g.broken_reason(),
         "; re-create it (benchctl groups create --devices ", absl::StrJoin(g.devices(), ","),
@@ -264,8 +256,8 @@ void GroupRegistry::MarkBroken(const std::string& id, const std::string& reason)
     auto it = groups_.find(id);
     if (it == groups_.end()) return;
     v1::Group& g = it->second.group;
-    if (g.state() == v1::GROUP_BROKEN) return;
-    g.set_state(v1::GROUP_BROKEN);
+    if (g.state() == v1::GROUP_STATE_BROKEN) return;
+    g.set_state(v1::GROUP_STATE_BROKEN);
     g.set_broken_reason(reason);
     devices.assign(g.devices().begin(), g.devices().end());
     UpdateMetrics();
@@ -282,8 +274,8 @@ void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation,
       v1::Group& g = e.group;
       for (int r = 0; r < g.devices_size(); ++r) {
         if (g.devices(r) != device || e.generations[r] != generation) continue;
-        if (g.state() != v1::GROUP_BROKEN) {
-          g.set_state(v1::GROUP_BROKEN);
+        if (g.state() != v1::GROUP_STATE_BROKEN) {
+          g.set_state(v1::GROUP_STATE_BROKEN);
           g.set_broken_reason(
               absl::StrCat("the worker for ", device, " (rank ", r, ", pid ", pid, ") ", how));
           std::vector<std::string> others;
@@ -324,13 +316,13 @@ void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::strin
 void GroupRegistry::UpdateMetrics() {
   if (!metrics_) return;
   std::map<std::pair<std::string, std::string>, int64_t> counts;
-  for (auto b : {v1::BACKEND_NCCL, v1::BACKEND_GLOO}) {
+  for (auto b : {v1::COLLECTIVE_BACKEND_NCCL, v1::COLLECTIVE_BACKEND_GLOO}) {
     counts[{BackendName(b), "ready"}] = 0;
     counts[{BackendName(b), "broken"}] = 0;
   }
   for (const auto& [id, e] : groups_) {
     ++counts[{BackendName(e.group.backend()),
-              e.group.state() == v1::GROUP_READY ? "ready" : "broken"}];
+              e.group.state() == v1::GROUP_STATE_READY ? "ready" : "broken"}];
   }
   for (const auto& [k, n] : counts) metrics_->SetGroups(k.first, k.second, n);
 }

@@ -19,55 +19,22 @@ namespace {
 using google::protobuf::util::TimeUtil;
 constexpr auto kWorkerWait = std::chrono::minutes(5);
 
-// Job.device is one device, or (a collective job) all of its devices,
-// sorted and joined by ','; its queue is the first one's.
+// Job.devices is one device, or (a collective job) all of its devices,
+// sorted; its queue is the first one's.
 std::vector<std::string> JobDevices(const v1::Job& job) {
-  return absl::StrSplit(job.device(), ',', absl::SkipEmpty());
+  return {job.devices().begin(), job.devices().end()};
 }
 std::string QueueDevice(const v1::Job& job) {
-  const auto devices = JobDevices(job);
-  return devices.empty() ? job.device() : devices.front();
+  return job.devices().empty() ? std::string() : job.devices(0);
 }
+// What running_ is keyed by: the job's devices joined (one job holds them all).
+std::string RunningKey(const v1::Job& job) { return absl::StrJoin(job.devices(), ","); }
 
 double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::Timestamp& to) {
   return static_cast<double>(TimeUtil::DurationToNanoseconds(to - from)) / 1e9;
 }
 
 }  // namespace
-
-// Not TimeUtil::GetCurrentTime: protobuf 3.21's has whole seconds only.
-google::protobuf::Timestamp Now() {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  google::protobuf::Timestamp t;
-  t.set_seconds(ns / 1000000000);
-  t.set_nanos(static_cast<int32_t>(ns % 1000000000));
-  return t;
-}
-
-bool IsFinal(v1::JobState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
-}
-
-std::string JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::QUEUED:
-      return "queued";
-    case v1::RUNNING:
-      return "running";
-    case v1::SUCCEEDED:
-      return "succeeded";
-    case v1::FAILED:
-      return "failed";
-    case v1::CANCELLED:
-      return "cancelled";
-    case v1::INTERRUPTED:
-      return "interrupted";
-    default:
-      return "unspecified";
-  }
-}
 
 JobManager::JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
                        std::vector<std::string> devices)
@@ -96,9 +63,10 @@ absl::Status JobManager::Start() {
     if (!queue_.Push(QueueDevice(job), job.id())) {
       // The daemon no longer serves that device: the job cannot run here.
       v1::Job failed = job;
-      failed.set_state(v1::FAILED);
+      failed.set_state(v1::JOB_STATE_FAILED);
       failed.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-      failed.set_error_message(absl::StrCat("the daemon restarted without device ", job.device(),
+      failed.set_error_message(absl::StrCat("the daemon restarted without device ",
+                                            absl::StrJoin(job.devices(), ","),
                                             "; resubmit on one of ",
                                             absl::StrJoin(devices_, ", ")));
       Finish(failed);
@@ -132,29 +100,25 @@ void JobManager::Stop() {
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   auto spec = ResolveJobSpec(in);
   if (!spec.ok()) return spec.status();
-  std::string job_device;
+  std::vector<std::string> job_devices;
   if (spec->has_collective()) {
-    if (groups_ == nullptr)
+    if (groups_ == nullptr) {
       return absl::UnimplementedError("collective: this daemon runs no process groups");
+    }
     auto devices = CollectiveJobDevices(spec->collective(), groups_, devices_);
     if (!devices.ok()) return devices.status();
-    job_device = absl::StrJoin(*devices, ",");
-  } else if (spec->device().empty()) {
-    spec->set_device(devices_.front());
+    job_devices = *std::move(devices);
   } else {
-    if (auto s = CheckDeviceName(spec->device()); !s.ok()) return s;
-    if (std::find(devices_.begin(), devices_.end(), spec->device()) == devices_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("device: '", spec->device(),
-                                                     "' is not served by this daemon; it serves ",
-                                                     absl::StrJoin(devices_, ", ")));
-    }
+    if (spec->device().empty()) spec->set_device(devices_.front());
+    if (auto s = CheckServedDevice("device", spec->device(), devices_); !s.ok()) return s;
+    job_devices = {spec->device()};
   }
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
   v1::Job job;
   *job.mutable_spec() = *spec;
-  job.set_state(v1::QUEUED);
-  job.set_kind(JobKindName(*spec));
-  job.set_device(job_device.empty() ? spec->device() : job_device);
+  job.set_state(v1::JOB_STATE_QUEUED);
+  job.set_kind(JobKindOf(*spec));
+  for (auto& d : job_devices) job.add_devices(std::move(d));
   *job.mutable_created() = Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,7 +130,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   job.set_id(*id);
   // Published before it is queued so that every watcher sees 'queued' first.
   Publish(job, [&](v1::JobEvent* e) { *e->mutable_queued() = job; });
-  if (metrics_) metrics_->JobSubmitted(job.kind());
+  if (metrics_) metrics_->JobSubmitted(JobKindName(job.kind()));
   queue_.Push(QueueDevice(job), job.id());
   if (metrics_) metrics_->SetQueueDepth(QueueDevice(job), queue_.Depth(QueueDevice(job)));
   return job;
@@ -182,13 +146,13 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   }
   if (queue_.Remove(id)) {
     if (metrics_) metrics_->SetQueueDepth(QueueDevice(*job), queue_.Depth(QueueDevice(*job)));
-    job->set_state(v1::CANCELLED);
+    job->set_state(v1::JOB_STATE_CANCELLED);
     job->set_error_message("cancelled before it started");
     lock.unlock();
     Finish(*job);
     return store_->Get(id);
   }
-  auto it = running_.find(job->device());
+  auto it = running_.find(RunningKey(*job));
   if (it != running_.end() && it->second.job_id == id) {
     it->second.cancel_requested = true;
     if (it->second.context) it->second.context->TryCancel();
@@ -211,8 +175,8 @@ void JobManager::Dispatch(const std::string& device) {
   while (auto id = queue_.Pop(device)) {
     if (metrics_) metrics_->SetQueueDepth(device, queue_.Depth(device));
     auto job = store_->Get(*id);
-    if (!job.ok() || job->state() != v1::QUEUED) continue;
-    const std::string key = job->device();
+    if (!job.ok() || job->state() != v1::JOB_STATE_QUEUED) continue;
+    const std::string key = RunningKey(*job);
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_[key] = Running{*id, nullptr, cancelled_in_flight_.erase(*id) > 0, {}};
@@ -231,7 +195,7 @@ void JobManager::Dispatch(const std::string& device) {
         running_.erase(key);
       }
       if (cancelled) {
-        job->set_state(v1::CANCELLED);
+        job->set_state(v1::JOB_STATE_CANCELLED);
         job->set_error_message("cancelled before it started");
         Finish(*job);
       }
@@ -252,7 +216,7 @@ void JobManager::Dispatch(const std::string& device) {
 }
 
 void JobManager::RunOnWorker(v1::Job job) {
-  const std::string device = job.device();
+  const std::string device = QueueDevice(job);
   auto cancel_requested = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return running_[device].cancel_requested;
@@ -272,14 +236,14 @@ void JobManager::RunOnWorker(v1::Job job) {
     if (worker.ok() || std::chrono::steady_clock::now() > deadline) break;
   }
   if (cancel_requested()) {
-    job.set_state(v1::CANCELLED);
+    job.set_state(v1::JOB_STATE_CANCELLED);
     job.set_error_message("cancelled before it started");
     Finish(job);
     return;
   }
   if (stopping()) return;  // stays QUEUED in the store; taken up at the next start
   if (!worker.ok()) {
-    job.set_state(v1::FAILED);
+    job.set_state(v1::JOB_STATE_FAILED);
     job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
     job.set_error_message(std::string(worker.status().message()));
     Finish(job);
@@ -316,18 +280,18 @@ void JobManager::RunOnWorker(v1::Job job) {
         Publish(job, [&](v1::JobEvent* e) { e->set_log(event.log()); });
         break;
       case internal::WorkerEvent::kResult:
-        job.set_state(v1::SUCCEEDED);
+        job.set_state(v1::JOB_STATE_SUCCEEDED);
         *job.mutable_result() = event.result();
         ended = true;
         break;
       case internal::WorkerEvent::kFailure:
-        job.set_state(v1::FAILED);
+        job.set_state(v1::JOB_STATE_FAILED);
         job.set_error_code(event.failure().code());
         job.set_error_message(event.failure().message());
         ended = true;
         break;
       case internal::WorkerEvent::kCancelled:
-        job.set_state(v1::CANCELLED);
+        job.set_state(v1::JOB_STATE_CANCELLED);
         job.set_error_message("cancelled while running; stopped at a step boundary");
         ended = true;
         break;
@@ -343,16 +307,16 @@ void JobManager::RunOnWorker(v1::Job job) {
   }
   if (!ended) {
     if (cancel_requested()) {
-      job.set_state(v1::CANCELLED);
+      job.set_state(v1::JOB_STATE_CANCELLED);
       job.set_error_message("cancelled while running; the worker stops at its next step");
     } else if (stopping()) {
-      job.set_state(v1::INTERRUPTED);
+      job.set_state(v1::JOB_STATE_INTERRUPTED);
       job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
       job.set_error_message("the daemon stopped while this job was running");
     } else {
       const std::string exit =
           supervisor_->WaitForExit(device, (*worker)->generation, std::chrono::seconds(5));
-      job.set_state(v1::FAILED);
+      job.set_state(v1::JOB_STATE_FAILED);
       job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
       job.set_error_message(
           exit.empty()
@@ -368,12 +332,12 @@ void JobManager::RunOnWorker(v1::Job job) {
 }
 
 void JobManager::RunCollective(v1::Job job) {
-  const std::string key = job.device();
+  const std::string key = RunningKey(job);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;  // stays QUEUED
     if (running_[key].cancel_requested) {
-      job.set_state(v1::CANCELLED);
+      job.set_state(v1::JOB_STATE_CANCELLED);
       job.set_error_message("cancelled before it started");
       Finish(job);
       return;
@@ -405,7 +369,7 @@ void JobManager::RunCollective(v1::Job job) {
     return stopping_;
   };
   RunCollectiveJob({groups_, supervisor_, metrics_, artifacts_dir_}, &job, cb);
-  if (job.state() == v1::CANCELLED && job.error_message().empty()) {
+  if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
     job.set_error_message("cancelled while running");
   }
   if (metrics_) {
@@ -415,10 +379,10 @@ void JobManager::RunCollective(v1::Job job) {
 }
 
 bool JobManager::MarkRunning(v1::Job& job) {
-  job.set_state(v1::RUNNING);
+  job.set_state(v1::JOB_STATE_RUNNING);
   *job.mutable_started() = Now();
   if (auto s = store_->Update(job); !s.ok()) {
-    job.set_state(v1::FAILED);
+    job.set_state(v1::JOB_STATE_FAILED);
     job.set_error_code(static_cast<int>(s.code()));
     job.set_error_message(std::string(s.message()));
     Finish(job);
@@ -438,13 +402,13 @@ void JobManager::Finish(v1::Job job) {
   }
   Publish(job, [&](v1::JobEvent* e) {
     switch (job.state()) {
-      case v1::SUCCEEDED:
+      case v1::JOB_STATE_SUCCEEDED:
         *e->mutable_result() = job;
         break;
-      case v1::CANCELLED:
+      case v1::JOB_STATE_CANCELLED:
         *e->mutable_cancelled() = job;
         break;
-      case v1::INTERRUPTED:
+      case v1::JOB_STATE_INTERRUPTED:
         *e->mutable_interrupted() = job;
         break;
       default:
@@ -454,7 +418,7 @@ void JobManager::Finish(v1::Job job) {
   });
   if (metrics_) {
     const double seconds = job.has_started() ? Seconds(job.started(), job.finished()) : -1;
-    metrics_->JobFinished(job.kind(), JobStateName(job.state()), seconds);
+    metrics_->JobFinished(JobKindName(job.kind()), JobStateName(job.state()), seconds);
     if (job.result().has_benchmark()) metrics_->SetLastBenchmark(job.result().benchmark());
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -471,10 +435,8 @@ void JobManager::RefreshResidentModels(const std::string& device) {
 }
 
 absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string& device) {
-  if (!device.empty() && std::find(devices_.begin(), devices_.end(), device) == devices_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("device: '", device, "' is not served here; ",
-                                                   "this daemon serves ",
-                                                   absl::StrJoin(devices_, ", ")));
+  if (!device.empty()) {
+    if (auto s = CheckServedDevice("device", device, devices_); !s.ok()) return s;
   }
   v1::ListModelsResponse all;
   for (const auto& w : supervisor_->UpWorkers()) {
@@ -495,11 +457,8 @@ absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string&
 
 absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(
     const v1::EvictModelRequest& request) {
-  if (!request.device().empty() &&
-      std::find(devices_.begin(), devices_.end(), request.device()) == devices_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("device: '", request.device(),
-                                                   "' is not served here; this daemon serves ",
-                                                   absl::StrJoin(devices_, ", ")));
+  if (!request.device().empty()) {
+    if (auto s = CheckServedDevice("device", request.device(), devices_); !s.ok()) return s;
   }
   v1::EvictModelResponse total;
   for (const auto& w : supervisor_->UpWorkers()) {

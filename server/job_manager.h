@@ -20,16 +20,12 @@
 #include "server/event_hub.h"
 #include "server/group_registry.h"
 #include "server/job_queue.h"
+#include "server/job_state.h"
 #include "server/metrics.h"
 #include "server/store.h"
 #include "server/supervisor.h"
 
 namespace benchd::server {
-
-// A protobuf Timestamp of the wall clock now.
-google::protobuf::Timestamp Now();
-bool IsFinal(v1::JobState state);
-std::string JobStateName(v1::JobState state);  // "succeeded", ...
 
 class JobManager {
  public:
@@ -55,8 +51,8 @@ class JobManager {
   // A queued job is cancelled at once; a running one stops at its next step.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
   absl::StatusOr<v1::Job> Get(const std::string& id) { return store_->Get(id); }
-  absl::StatusOr<std::vector<v1::Job>> List(int limit, v1::JobState state) {
-    return store_->List(limit, state);
+  absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id) {
+    return store_->List(filter, page_size, before_id);
   }
   const std::vector<std::string>& devices() const { return devices_; }
 
@@ -98,7 +94,7 @@ class JobManager {
   std::condition_variable finished_cv_;
   bool stopping_ = false;
   std::map<std::string, Running>
-      running_;  // by Job.device ("cpu:0", or "cpu:0,cpu:1" for a collective)
+      running_;  // by RunningKey ("cpu:0"; "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running
   std::vector<std::thread> dispatchers_;
 };

@@ -169,11 +169,7 @@ void Metrics::ObserveStep(const v1::BenchmarkSpec& spec, double seconds) {
 }
 
 void Metrics::SetLastBenchmark(const v1::BenchmarkResult& r) {
-  v1::BenchmarkSpec spec;
-  *spec.mutable_model() = r.model();
-  spec.set_mode(r.mode());
-  spec.set_precision(r.precision());
-  const auto labels = BenchLabels(spec);
+  const auto labels = BenchLabels(r.spec());
   last_step_->Add(labels).Set(r.step().median());
   last_tokens_->Add(labels).Set(r.tokens_per_second());
   last_flops_->Add(labels).Set(r.tflops_per_second() * 1e12);

@@ -6,21 +6,26 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/job_id.h"
+#include "common/job_spec.h"
+#include "server/job_state.h"
 
 namespace benchd::server {
 namespace {
 
 // Bump with a new step in Migrate whenever the table layout changes.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 // Long enough to ride out another process's checkpoint, short enough that a
 // stuck lock surfaces as an error instead of a hung RPC.
 constexpr int kBusyTimeoutMs = 5000;
-constexpr int kDefaultListLimit = 50;
 
 absl::Status SqliteError(sqlite3* db, const std::string& op) {
   return absl::InternalError(absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
@@ -122,32 +127,12 @@ class Transaction {
   bool open_ = false;
 };
 
-google::protobuf::Timestamp WallNow() {
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-  google::protobuf::Timestamp t;
-  t.set_seconds(ns / 1'000'000'000);
-  t.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  return t;
-}
-
 int64_t UnixMillis(const google::protobuf::Timestamp& t) {
   return t.seconds() * 1000 + t.nanos() / 1'000'000;
 }
 
-// Ids are what AUTOINCREMENT hands out: canonical decimal, positive, in int64.
-absl::StatusOr<int64_t> ParseId(const std::string& id) {
-  int64_t v = 0;
-  const bool digits =
-      !id.empty() && id.size() <= 19 && id[0] != '0' &&
-      std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
-  if (!digits || !absl::SimpleAtoi(id, &v)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid job id '", id, "': expected a positive integer such as 42"));
-  }
-  return v;
-}
+// Ids are what AUTOINCREMENT hands out: the one job id rule (common/job_id.h).
+absl::StatusOr<int64_t> ParseId(const std::string& id) { return ParseJobId(id); }
 
 absl::Status NotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
@@ -162,6 +147,13 @@ absl::StatusOr<v1::Job> ReadJob(Statement& stmt) {
         absl::StrCat("store: ", stmt.op(), ": the stored record of job ", id, " does not parse"));
   }
   job.set_id(absl::StrCat(id));
+  // Records written before the kind was an enum and the devices a list.
+  if (job.kind() == v1::JOB_KIND_UNSPECIFIED) job.set_kind(JobKindOf(job.spec()));
+  if (job.devices_size() == 1 && job.devices(0).find(',') != std::string::npos) {
+    const std::vector<std::string> devices = absl::StrSplit(job.devices(0), ',');
+    job.clear_devices();
+    for (const auto& d : devices) job.add_devices(d);
+  }
   return job;
 }
 
@@ -189,8 +181,8 @@ absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1
       "UPDATE jobs SET kind = ?1, device = ?2, state = ?3, created_unix_ms = ?4, job = ?5 "
       "WHERE id = ?6");
   if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, job.kind());
-  stmt->Bind(2, job.device());
+  stmt->Bind(1, JobKindName(job.kind()));
+  stmt->Bind(2, absl::StrJoin(job.devices(), ","));
   stmt->Bind(3, static_cast<int64_t>(job.state()));
   stmt->Bind(4, UnixMillis(job.created()));
   stmt->BindBlob(5, bytes);
@@ -207,6 +199,48 @@ absl::StatusOr<std::vector<v1::Job>> JobsInState(sqlite3* db, const std::string&
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, static_cast<int64_t>(state));
   return ReadAll(*stmt);
+}
+
+absl::Status InsertJobDevice(sqlite3* db, const std::string& op, int64_t id,
+                             const std::string& device) {
+  absl::StatusOr<Statement> stmt = Statement::Prepare(
+      db, op, "INSERT OR IGNORE INTO job_devices (device, job_id) VALUES (?1, ?2)");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, device);
+  stmt->Bind(2, id);
+  return stmt->Step().status();
+}
+
+// The SELECT of one ListJobs page: ?1 state, ?2 kind, ?3 device, ?4 the id
+// to start below, ?5 the page size (+1, to learn whether more follow).
+std::string ListSql(const JobFilter& f, bool explain) {
+  std::string sql = explain ? "EXPLAIN QUERY PLAN " : "";
+  if (f.device.empty()) {
+    absl::StrAppend(&sql, "SELECT j.id, j.job FROM jobs j WHERE j.id < ?4");
+  } else {
+    // CROSS JOIN keeps job_devices outside: its key walks one device's jobs in id order.
+    absl::StrAppend(&sql,
+                    "SELECT j.id, j.job FROM job_devices d CROSS JOIN jobs j ON j.id = d.job_id "
+                    "WHERE d.device = ?3 AND d.job_id < ?4");
+  }
+  if (f.state != v1::JOB_STATE_UNSPECIFIED) absl::StrAppend(&sql, " AND j.state = ?1");
+  if (f.kind != v1::JOB_KIND_UNSPECIFIED) absl::StrAppend(&sql, " AND j.kind = ?2");
+  absl::StrAppend(&sql, f.device.empty() ? " ORDER BY j.id DESC" : " ORDER BY d.job_id DESC",
+                  " LIMIT ?5");
+  return sql;
+}
+
+absl::StatusOr<Statement> PrepareList(sqlite3* db, const JobFilter& f, bool explain,
+                                      int64_t before_id, int64_t limit) {
+  const std::string sql = ListSql(f, explain);
+  absl::StatusOr<Statement> stmt = Statement::Prepare(db, "list", sql.c_str());
+  if (!stmt.ok()) return stmt.status();
+  if (f.state != v1::JOB_STATE_UNSPECIFIED) stmt->Bind(1, static_cast<int64_t>(f.state));
+  if (f.kind != v1::JOB_KIND_UNSPECIFIED) stmt->Bind(2, JobKindName(f.kind));
+  if (!f.device.empty()) stmt->Bind(3, f.device);
+  stmt->Bind(4, before_id > 0 ? before_id : std::numeric_limits<int64_t>::max());
+  stmt->Bind(5, limit);
+  return stmt;
 }
 
 // Brings the schema from whatever version the file has to kSchemaVersion, in
@@ -236,6 +270,32 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
                           "  job BLOB NOT NULL);"
                           "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);");
     if (!s.ok()) return s;
+  }
+  if (version < 2) {
+    // ListJobs filters by device (any of a collective's) and pages newest
+    // first: one row per (device, job), keyed for that order. An index on a
+    // column also orders by rowid (= id), so (state) serves "state = ? ORDER
+    // BY id DESC" without sorting, and (kind, state) both filters together.
+    absl::Status s = Exec(db, op,
+                          "CREATE TABLE IF NOT EXISTS job_devices ("
+                          "  device TEXT NOT NULL,"
+                          "  job_id INTEGER NOT NULL,"
+                          "  PRIMARY KEY (device, job_id)) WITHOUT ROWID;"
+                          "CREATE INDEX IF NOT EXISTS jobs_kind ON jobs(kind);"
+                          "CREATE INDEX IF NOT EXISTS jobs_kind_state ON jobs(kind, state);");
+    if (!s.ok()) return s;
+    // Jobs of version 1 name their devices joined by ','.
+    absl::StatusOr<Statement> old = Statement::Prepare(db, op, "SELECT id, device FROM jobs");
+    if (!old.ok()) return old.status();
+    while (true) {
+      absl::StatusOr<bool> row = old->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      const int64_t id = old->Int(0);
+      for (absl::string_view d : absl::StrSplit(old->Blob(1), ',', absl::SkipEmpty())) {
+        if (absl::Status s = InsertJobDevice(db, op, id, std::string(d)); !s.ok()) return s;
+      }
+    }
   }
   // Later versions add `if (version < N)` steps here.
   if (version != kSchemaVersion) {
@@ -297,6 +357,9 @@ absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
   const int64_t id = sqlite3_last_insert_rowid(db_);
   absl::StatusOr<bool> written = WriteJob(db_, op, id, job);
   if (!written.ok()) return written.status();
+  for (const std::string& d : job.devices()) {
+    if (absl::Status s = InsertJobDevice(db_, op, id, d); !s.ok()) return s;
+  }
   if (absl::Status s = txn.Commit(op); !s.ok()) return s;
   return absl::StrCat(id);
 }
@@ -324,19 +387,34 @@ absl::StatusOr<v1::Job> Store::Get(const std::string& id) {
   return ReadJob(*stmt);
 }
 
-absl::StatusOr<std::vector<v1::Job>> Store::List(int limit, v1::JobState state) {
-  if (limit <= 0) limit = kDefaultListLimit;
+absl::StatusOr<JobPage> Store::List(const JobFilter& filter, int page_size, int64_t before_id) {
+  if (page_size <= 0) page_size = kDefaultPageSize;
   std::lock_guard<std::mutex> lock(mu_);
   // Ids follow insertion order, unlike `created`, which follows the wall clock.
-  const bool any = state == v1::JOB_STATE_UNSPECIFIED;
-  absl::StatusOr<Statement> stmt = Statement::Prepare(
-      db_, "list",
-      any ? "SELECT id, job FROM jobs ORDER BY id DESC LIMIT ?2"
-          : "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY id DESC LIMIT ?2");
+  absl::StatusOr<Statement> stmt = PrepareList(db_, filter, false, before_id, page_size + 1);
   if (!stmt.ok()) return stmt.status();
-  if (!any) stmt->Bind(1, static_cast<int64_t>(state));
-  stmt->Bind(2, static_cast<int64_t>(limit));
-  return ReadAll(*stmt);
+  absl::StatusOr<std::vector<v1::Job>> jobs = ReadAll(*stmt);
+  if (!jobs.ok()) return jobs.status();
+  JobPage page;
+  page.jobs = *std::move(jobs);
+  if (page.jobs.size() > static_cast<size_t>(page_size)) {
+    page.jobs.pop_back();
+    page.next_before_id = *ParseId(page.jobs.back().id());
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListPlan(const JobFilter& filter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Statement> stmt = PrepareList(db_, filter, true, 0, 1);
+  if (!stmt.ok()) return stmt.status();
+  std::vector<std::string> plan;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return plan;
+    plan.push_back(stmt->Blob(3));  // id, parent, notused, detail
+  }
 }
 
 absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
@@ -344,11 +422,11 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
   const std::string op = "recover";
   Transaction txn(db_);
   if (absl::Status s = txn.Begin(op); !s.ok()) return s;
-  absl::StatusOr<std::vector<v1::Job>> running = JobsInState(db_, op, v1::RUNNING);
+  absl::StatusOr<std::vector<v1::Job>> running = JobsInState(db_, op, v1::JOB_STATE_RUNNING);
   if (!running.ok()) return running.status();
-  const google::protobuf::Timestamp now = WallNow();
+  const google::protobuf::Timestamp now = Now();
   for (v1::Job& job : *running) {
-    job.set_state(v1::INTERRUPTED);
+    job.set_state(v1::JOB_STATE_INTERRUPTED);
     *job.mutable_finished() = now;
     job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
     job.set_error_message("the daemon stopped while this job was running");
@@ -357,7 +435,7 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
     absl::StatusOr<bool> written = WriteJob(db_, op, *id, job);
     if (!written.ok()) return written.status();
   }
-  absl::StatusOr<std::vector<v1::Job>> queued = JobsInState(db_, op, v1::QUEUED);
+  absl::StatusOr<std::vector<v1::Job>> queued = JobsInState(db_, op, v1::JOB_STATE_QUEUED);
   if (!queued.ok()) return queued.status();
   if (absl::Status s = txn.Commit(op); !s.ok()) return s;
   return queued;

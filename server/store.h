@@ -17,6 +17,21 @@ struct sqlite3;
 
 namespace benchd::server {
 
+// ListJobs' filters, ANDed; unspecified / "" = any.
+struct JobFilter {
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  v1::JobKind kind = v1::JOB_KIND_UNSPECIFIED;
+  std::string device;  // jobs that run on it (any of a collective's devices)
+};
+
+struct JobPage {
+  std::vector<v1::Job> jobs;
+  int64_t next_before_id = 0;  // the next page's before_id; 0 when this is the last page
+};
+
+inline constexpr int kDefaultPageSize = 50;
+inline constexpr int kMaxPageSize = 1000;
+
 class Store {
  public:
   // Opens or creates the database at `path` (parent dir must exist); WAL mode, busy timeout.
@@ -31,11 +46,16 @@ class Store {
   absl::StatusOr<std::string> Insert(const v1::Job& job);
   // Rewrites the stored job with this id (whole proto). NOT_FOUND if absent.
   absl::Status Update(const v1::Job& job);
-  // NOT_FOUND "job 'X' not found" if absent; INVALID_ARGUMENT if X is not a job id (not a
-  // positive integer).
+  // NOT_FOUND "job 'X' not found" if absent; INVALID_ARGUMENT if X is not a job id
+  // (common/job_id.h).
   absl::StatusOr<v1::Job> Get(const std::string& id);
-  // Newest first; limit <= 0 means 50; state JOB_STATE_UNSPECIFIED means any.
-  absl::StatusOr<std::vector<v1::Job>> List(int limit, v1::JobState state);
+  // One page of jobs matching `filter`, newest first: at most `page_size`
+  // (<= 0 means 50) with ids below `before_id` (0 = from the newest). Indexed
+  // for every filter, so a page costs the same with 100,000 jobs as with 10.
+  absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id = 0);
+  // EXPLAIN QUERY PLAN's lines for List's query under `filter` (for the tests
+  // that keep every filter on an index).
+  absl::StatusOr<std::vector<std::string>> ListPlan(const JobFilter& filter);
   // Called once at daemon start: every RUNNING job becomes INTERRUPTED with finished = now,
   // error_code 10 (ABORTED) and error_message "the daemon stopped while this job was running";
   // returns the QUEUED jobs, oldest first, for the scheduler to take up again.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace benchd::server {
@@ -42,8 +43,8 @@ class StoreTest : public ::testing::Test {
   static v1::Job MakeJob(v1::JobState state, const std::string& device = "cuda:0") {
     v1::Job job;
     job.set_state(state);
-    job.set_kind("benchmark");
-    job.set_device(device);
+    job.set_kind(v1::JOB_KIND_BENCHMARK);
+    job.add_devices(device);
     job.mutable_spec()->set_device(device);
     job.mutable_spec()->mutable_benchmark()->mutable_model()->set_preset("tiny");
     job.mutable_created()->set_seconds(1700000000);
@@ -55,6 +56,15 @@ class StoreTest : public ::testing::Test {
   std::string path_;
 };
 
+// The first page of jobs in `state`, as the older List(limit, state) answered.
+absl::StatusOr<std::vector<v1::Job>> ListJobs(Store& store, int limit, v1::JobState state) {
+  JobFilter filter;
+  filter.state = state;
+  auto page = store.List(filter, limit);
+  if (!page.ok()) return page.status();
+  return page->jobs;
+}
+
 std::vector<std::string> Ids(const std::vector<v1::Job>& jobs) {
   std::vector<std::string> ids;
   for (const auto& j : jobs) ids.push_back(j.id());
@@ -64,7 +74,7 @@ std::vector<std::string> Ids(const std::vector<v1::Job>& jobs) {
 TEST_F(StoreTest, InsertGetRoundTripWithResult) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  v1::Job job = MakeJob(v1::SUCCEEDED);
+  v1::Job job = MakeJob(v1::JOB_STATE_SUCCEEDED);
   job.set_id("ignored");
   v1::BenchmarkResult* r = job.mutable_result()->mutable_benchmark();
   r->set_parameter_count(259392);
@@ -90,15 +100,15 @@ TEST_F(StoreTest, IdsIncreaseAndAreNeverReused) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "1");
-    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "2");
-    last = *store->Insert(MakeJob(v1::QUEUED));
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "1");
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "2");
+    last = *store->Insert(MakeJob(v1::JOB_STATE_QUEUED));
     EXPECT_EQ(last, "3");
   }
   {
     auto store = OpenStore();  // same file again
     ASSERT_NE(store, nullptr);
-    EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "4");
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "4");
   }
   // Even with the newest row deleted behind the store's back, AUTOINCREMENT
   // never hands its id out again.
@@ -109,26 +119,26 @@ TEST_F(StoreTest, IdsIncreaseAndAreNeverReused) {
   sqlite3_close(db);
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->Insert(MakeJob(v1::QUEUED)), "5");
+  EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "5");
 }
 
 TEST_F(StoreTest, Update) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto id = store->Insert(MakeJob(v1::QUEUED));
+  auto id = store->Insert(MakeJob(v1::JOB_STATE_QUEUED));
   ASSERT_TRUE(id.ok());
   v1::Job job = *store->Get(*id);
-  job.set_state(v1::FAILED);
+  job.set_state(v1::JOB_STATE_FAILED);
   job.set_error_code(8);
   job.set_error_message("CUDA out of memory");
   ASSERT_TRUE(store->Update(job).ok());
   v1::Job got = *store->Get(*id);
-  EXPECT_EQ(got.state(), v1::FAILED);
+  EXPECT_EQ(got.state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(got.error_code(), 8);
   EXPECT_EQ(got.error_message(), "CUDA out of memory");
   // The state column follows the proto.
-  EXPECT_EQ(Ids(*store->List(0, v1::FAILED)), std::vector<std::string>{*id});
-  EXPECT_TRUE(store->List(0, v1::QUEUED)->empty());
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_FAILED)), std::vector<std::string>{*id});
+  EXPECT_TRUE(ListJobs(*store, 0, v1::JOB_STATE_QUEUED)->empty());
 
   job.set_id("99");
   EXPECT_EQ(store->Update(job).code(), absl::StatusCode::kNotFound);
@@ -139,35 +149,35 @@ TEST_F(StoreTest, Update) {
 TEST_F(StoreTest, ListOrderLimitAndStateFilter) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  const v1::JobState states[] = {v1::SUCCEEDED, v1::QUEUED, v1::SUCCEEDED, v1::FAILED,
-                                 v1::SUCCEEDED};
+  const v1::JobState states[] = {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_QUEUED, v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,
+                                 v1::JOB_STATE_SUCCEEDED};
   for (v1::JobState s : states) ASSERT_TRUE(store->Insert(MakeJob(s)).ok());
 
-  EXPECT_EQ(Ids(*store->List(0, v1::JOB_STATE_UNSPECIFIED)),
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_UNSPECIFIED)),
             (std::vector<std::string>{"5", "4", "3", "2", "1"}));
-  EXPECT_EQ(Ids(*store->List(2, v1::JOB_STATE_UNSPECIFIED)), (std::vector<std::string>{"5", "4"}));
-  EXPECT_EQ(Ids(*store->List(-1, v1::JOB_STATE_UNSPECIFIED)).size(), 5u);
-  EXPECT_EQ(Ids(*store->List(0, v1::SUCCEEDED)), (std::vector<std::string>{"5", "3", "1"}));
-  EXPECT_EQ(Ids(*store->List(1, v1::SUCCEEDED)), (std::vector<std::string>{"5"}));
-  EXPECT_EQ(Ids(*store->List(0, v1::QUEUED)), (std::vector<std::string>{"2"}));
-  EXPECT_TRUE(store->List(0, v1::RUNNING)->empty());
+  EXPECT_EQ(Ids(*ListJobs(*store, 2, v1::JOB_STATE_UNSPECIFIED)), (std::vector<std::string>{"5", "4"}));
+  EXPECT_EQ(Ids(*ListJobs(*store, -1, v1::JOB_STATE_UNSPECIFIED)).size(), 5u);
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_SUCCEEDED)), (std::vector<std::string>{"5", "3", "1"}));
+  EXPECT_EQ(Ids(*ListJobs(*store, 1, v1::JOB_STATE_SUCCEEDED)), (std::vector<std::string>{"5"}));
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_QUEUED)), (std::vector<std::string>{"2"}));
+  EXPECT_TRUE(ListJobs(*store, 0, v1::JOB_STATE_RUNNING)->empty());
 }
 
 TEST_F(StoreTest, DefaultListLimitIsFifty) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  for (int i = 0; i < 60; ++i) ASSERT_TRUE(store->Insert(MakeJob(v1::SUCCEEDED)).ok());
-  auto jobs = store->List(0, v1::JOB_STATE_UNSPECIFIED);
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(store->Insert(MakeJob(v1::JOB_STATE_SUCCEEDED)).ok());
+  auto jobs = ListJobs(*store, 0, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_EQ(jobs->size(), 50u);
   EXPECT_EQ(jobs->front().id(), "60");
   EXPECT_EQ(jobs->back().id(), "11");
-  EXPECT_EQ(store->List(100, v1::JOB_STATE_UNSPECIFIED)->size(), 60u);
+  EXPECT_EQ(ListJobs(*store, 100, v1::JOB_STATE_UNSPECIFIED)->size(), 60u);
 }
 
 TEST_F(StoreTest, GetUnknownAndMalformedIds) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Insert(MakeJob(v1::QUEUED)).ok());
+  ASSERT_TRUE(store->Insert(MakeJob(v1::JOB_STATE_QUEUED)).ok());
 
   auto missing = store->Get("42");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
@@ -188,17 +198,17 @@ TEST_F(StoreTest, EverythingSurvivesReopen) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    for (v1::JobState s : {v1::QUEUED, v1::RUNNING, v1::SUCCEEDED}) {
+    for (v1::JobState s : {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED}) {
       v1::Job job = MakeJob(s, absl::StrCat("cuda:", static_cast<int>(s)));
       job.mutable_result()->mutable_benchmark()->set_tokens_per_second(1000.0 *
                                                                        static_cast<int>(s));
       ASSERT_TRUE(store->Insert(job).ok());
     }
-    before = *store->List(0, v1::JOB_STATE_UNSPECIFIED);
+    before = *ListJobs(*store, 0, v1::JOB_STATE_UNSPECIFIED);
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto after = store->List(0, v1::JOB_STATE_UNSPECIFIED);
+  auto after = ListJobs(*store, 0, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_TRUE(after.ok());
   ASSERT_EQ(after->size(), before.size());
   for (size_t i = 0; i < before.size(); ++i) {
@@ -211,10 +221,10 @@ TEST_F(StoreTest, Recover) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    queued1 = *store->Insert(MakeJob(v1::QUEUED));
-    running = *store->Insert(MakeJob(v1::RUNNING));
-    succeeded = *store->Insert(MakeJob(v1::SUCCEEDED));
-    queued2 = *store->Insert(MakeJob(v1::QUEUED, "cuda:1"));
+    queued1 = *store->Insert(MakeJob(v1::JOB_STATE_QUEUED));
+    running = *store->Insert(MakeJob(v1::JOB_STATE_RUNNING));
+    succeeded = *store->Insert(MakeJob(v1::JOB_STATE_SUCCEEDED));
+    queued2 = *store->Insert(MakeJob(v1::JOB_STATE_QUEUED, "cuda:1"));
   }
   auto store = OpenStore();  // as after a daemon restart
   ASSERT_NE(store, nullptr);
@@ -226,18 +236,18 @@ TEST_F(StoreTest, Recover) {
   auto queued = store->Recover();
   ASSERT_TRUE(queued.ok()) << queued.status();
   EXPECT_EQ(Ids(*queued), (std::vector<std::string>{queued1, queued2}));
-  EXPECT_EQ((*queued)[1].device(), "cuda:1");
+  EXPECT_EQ((*queued)[1].devices(0), "cuda:1");
 
   v1::Job r = *store->Get(running);
-  EXPECT_EQ(r.state(), v1::INTERRUPTED);
+  EXPECT_EQ(r.state(), v1::JOB_STATE_INTERRUPTED);
   EXPECT_EQ(r.error_code(), 10);
   EXPECT_EQ(r.error_message(), "the daemon stopped while this job was running");
   EXPECT_NEAR(r.finished().seconds(), now, 5);
-  EXPECT_EQ(Ids(*store->List(0, v1::INTERRUPTED)), std::vector<std::string>{running});
-  EXPECT_TRUE(store->List(0, v1::RUNNING)->empty());
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_INTERRUPTED)), std::vector<std::string>{running});
+  EXPECT_TRUE(ListJobs(*store, 0, v1::JOB_STATE_RUNNING)->empty());
 
   EXPECT_EQ(store->Get(succeeded)->SerializeAsString(), succeeded_before.SerializeAsString());
-  EXPECT_EQ(store->Get(queued1)->state(), v1::QUEUED);  // left for the scheduler
+  EXPECT_EQ(store->Get(queued1)->state(), v1::JOB_STATE_QUEUED);  // left for the scheduler
 
   // A second Recover finds nothing running any more and the same queue.
   EXPECT_EQ(Ids(*store->Recover()), (std::vector<std::string>{queued1, queued2}));
@@ -284,7 +294,7 @@ TEST_F(StoreTest, ConcurrentInsertsAllLand) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        auto id = store->Insert(MakeJob(v1::QUEUED, absl::StrCat("cuda:", t)));
+        auto id = store->Insert(MakeJob(v1::JOB_STATE_QUEUED, absl::StrCat("cuda:", t)));
         ASSERT_TRUE(id.ok()) << id.status();
         ids[t].push_back(*id);
         ASSERT_TRUE(store->Get(*id).ok());  // reads interleave with writes
@@ -296,10 +306,96 @@ TEST_F(StoreTest, ConcurrentInsertsAllLand) {
   std::set<std::string> all;
   for (const auto& v : ids) all.insert(v.begin(), v.end());
   EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kPerThread));
-  auto listed = store->List(1000, v1::JOB_STATE_UNSPECIFIED);
+  auto listed = ListJobs(*store, 1000, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), static_cast<size_t>(kThreads * kPerThread));
   for (const auto& j : *listed) EXPECT_EQ(store->Get(j.id())->id(), j.id());
+}
+
+TEST_F(StoreTest, PagesFollowOneAnotherAndFiltersCombine) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  // 1..9: cpu:0 / cpu:1 alternate; 3, 6, 9 are collectives on both; 4 and 8 failed.
+  for (int i = 1; i <= 9; ++i) {
+    v1::Job job = MakeJob(i % 4 == 0 ? v1::JOB_STATE_FAILED : v1::JOB_STATE_SUCCEEDED,
+                          i % 2 ? "cpu:0" : "cpu:1");
+    if (i % 3 == 0) {
+      job.set_kind(v1::JOB_KIND_COLLECTIVE);
+      job.clear_devices();
+      job.add_devices("cpu:0");
+      job.add_devices("cpu:1");
+    }
+    ASSERT_TRUE(store->Insert(job).ok());
+  }
+  auto page = [&](const JobFilter& f, int size, int64_t before) {
+    auto p = store->List(f, size, before);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : JobPage{};
+  };
+  JobFilter all;
+  JobPage first = page(all, 4, 0);
+  EXPECT_EQ(Ids(first.jobs), (std::vector<std::string>{"9", "8", "7", "6"}));
+  EXPECT_EQ(first.next_before_id, 6);
+  JobPage second = page(all, 4, first.next_before_id);
+  EXPECT_EQ(Ids(second.jobs), (std::vector<std::string>{"5", "4", "3", "2"}));
+  JobPage last = page(all, 4, second.next_before_id);
+  EXPECT_EQ(Ids(last.jobs), (std::vector<std::string>{"1"}));
+  EXPECT_EQ(last.next_before_id, 0);
+  // A page that ends exactly at the last job says there is no next one.
+  EXPECT_EQ(page(all, 9, 0).next_before_id, 0);
+
+  JobFilter cpu1;
+  cpu1.device = "cpu:1";  // 2, 4, 8 alone and every collective
+  EXPECT_EQ(Ids(page(cpu1, 50, 0).jobs), (std::vector<std::string>{"9", "8", "6", "4", "3", "2"}));
+  EXPECT_EQ(Ids(page(cpu1, 2, 8).jobs), (std::vector<std::string>{"6", "4"}));
+  JobFilter collectives;
+  collectives.kind = v1::JOB_KIND_COLLECTIVE;
+  EXPECT_EQ(Ids(page(collectives, 50, 0).jobs), (std::vector<std::string>{"9", "6", "3"}));
+  JobFilter failed_on_cpu1;
+  failed_on_cpu1.device = "cpu:1";
+  failed_on_cpu1.state = v1::JOB_STATE_FAILED;
+  EXPECT_EQ(Ids(page(failed_on_cpu1, 50, 0).jobs), (std::vector<std::string>{"8", "4"}));
+  JobFilter failed_collectives;
+  failed_collectives.state = v1::JOB_STATE_FAILED;
+  failed_collectives.kind = v1::JOB_KIND_COLLECTIVE;
+  EXPECT_TRUE(page(failed_collectives, 50, 0).jobs.empty());
+  JobFilter nowhere;
+  nowhere.device = "cuda:7";
+  EXPECT_TRUE(page(nowhere, 50, 0).jobs.empty());
+  // The collective's devices come back as the list they were stored as.
+  EXPECT_EQ(store->Get("9")->devices_size(), 2);
+}
+
+// Every filter, alone and together, reads an index in id order: no full scan
+// of the jobs and no sort, so a page costs the same at 100,000 jobs as at 10
+// (bench/list_jobs.py times it).
+TEST_F(StoreTest, EveryFilterIsServedByAnIndexWithoutSorting) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int state : {0, 1}) {
+    for (int kind : {0, 1}) {
+      for (int device : {0, 1}) {
+        JobFilter f;
+        if (state) f.state = v1::JOB_STATE_FAILED;
+        if (kind) f.kind = v1::JOB_KIND_PROFILE;
+        if (device) f.device = "cuda:0";
+        auto plan = store->ListPlan(f);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        const std::string all = absl::StrJoin(*plan, " | ");
+        SCOPED_TRACE(all);
+        EXPECT_EQ(all.find("TEMP B-TREE"), std::string::npos);
+        if (device) {
+          // One device's jobs in id order, each looked up by its key.
+          EXPECT_NE(all.find("SEARCH d USING PRIMARY KEY (device=? AND job_id<?)"),
+                    std::string::npos);
+        } else if (!state && !kind) {
+          EXPECT_NE(all.find("SEARCH j USING INTEGER PRIMARY KEY (rowid<?)"), std::string::npos);
+        } else {
+          EXPECT_NE(all.find("USING INDEX jobs_"), std::string::npos);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

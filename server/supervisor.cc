@@ -282,9 +282,9 @@ std::vector<v1::Device> Supervisor::Devices() {
     const Slot& slot = *slots_.at(name);
     v1::Device d = slot.info.device();
     d.set_name(name);
-    d.set_worker_state(slot.state == State::kUp         ? "up"
-                       : slot.state == State::kStarting ? "starting"
-                                                        : "down");
+    d.set_worker_state(slot.state == State::kUp         ? v1::WORKER_STATE_UP
+                       : slot.state == State::kStarting ? v1::WORKER_STATE_STARTING
+                                                        : v1::WORKER_STATE_DOWN);
     d.set_worker_pid(slot.state == State::kDown ? 0 : slot.pid);
     d.set_worker_restarts(slot.restarts);
     out.push_back(std::move(d));

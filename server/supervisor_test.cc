@@ -44,7 +44,7 @@ TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
     EXPECT_TRUE(msg.find("No such file") != std::string::npos ||
                 msg.find("exited with code 127") != std::string::npos)
         << msg;
-    EXPECT_EQ(sup.Devices().at(0).worker_state(), "down");
+    EXPECT_EQ(sup.Devices().at(0).worker_state(), v1::WORKER_STATE_DOWN);
     sup.Stop();
   }
   std::filesystem::remove_all(dir);

@@ -11,8 +11,8 @@ namespace benchd::worker {
 namespace {
 
 bool IsForced(v1::AttentionImpl a) {
-  return a == v1::ATTENTION_SDPA_FLASH || a == v1::ATTENTION_SDPA_EFFICIENT ||
-         a == v1::ATTENTION_SDPA_CUDNN || a == v1::ATTENTION_SDPA_MATH;
+  return a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_EFFICIENT ||
+         a == v1::ATTENTION_IMPL_SDPA_CUDNN || a == v1::ATTENTION_IMPL_SDPA_MATH;
 }
 
 // What at::scaled_dot_product_attention throws when every enabled backend
@@ -41,7 +41,7 @@ torch::Tensor SdpaCausalAttention(const torch::Tensor& q, const torch::Tensor& k
                        c10::toString(at::autocast::get_autocast_dtype(q.device().type()))
                  : std::string())
          << ": LibTorch found no viable kernel (its reasons are warnings in the worker's log)";
-    if (attention == v1::ATTENTION_SDPA_FLASH || attention == v1::ATTENTION_SDPA_CUDNN) {
+    if (attention == v1::ATTENTION_IMPL_SDPA_FLASH || attention == v1::ATTENTION_IMPL_SDPA_CUDNN) {
       what << "; on CUDA this kernel takes fp16/bf16 only";
     }
     throw AttentionBackendUnavailable(what.str());
@@ -57,10 +57,10 @@ SdpBackendGuard::SdpBackendGuard(v1::AttentionImpl attention) {
   math_ = ctx.userEnabledMathSDP();
   cudnn_ = ctx.userEnabledCuDNNSDP();
   overrideable_ = ctx.userEnabledOverrideableSDP();
-  ctx.setSDPUseFlash(attention == v1::ATTENTION_SDPA_FLASH);
-  ctx.setSDPUseMemEfficient(attention == v1::ATTENTION_SDPA_EFFICIENT);
-  ctx.setSDPUseCuDNN(attention == v1::ATTENTION_SDPA_CUDNN);
-  ctx.setSDPUseMath(attention == v1::ATTENTION_SDPA_MATH);
+  ctx.setSDPUseFlash(attention == v1::ATTENTION_IMPL_SDPA_FLASH);
+  ctx.setSDPUseMemEfficient(attention == v1::ATTENTION_IMPL_SDPA_EFFICIENT);
+  ctx.setSDPUseCuDNN(attention == v1::ATTENTION_IMPL_SDPA_CUDNN);
+  ctx.setSDPUseMath(attention == v1::ATTENTION_IMPL_SDPA_MATH);
   ctx.setSDPUseOverrideable(false);
 }
 

@@ -30,10 +30,10 @@ class AttentionBackendUnavailable : public std::runtime_error {
 torch::Tensor SdpaCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, v1::AttentionImpl attention);
 
-// For a forced backend (ATTENTION_SDPA_FLASH/EFFICIENT/CUDNN/MATH), turns that
+// For a forced backend (ATTENTION_IMPL_SDPA_FLASH/EFFICIENT/CUDNN/MATH), turns that
 // backend's process-wide switch on and every other one off (math included:
 // no silent fallback), and restores all of them when it dies. For
-// ATTENTION_FAITHFUL and ATTENTION_SDPA it changes nothing (SDPA then picks
+// ATTENTION_IMPL_FAITHFUL and ATTENTION_IMPL_SDPA it changes nothing (SDPA then picks
 // among the backends enabled, all by default). The switches are global to the
 // process; the worker runs one job at a time.
 class SdpBackendGuard {

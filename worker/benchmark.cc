@@ -215,7 +215,7 @@ class BenchmarkRun {
     Cleanup();
 
     Summarize(result);
-    EchoOptions(result, warmup);
+    EchoSpec(result, warmup);
     result.set_peak_memory_bytes(peak);
     result.set_peak_memory_source(PeakMemorySource(dev_));
     result.set_parameter_count(model_->parameter_count);
@@ -258,7 +258,7 @@ class BenchmarkRun {
       AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
       torch::Tensor logits;
       if (explicit_) {
-        loss = explicit_->Forward(inputs_, targets_, /*keep_for_backward=*/mode != v1::MODE_FORWARD,
+        loss = explicit_->Forward(inputs_, targets_, /*keep_for_backward=*/mode != v1::BENCHMARK_MODE_FORWARD,
                                   parity_ ? &logits : nullptr);
       } else {
         logits = model->forward(inputs_);
@@ -269,7 +269,7 @@ class BenchmarkRun {
     clock_->Mark();
     int marks = 2;
     double backward = 0, optimizer = 0;
-    if (mode == v1::MODE_FORWARD_BACKWARD || mode == v1::MODE_TRAIN_STEP) {
+    if (mode == v1::BENCHMARK_MODE_FORWARD_BACKWARD || mode == v1::BENCHMARK_MODE_TRAIN_STEP) {
       {
         NamedRange range("backward");
         if (explicit_) {
@@ -281,7 +281,7 @@ class BenchmarkRun {
       clock_->Mark();
       ++marks;
     }
-    if (mode == v1::MODE_TRAIN_STEP) {
+    if (mode == v1::BENCHMARK_MODE_TRAIN_STEP) {
       {
         NamedRange range("optimizer_step");
         RunOptimizerStep(*model_->optimizer, spec_);
@@ -326,7 +326,7 @@ class BenchmarkRun {
         AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
         loss = CrossEntropy(model_->model->forward(inputs_), targets_);
       }
-      if (mode != v1::MODE_FORWARD) loss.backward();
+      if (mode != v1::BENCHMARK_MODE_FORWARD) loss.backward();
       if (OptimizerInGraph()) RunOptimizerStep(*model_->optimizer, spec_);
       return loss;
     });
@@ -336,10 +336,10 @@ class BenchmarkRun {
   // faithful loop and the fused kernel take host numbers that change every
   // step (bias correction, eps), so they run eagerly after each replay.
   bool OptimizerInGraph() const {
-    return spec_.mode() == v1::MODE_TRAIN_STEP && spec_.optimizer_impl() == v1::OPTIMIZER_FOREACH;
+    return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && spec_.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH;
   }
   bool OptimizerAfterReplay() const {
-    return spec_.mode() == v1::MODE_TRAIN_STEP && !OptimizerInGraph();
+    return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && !OptimizerInGraph();
   }
 
   // One replay of the captured step, timed by CUDA events around it on the
@@ -372,32 +372,16 @@ class BenchmarkRun {
     return t;
   }
 
-  // The options as applied, and the warm-up as it ran.
-  void EchoOptions(v1::BenchmarkResult& r, int64_t warmup_ran) const {
-    r.set_warmup_steps(warmup_ran);
-    r.set_warmup_auto(spec_.warmup_auto());
-    if (auto_warmup_) {
-      r.set_warmup_converged(auto_warmup_->converged());
-      r.set_warmup_max_steps(spec_.warmup_max_steps());
-    }
-    r.set_attention(spec_.attention());
-    r.set_optimizer_impl(spec_.optimizer_impl());
-    r.set_allow_tf32(spec_.allow_tf32());
-    r.set_cuda_graph(spec_.cuda_graph());
+  // The spec as it ran (which engine, too), and the warm-up as it ran.
+  void EchoSpec(v1::BenchmarkResult& r, int64_t warmup_ran) const {
+    *r.mutable_spec() = spec_;
+    r.mutable_spec()->set_autograd(!ran_explicit_);
+    r.set_warmup_steps_run(warmup_ran);
+    if (auto_warmup_) r.set_warmup_converged(auto_warmup_->converged());
     if (spec_.cuda_graph()) r.set_graph_eager_steps(kGraphEagerSteps);
-    r.set_weight_copies(spec_.weight_copies());
-    r.set_fused_ops(spec_.fused_ops());
-    r.set_autograd(!ran_explicit_);
   }
 
   void Summarize(v1::BenchmarkResult& r) const {
-    *r.mutable_model() = spec_.model();
-    r.set_mode(spec_.mode());
-    r.set_precision(spec_.precision());
-    r.set_batch_size(spec_.batch_size());
-    r.set_context_length(spec_.context_length());
-    r.set_warmup_steps(spec_.warmup_steps());
-    r.set_measure_steps(spec_.measure_steps());
     r.set_device(dev_.name);
     r.set_device_name(dev_.description);
     *r.mutable_versions() = WorkerVersions();
@@ -417,8 +401,8 @@ class BenchmarkRun {
     // into phases (an optimizer run after the replay is timed).
     if (!spec_.cuda_graph()) {
       *r.mutable_forward() = ComputeStats(fwd);
-      if (spec_.mode() != v1::MODE_FORWARD) *r.mutable_backward() = ComputeStats(bwd);
-      if (spec_.mode() == v1::MODE_TRAIN_STEP) *r.mutable_optimizer() = ComputeStats(opt);
+      if (spec_.mode() != v1::BENCHMARK_MODE_FORWARD) *r.mutable_backward() = ComputeStats(bwd);
+      if (spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP) *r.mutable_optimizer() = ComputeStats(opt);
     } else if (OptimizerAfterReplay()) {
       *r.mutable_optimizer() = ComputeStats(opt);  // eager after each replay, so timed
     }
@@ -440,7 +424,7 @@ class BenchmarkRun {
     if (graph_) {
       // Replays advanced AdamW's device step counts; the host learns them here.
       Synchronize(dev_);
-      if (model_ && spec_.mode() == v1::MODE_TRAIN_STEP) model_->optimizer->SyncHostSteps();
+      if (model_ && spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP) model_->optimizer->SyncHostSteps();
       graph_.reset();
     }
     inputs_ = targets_ = torch::Tensor();

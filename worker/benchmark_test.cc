@@ -54,7 +54,7 @@ class BenchmarkTest : public ::testing::Test {
 };
 
 TEST_F(BenchmarkTest, EveryModeAndPrecisionRunsAndAddsUp) {
-  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       const auto spec = TinySpec(mode, precision);
@@ -80,13 +80,13 @@ TEST_F(BenchmarkTest, EveryModeAndPrecisionRunsAndAddsUp) {
         EXPECT_GE(t.host_seconds(), t.step_seconds());
         EXPECT_LE(t.forward_seconds() + t.backward_seconds() + t.optimizer_seconds(),
                   t.step_seconds() * (1 + 1e-9));
-        EXPECT_EQ(t.backward_seconds() > 0, mode != v1::MODE_FORWARD);
-        EXPECT_EQ(t.optimizer_seconds() > 0, mode == v1::MODE_TRAIN_STEP);
+        EXPECT_EQ(t.backward_seconds() > 0, mode != v1::BENCHMARK_MODE_FORWARD);
+        EXPECT_EQ(t.optimizer_seconds() > 0, mode == v1::BENCHMARK_MODE_TRAIN_STEP);
       }
       EXPECT_EQ(r->step().count(), 3);
       EXPECT_EQ(r->host_step().count(), 3);
-      EXPECT_EQ(r->has_backward(), mode != v1::MODE_FORWARD);
-      EXPECT_EQ(r->has_optimizer(), mode == v1::MODE_TRAIN_STEP);
+      EXPECT_EQ(r->has_backward(), mode != v1::BENCHMARK_MODE_FORWARD);
+      EXPECT_EQ(r->has_optimizer(), mode == v1::BENCHMARK_MODE_TRAIN_STEP);
       EXPECT_EQ(r->model().d_model(), 64);
       EXPECT_EQ(r->mode(), mode);
       EXPECT_EQ(r->precision(), precision);
@@ -108,7 +108,7 @@ TEST_F(BenchmarkTest, EveryModeAndPrecisionRunsAndAddsUp) {
 }
 
 TEST_F(BenchmarkTest, SecondRunFindsTheModelResident) {
-  const auto spec = TinySpec(v1::MODE_FORWARD, v1::PRECISION_FP32);
+  const auto spec = TinySpec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32);
   auto first = RunBenchmark(spec, cache_);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->model_was_resident());
@@ -122,7 +122,7 @@ TEST_F(BenchmarkTest, SecondRunFindsTheModelResident) {
 }
 
 TEST_F(BenchmarkTest, CancelStopsAtTheNextStep) {
-  auto spec = TinySpec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32);
+  auto spec = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32);
   spec.set_measure_steps(50);
   int steps = 0;
   BenchmarkHooks hooks;
@@ -143,7 +143,7 @@ std::unique_ptr<at::ObserverContext> RecordUserScope(const at::RecordFunction& f
 TEST_F(BenchmarkTest, EachPhaseIsAProfilerUserScope) {
   // What the Kineto profiler sees: per step the step, its phases and, in
   // each of tiny's 2 layers, attention and its 4 parts.
-  auto spec = TinySpec(v1::MODE_TRAIN_STEP, v1::PRECISION_BF16);
+  auto spec = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16);
   spec.set_warmup_steps(0);
   spec.set_measure_steps(2);
   std::vector<std::string> scopes;
@@ -165,7 +165,7 @@ TEST_F(BenchmarkTest, EachPhaseIsAProfilerUserScope) {
 }
 
 TEST_F(BenchmarkTest, TrainingOnAFixedBatchLowersTheLoss) {
-  auto spec = TinySpec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32);
+  auto spec = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32);
   spec.set_warmup_steps(0);
   spec.set_measure_steps(8);
   auto r = RunBenchmark(spec, cache_);
@@ -197,7 +197,7 @@ TEST_F(BenchmarkTest, OutOfMemoryIsResourceExhaustedAndTheWorkerGoesOn) {
       << r.status();
   EXPECT_NE(r.status().message().find("host memory total"), std::string::npos) << r.status();
   EXPECT_TRUE(cache_.List().empty());
-  EXPECT_TRUE(RunBenchmark(TinySpec(v1::MODE_FORWARD, v1::PRECISION_FP32), cache_).ok());
+  EXPECT_TRUE(RunBenchmark(TinySpec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32), cache_).ok());
 }
 
 }  // namespace

@@ -22,13 +22,13 @@ using Clock = std::chrono::steady_clock;
 
 torch::Dtype TorchDtype(v1::CollectiveDtype d) {
   switch (d) {
-    case v1::COLLECTIVE_FP16:
+    case v1::COLLECTIVE_DTYPE_FP16:
       return torch::kFloat16;
-    case v1::COLLECTIVE_BF16:
+    case v1::COLLECTIVE_DTYPE_BF16:
       return torch::kBFloat16;
-    case v1::COLLECTIVE_FP64:
+    case v1::COLLECTIVE_DTYPE_FP64:
       return torch::kFloat64;
-    case v1::COLLECTIVE_INT32:
+    case v1::COLLECTIVE_DTYPE_INT32:
       return torch::kInt32;
     default:
       return torch::kFloat32;
@@ -52,17 +52,17 @@ Buffers Allocate(v1::CollectiveOp op, bool in_place, const CollectiveShape& shap
   const auto options = torch::TensorOptions().dtype(dtype).device(m.tensor_device);
   Buffers b;
   switch (op) {
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       b.output = torch::zeros({shape.output_count}, options);
       b.input = in_place ? b.output.narrow(0, m.rank * shape.count, shape.count)
                          : torch::zeros({shape.count}, options);
       break;
-    case v1::COLLECTIVE_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
       b.input = torch::zeros({shape.count}, options);
       b.output = in_place ? b.input.narrow(0, m.rank * shape.output_count, shape.output_count)
                           : torch::zeros({shape.output_count}, options);
       break;
-    case v1::COLLECTIVE_ALL_TO_ALL:
+    case v1::COLLECTIVE_OP_ALL_TO_ALL:
       b.input = torch::zeros({shape.count}, options);
       b.output = torch::zeros({shape.output_count}, options);
       break;
@@ -74,15 +74,15 @@ Buffers Allocate(v1::CollectiveOp op, bool in_place, const CollectiveShape& shap
 
 c10::intrusive_ptr<c10d::Work> Launch(v1::CollectiveOp op, Buffers& b, GroupMember& m) {
   switch (op) {
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       return m.pg->_allgather_base(b.output, b.input);
-    case v1::COLLECTIVE_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
       return m.pg->_reduce_scatter_base(b.output, b.input);
-    case v1::COLLECTIVE_ALL_TO_ALL: {
+    case v1::COLLECTIVE_OP_ALL_TO_ALL: {
       std::vector<int64_t> equal;  // empty = equal splits
       return m.pg->alltoall_base(b.output, b.input, equal, equal);
     }
-    case v1::COLLECTIVE_BROADCAST: {
+    case v1::COLLECTIVE_OP_BROADCAST: {
       std::vector<at::Tensor> t{b.output};
       c10d::BroadcastOptions o;
       o.rootRank = 0;
@@ -185,7 +185,7 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
 torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count,
                          torch::Device device) {
   switch (op) {
-    case v1::COLLECTIVE_BROADCAST:
+    case v1::COLLECTIVE_OP_BROADCAST:
       return rank == 0 ? Pattern(count, 0, device) + 1
                        : torch::full({count}, -1,
                                      torch::TensorOptions().dtype(torch::kInt64).device(device));
@@ -200,18 +200,18 @@ torch::Tensor CheckExpected(v1::CollectiveOp op, int rank, int world, int64_t co
   const int64_t n = world;
   const int64_t tri = n * (n + 1) / 2;
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE:
+    case v1::COLLECTIVE_OP_ALL_REDUCE:
       return Pattern(count, 0, device) * n + tri;
-    case v1::COLLECTIVE_BROADCAST:
+    case v1::COLLECTIVE_OP_BROADCAST:
       return Pattern(count, 0, device) + 1;
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       return torch::arange(1, n + 1, i64).repeat_interleave(count) +
              Pattern(count, 0, device).repeat({n});
-    case v1::COLLECTIVE_REDUCE_SCATTER: {
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER: {
       const int64_t k = count / n;
       return Pattern(k, rank * k, device) * n + tri;
     }
-    case v1::COLLECTIVE_ALL_TO_ALL: {
+    case v1::COLLECTIVE_OP_ALL_TO_ALL: {
       const int64_t k = count / n;
       return torch::arange(1, n + 1, i64).repeat_interleave(k) +
              Pattern(k, rank * k, device).repeat({n});
@@ -226,7 +226,7 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m,
   const v1::CollectiveOp op = run.op();
   const torch::Dtype dtype = TorchDtype(run.dtype());
   const int64_t element_bytes = DtypeBytes(run.dtype());
-  const bool in_place = run.in_place() && op != v1::COLLECTIVE_ALL_TO_ALL;
+  const bool in_place = run.in_place() && op != v1::COLLECTIVE_OP_ALL_TO_ALL;
   std::string stage;
   int64_t size_now = 0;
   try {

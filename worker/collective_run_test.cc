@@ -10,9 +10,9 @@
 namespace benchd::worker {
 namespace {
 
-const v1::CollectiveOp kOps[] = {v1::COLLECTIVE_ALL_REDUCE, v1::COLLECTIVE_ALL_GATHER,
-                                 v1::COLLECTIVE_REDUCE_SCATTER, v1::COLLECTIVE_BROADCAST,
-                                 v1::COLLECTIVE_ALL_TO_ALL};
+const v1::CollectiveOp kOps[] = {v1::COLLECTIVE_OP_ALL_REDUCE, v1::COLLECTIVE_OP_ALL_GATHER,
+                                 v1::COLLECTIVE_OP_REDUCE_SCATTER, v1::COLLECTIVE_OP_BROADCAST,
+                                 v1::COLLECTIVE_OP_ALL_TO_ALL};
 
 // What each op computes, written out from the inputs of all ranks: the check's
 // expected outputs must be this.
@@ -21,13 +21,13 @@ torch::Tensor Simulate(v1::CollectiveOp op, int rank, int world, int64_t count) 
   for (int r = 0; r < world; ++r) in.push_back(CheckInput(op, r, world, count));
   const int64_t k = count / world;
   switch (op) {
-    case v1::COLLECTIVE_ALL_REDUCE:
+    case v1::COLLECTIVE_OP_ALL_REDUCE:
       return torch::stack(in).sum(0);
-    case v1::COLLECTIVE_BROADCAST:
+    case v1::COLLECTIVE_OP_BROADCAST:
       return in[0];
-    case v1::COLLECTIVE_ALL_GATHER:
+    case v1::COLLECTIVE_OP_ALL_GATHER:
       return torch::cat(in);
-    case v1::COLLECTIVE_REDUCE_SCATTER:
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
       return torch::stack(in).sum(0).narrow(0, rank * k, k);
     default: {
       std::vector<torch::Tensor> parts;
@@ -51,7 +51,7 @@ TEST(CollectiveCheckTest, ExpectedOutputsAreWhatTheOpsCompute) {
     }
   }
   // Exact in bf16 up to 16 ranks: every expected value is an integer <= 256.
-  EXPECT_LE(CheckExpected(v1::COLLECTIVE_ALL_REDUCE, 0, 16, 100).max().item<int64_t>(), 256);
+  EXPECT_LE(CheckExpected(v1::COLLECTIVE_OP_ALL_REDUCE, 0, 16, 100).max().item<int64_t>(), 256);
 }
 
 // Two members of one Gloo group in this process, one thread each.
@@ -71,7 +71,7 @@ class GlooPairTest : public ::testing::Test {
       t[r] = std::thread([&, r] {
         internal::JoinGroupRequest j;
         j.set_group(id);
-        j.set_backend(v1::BACKEND_GLOO);
+        j.set_backend(v1::COLLECTIVE_BACKEND_GLOO);
         j.set_rank(r);
         j.set_world_size(2);
         j.set_store_host(p->store_host());
@@ -95,11 +95,11 @@ TEST_F(GlooPairTest, EveryOpRunsTimedAndChecked) {
   Create("t1", 60);
   for (auto op : kOps) {
     for (bool in_place : {false, true}) {
-      if (op == v1::COLLECTIVE_ALL_TO_ALL && in_place) continue;
+      if (op == v1::COLLECTIVE_OP_ALL_TO_ALL && in_place) continue;
       internal::CollectiveRun run;
       run.set_group("t1");
       run.set_op(op);
-      run.set_dtype(v1::COLLECTIVE_FP32);
+      run.set_dtype(v1::COLLECTIVE_DTYPE_FP32);
       run.add_sizes_bytes(4096);
       run.add_sizes_bytes(1 << 16);
       run.set_warmup_iters(1);
@@ -142,7 +142,7 @@ TEST_F(GlooPairTest, AMissingPeerTimesOutAndBreaksTheGroup) {
   Create("t2", 2);
   internal::CollectiveRun run;
   run.set_group("t2");
-  run.set_op(v1::COLLECTIVE_ALL_REDUCE);
+  run.set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
   run.add_sizes_bytes(4096);
   run.set_iters(1);
   bool broken = false;
@@ -168,14 +168,14 @@ TEST(ProcessGroupsTest, BadRequestsRefused) {
   EXPECT_EQ(groups.Prepare(prep).status().code(), absl::StatusCode::kInvalidArgument);
   internal::JoinGroupRequest j;
   j.set_group("x");
-  j.set_backend(v1::BACKEND_NCCL);
+  j.set_backend(v1::COLLECTIVE_BACKEND_NCCL);
   j.set_rank(0);
   j.set_world_size(2);
   const auto st = groups.Join(j).status();
   EXPECT_TRUE(st.code() == absl::StatusCode::kInvalidArgument ||
               st.code() == absl::StatusCode::kFailedPrecondition)
       << st;
-  j.set_backend(v1::BACKEND_GLOO);
+  j.set_backend(v1::COLLECTIVE_BACKEND_GLOO);
   EXPECT_EQ(groups.Join(j).status().code(), absl::StatusCode::kFailedPrecondition);  // no Prepare
   EXPECT_EQ(groups.Get("x"), nullptr);
 }

@@ -47,7 +47,7 @@ class CudaBenchmarkTest : public ::testing::Test {
 };
 
 TEST_F(CudaBenchmarkTest, EveryModeAndPrecisionTimedWithEvents) {
-  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       const auto spec = Spec("tiny", mode, precision, 4, 64, 2, 3);
@@ -76,7 +76,7 @@ TEST_F(CudaBenchmarkTest, EveryModeAndPrecisionTimedWithEvents) {
 
 TEST_F(CudaBenchmarkTest, SmallPresetTrainStep) {
   for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
-    const auto spec = Spec("small", v1::MODE_TRAIN_STEP, precision, 4, 256, 5, 10);
+    const auto spec = Spec("small", v1::BENCHMARK_MODE_TRAIN_STEP, precision, 4, 256, 5, 10);
     auto r = RunBenchmark(spec, *cache_);
     ASSERT_TRUE(r.ok()) << r.status();
     std::cout << "small train_step " << PrecisionName(precision) << " 4x256 on " << r->device_name()
@@ -116,7 +116,7 @@ TEST_F(CudaBenchmarkTest, OutOfMemoryInAStepEvictsAndTheNextJobRuns) {
   // small fits; its fp32 attention scores at batch 256 x 8192 tokens
   // (256*12*8192^2*4 bytes = 825 GB) do not.
   const int64_t before = AllocatedBytes();
-  const auto spec = Spec("small", v1::MODE_FORWARD, v1::PRECISION_FP32, 256, 8192, 0, 1);
+  const auto spec = Spec("small", v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32, 256, 8192, 0, 1);
   auto r = RunBenchmark(spec, *cache_);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
   std::cout << r.status().message() << "\n";
@@ -126,7 +126,7 @@ TEST_F(CudaBenchmarkTest, OutOfMemoryInAStepEvictsAndTheNextJobRuns) {
   // What stays is LibTorch's own (cuBLAS workspaces), not the 0.5 GB model.
   EXPECT_LT(AllocatedBytes() - before, int64_t{64} << 20);
   auto next =
-      RunBenchmark(Spec("tiny", v1::MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2), *cache_);
+      RunBenchmark(Spec("tiny", v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2), *cache_);
   EXPECT_TRUE(next.ok()) << next.status();
 }
 

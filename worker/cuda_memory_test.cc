@@ -49,7 +49,7 @@ v1::MemorySpec Tiny(v1::BenchmarkMode mode) {
 }
 
 TEST_F(CudaMemoryTest, TrainStepRecordsPhasesAndMatchesTheAllocator) {
-  auto r = RunMemory(Tiny(v1::MODE_TRAIN_STEP), *cache_, dir_);
+  auto r = RunMemory(Tiny(v1::BENCHMARK_MODE_TRAIN_STEP), *cache_, dir_);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->runs_size(), 1);
   const v1::MemoryRun& run = r->runs(0);
@@ -87,9 +87,9 @@ TEST_F(CudaMemoryTest, TrainStepRecordsPhasesAndMatchesTheAllocator) {
 }
 
 TEST_F(CudaMemoryTest, SweepGivesOneRunPerCell) {
-  v1::MemorySpec spec = Tiny(v1::MODE_FORWARD);
-  spec.add_modes(v1::MODE_FORWARD);
-  spec.add_modes(v1::MODE_TRAIN_STEP);
+  v1::MemorySpec spec = Tiny(v1::BENCHMARK_MODE_FORWARD);
+  spec.add_modes(v1::BENCHMARK_MODE_FORWARD);
+  spec.add_modes(v1::BENCHMARK_MODE_TRAIN_STEP);
   spec.add_precisions(v1::PRECISION_FP32);
   spec.add_precisions(v1::PRECISION_BF16);
   spec.set_stacks(v1::MEMORY_STACKS_NONE);

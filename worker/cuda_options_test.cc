@@ -27,7 +27,7 @@ v1::BenchmarkSpec Spec(v1::BenchmarkMode mode, v1::Precision precision, int64_t 
   b.set_warmup_steps(warmup);
   b.set_measure_steps(measure);
   b.set_seed(7);
-  if (mode == v1::MODE_TRAIN_STEP) b.set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+  if (mode == v1::BENCHMARK_MODE_TRAIN_STEP) b.set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH);
   return b;
 }
 
@@ -56,7 +56,7 @@ class CudaOptionsTest : public ::testing::Test {
 };
 
 TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
-  for (auto mode : {v1::MODE_FORWARD, v1::MODE_FORWARD_BACKWARD, v1::MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       auto spec = Spec(mode, precision, /*warmup=*/3, /*measure=*/5);
@@ -86,15 +86,15 @@ TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
       ASSERT_EQ(e.size(), g.size());
       const double tol = precision == v1::PRECISION_FP32 ? 1e-5 : 1e-3;
       for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], tol * e[i]) << "step " << i;
-      if (mode == v1::MODE_TRAIN_STEP) EXPECT_LT(g.back(), g.front() - 1e-3);  // it trained
+      if (mode == v1::BENCHMARK_MODE_TRAIN_STEP) EXPECT_LT(g.back(), g.front() - 1e-3);  // it trained
     }
   }
 }
 
 TEST_F(CudaOptionsTest, FusedAndFaithfulRunEagerlyAfterTheReplayedForwardBackward) {
-  for (auto impl : {v1::OPTIMIZER_FUSED, v1::OPTIMIZER_FAITHFUL}) {
+  for (auto impl : {v1::OPTIMIZER_IMPL_FUSED, v1::OPTIMIZER_IMPL_FAITHFUL}) {
     SCOPED_TRACE(OptimizerImplName(impl));
-    auto spec = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
+    auto spec = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
     spec.set_optimizer_impl(impl);
     ModelCache eager_cache(device_), graph_cache(device_);
     auto eager = RunBenchmark(Resolved(spec), eager_cache);
@@ -118,7 +118,7 @@ TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
   // job on the same resident model, against 6 foreach steps then the same
   // faithful job: the bias correction of the 7th step must use t = 7.
   ModelCache graph_cache(device_), eager_cache(device_);
-  auto spec = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32, 2, 4);
+  auto spec = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32, 2, 4);
   auto eager = RunBenchmark(Resolved(spec), eager_cache);
   ASSERT_TRUE(eager.ok()) << eager.status();
   spec.set_cuda_graph(true);
@@ -130,8 +130,8 @@ TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
   for (int64_t t : model->optimizer->Steps()) EXPECT_EQ(t, 6);
   model.reset();
 
-  auto next = Spec(v1::MODE_TRAIN_STEP, v1::PRECISION_FP32, 0, 2);
-  next.set_optimizer_impl(v1::OPTIMIZER_FAITHFUL);
+  auto next = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32, 0, 2);
+  next.set_optimizer_impl(v1::OPTIMIZER_IMPL_FAITHFUL);
   auto a = RunBenchmark(Resolved(next), eager_cache);
   auto b = RunBenchmark(Resolved(next), graph_cache);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -142,11 +142,11 @@ TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
 
 TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
   ModelCache cache(device_);
-  auto base = Spec(v1::MODE_FORWARD_BACKWARD, v1::PRECISION_BF16, 1, 2);
+  auto base = Spec(v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::PRECISION_BF16, 1, 2);
   auto faithful = RunBenchmark(Resolved(base), cache);
   ASSERT_TRUE(faithful.ok()) << faithful.status();
-  for (auto a : {v1::ATTENTION_SDPA, v1::ATTENTION_SDPA_FLASH, v1::ATTENTION_SDPA_EFFICIENT,
-                 v1::ATTENTION_SDPA_CUDNN, v1::ATTENTION_SDPA_MATH}) {
+  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_EFFICIENT,
+                 v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
     SCOPED_TRACE(AttentionName(a));
     auto spec = base;
     spec.set_attention(a);
@@ -160,8 +160,8 @@ TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
   EXPECT_TRUE(at::globalContext().userEnabledFlashSDP());
 
   // fp32 flash is refused up front, naming the field.
-  auto fp32 = Spec(v1::MODE_FORWARD, v1::PRECISION_FP32, 1, 1);
-  fp32.set_attention(v1::ATTENTION_SDPA_FLASH);
+  auto fp32 = Spec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32, 1, 1);
+  fp32.set_attention(v1::ATTENTION_IMPL_SDPA_FLASH);
   auto refused = RunBenchmark(Resolved(fp32), cache);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_NE(refused.status().message().find("benchmark.attention"), std::string::npos);
@@ -169,7 +169,7 @@ TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
 
 TEST_F(CudaOptionsTest, Tf32IsOnForTheJobOnly) {
   ModelCache cache(device_);
-  auto spec = Spec(v1::MODE_FORWARD, v1::PRECISION_FP32, 1, 2);
+  auto spec = Spec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32, 1, 2);
   auto full = RunBenchmark(Resolved(spec), cache);
   spec.set_allow_tf32(true);
   auto tf32 = RunBenchmark(Resolved(spec), cache);
@@ -235,8 +235,8 @@ TEST_F(CudaOptionsTest, WeightCopiesTrainAsAutocastDoes) {
   for (auto precision : {v1::PRECISION_BF16, v1::PRECISION_FP16}) {
     for (bool graph : {false, true}) {
       SCOPED_TRACE(PrecisionName(precision) + (graph ? " graph" : " eager"));
-      auto spec = Spec(v1::MODE_TRAIN_STEP, precision, /*warmup=*/3, /*measure=*/5);
-      spec.set_optimizer_impl(v1::OPTIMIZER_FUSED);
+      auto spec = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, precision, /*warmup=*/3, /*measure=*/5);
+      spec.set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
       spec.set_cuda_graph(graph);
       ModelCache plain_cache(device_), copies_cache(device_);
       auto plain = RunBenchmark(Resolved(spec), plain_cache);
@@ -258,7 +258,7 @@ TEST_F(CudaOptionsTest, WeightCopiesTrainAsAutocastDoes) {
       EXPECT_FALSE(resident->model->lm_head->weight_copy.defined());
     }
   }
-  auto fwd = Spec(v1::MODE_FORWARD, v1::PRECISION_BF16, 2, 3);
+  auto fwd = Spec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_BF16, 2, 3);
   ModelCache cache(device_);
   auto plain = RunBenchmark(Resolved(fwd), cache);
   fwd.set_weight_copies(true);
@@ -301,7 +301,7 @@ TEST_F(CudaOptionsTest, FusedRopeIsTheCoursesRope) {
 TEST_F(CudaOptionsTest, FusedOpsTrainAsTheFaithfulOpsDo) {
   for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
     SCOPED_TRACE(PrecisionName(precision));
-    auto spec = Spec(v1::MODE_TRAIN_STEP, precision, /*warmup=*/2, /*measure=*/4);
+    auto spec = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, precision, /*warmup=*/2, /*measure=*/4);
     ModelCache faithful_cache(device_), fused_cache(device_);
     auto faithful = RunBenchmark(Resolved(spec), faithful_cache);
     ASSERT_TRUE(faithful.ok()) << faithful.status();

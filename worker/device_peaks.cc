@@ -153,7 +153,7 @@ void FillRoofline(const v1::BenchmarkSpec& spec, DevicePeaks& peaks, v1::Benchma
 
   const double matmul_seconds = result->flops_per_step() / mm.flops_per_second;
   int64_t optimizer_bytes = 0;
-  if (spec.mode() == v1::MODE_TRAIN_STEP) {
+  if (spec.mode() == v1::BENCHMARK_MODE_TRAIN_STEP) {
     optimizer_bytes = kAdamWBytesPerParameter * result->parameter_count();
   }
   const double optimizer_seconds = static_cast<double>(optimizer_bytes) / bw.bytes_per_second;

@@ -100,9 +100,9 @@ v1::BenchmarkResult MeasuredResult(v1::BenchmarkMode mode) {
 TEST(FillRoofline, TrainStepIsMatmulTimePlusAdamWTraffic) {
   DevicePeaks peaks(Cpu(), Small());
   v1::BenchmarkSpec spec;
-  spec.set_mode(v1::MODE_TRAIN_STEP);
+  spec.set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   spec.set_precision(v1::PRECISION_FP32);
-  v1::BenchmarkResult r = MeasuredResult(v1::MODE_TRAIN_STEP);
+  v1::BenchmarkResult r = MeasuredResult(v1::BENCHMARK_MODE_TRAIN_STEP);
   FillRoofline(spec, peaks, &r);
   const v1::Roofline& roof = r.roofline();
   ASSERT_TRUE(roof.unavailable().empty()) << roof.unavailable();
@@ -114,7 +114,7 @@ TEST(FillRoofline, TrainStepIsMatmulTimePlusAdamWTraffic) {
   EXPECT_DOUBLE_EQ(roof.floor_seconds(), roof.matmul_seconds() + roof.optimizer_seconds());
   EXPECT_DOUBLE_EQ(roof.fraction_of_floor(), roof.floor_seconds() / 0.5);
 
-  v1::BenchmarkResult again = MeasuredResult(v1::MODE_TRAIN_STEP);
+  v1::BenchmarkResult again = MeasuredResult(v1::BENCHMARK_MODE_TRAIN_STEP);
   FillRoofline(spec, peaks, &again);
   EXPECT_FALSE(again.roofline().measured_now());
   EXPECT_EQ(again.roofline().measure_seconds(), 0);
@@ -123,9 +123,9 @@ TEST(FillRoofline, TrainStepIsMatmulTimePlusAdamWTraffic) {
 TEST(FillRoofline, ForwardHasNoOptimizerTermAndBf16UsesTheBf16Peak) {
   DevicePeaks peaks(Cpu(), Small());
   v1::BenchmarkSpec spec;
-  spec.set_mode(v1::MODE_FORWARD);
+  spec.set_mode(v1::BENCHMARK_MODE_FORWARD);
   spec.set_precision(v1::PRECISION_BF16);
-  v1::BenchmarkResult r = MeasuredResult(v1::MODE_FORWARD);
+  v1::BenchmarkResult r = MeasuredResult(v1::BENCHMARK_MODE_FORWARD);
   FillRoofline(spec, peaks, &r);
   EXPECT_EQ(r.roofline().matmul_dtype(), "bf16");
   EXPECT_EQ(r.roofline().optimizer_bytes(), 0);

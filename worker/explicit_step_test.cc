@@ -311,9 +311,9 @@ TEST_F(ExplicitStepTest, SaysWhichOptionsNeedAutograd) {
   ExplicitStep step(*lm_);
   EXPECT_THROW(step.Forward(ids_, targets_, true), c10::Error);
   lm_->SetFusedOps(false);
-  lm_->SetAttention(v1::ATTENTION_SDPA);
+  lm_->SetAttention(v1::ATTENTION_IMPL_SDPA);
   EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "attention other than faithful");
-  lm_->SetAttention(v1::ATTENTION_FAITHFUL);
+  lm_->SetAttention(v1::ATTENTION_IMPL_FAITHFUL);
   lm_->MakeWeightCopies(at::kBFloat16);
   EXPECT_EQ(ExplicitStep::Unsupported(*lm_), "weight_copies");
   lm_->DropWeightCopies();

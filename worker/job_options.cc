@@ -15,7 +15,7 @@ absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDe
         "benchmark.cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device.name));
   }
   const v1::AttentionImpl a = spec.attention();
-  if (!device.is_cuda() && (a == v1::ATTENTION_SDPA_EFFICIENT || a == v1::ATTENTION_SDPA_CUDNN)) {
+  if (!device.is_cuda() && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark.attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ",
         device.name,
@@ -23,7 +23,7 @@ absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDe
         "math"));
   }
   if (device.is_cuda() && spec.precision() == v1::PRECISION_FP32 &&
-      (a == v1::ATTENTION_SDPA_FLASH || a == v1::ATTENTION_SDPA_CUDNN)) {
+      (a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
     return absl::InvalidArgumentError(
         absl::StrCat("benchmark.attention: the ", AttentionName(a),
                      " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ",
@@ -63,15 +63,15 @@ Tf32Guard::~Tf32Guard() {
 }
 
 void RunOptimizerStep(AdamW& optimizer, const v1::BenchmarkSpec& spec) {
-  if (spec.cuda_graph() && spec.optimizer_impl() == v1::OPTIMIZER_FOREACH) {
+  if (spec.cuda_graph() && spec.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH) {
     optimizer.StepForeachCapturable();
     return;
   }
   switch (spec.optimizer_impl()) {
-    case v1::OPTIMIZER_FOREACH:
+    case v1::OPTIMIZER_IMPL_FOREACH:
       optimizer.StepForeach();
       break;
-    case v1::OPTIMIZER_FUSED:
+    case v1::OPTIMIZER_IMPL_FUSED:
       optimizer.StepFused();
       break;
     default:
@@ -96,7 +96,7 @@ JobOptionsScope::JobOptionsScope(const v1::BenchmarkSpec& spec, TransformerLM mo
 }
 
 JobOptionsScope::~JobOptionsScope() {
-  model_->SetAttention(v1::ATTENTION_FAITHFUL);
+  model_->SetAttention(v1::ATTENTION_IMPL_FAITHFUL);
   model_->SetFusedOps(false);
   if (weight_copies_) {
     optimizer_.SetWeightCopies({});

@@ -69,7 +69,7 @@ TEST(SdpaTest, EverySdpaChoiceGivesTheFaithfulLogitsAndGradients) {
   const torch::Tensor faithful_grad = lm->layers[0]->attn->q_proj->weight.grad().clone();
   ASSERT_GT(faithful.abs().max().item<double>(), 0.1);
 
-  for (auto a : {v1::ATTENTION_SDPA, v1::ATTENTION_SDPA_MATH, v1::ATTENTION_SDPA_FLASH}) {
+  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_SDPA_FLASH}) {
     SCOPED_TRACE(static_cast<int>(a));
     SdpBackendGuard guard(a);
     lm->SetAttention(a);
@@ -81,7 +81,7 @@ TEST(SdpaTest, EverySdpaChoiceGivesTheFaithfulLogitsAndGradients) {
     const double scale = 1 + faithful_grad.abs().max().item<double>();
     EXPECT_LT(MaxAbsDiff(grad, faithful_grad), 1e-5 * scale);
   }
-  lm->SetAttention(v1::ATTENTION_FAITHFUL);
+  lm->SetAttention(v1::ATTENTION_IMPL_FAITHFUL);
   EXPECT_TRUE(torch::equal(lm->forward(ids), faithful));
 }
 
@@ -93,9 +93,9 @@ TEST(SdpaTest, TheSdpaPathIsReallyTaken) {
   const auto ids = torch::randint(0, 1000, {1, 8}, torch::kInt64);
   const torch::Tensor x = lm->token_embeddings->forward(ids);
   auto& attn = lm->layers[0]->attn;
-  attn->set_attention(v1::ATTENTION_SDPA_FLASH);
+  attn->set_attention(v1::ATTENTION_IMPL_SDPA_FLASH);
   {
-    SdpBackendGuard guard(v1::ATTENTION_SDPA_FLASH);
+    SdpBackendGuard guard(v1::ATTENTION_IMPL_SDPA_FLASH);
     torch::Tensor y = attn->forward(x);
     std::vector<std::string> names;
     std::vector<std::shared_ptr<torch::autograd::Node>> todo = {y.grad_fn()};
@@ -117,7 +117,7 @@ TEST(SdpBackendGuardTest, ForcesOneBackendAndRestoresTheSwitches) {
   const auto q = torch::randn({1, 2, 8, 16});
   ASSERT_TRUE(ctx.userEnabledMathSDP() && ctx.userEnabledFlashSDP());
   {
-    SdpBackendGuard guard(v1::ATTENTION_SDPA_MATH);
+    SdpBackendGuard guard(v1::ATTENTION_IMPL_SDPA_MATH);
     EXPECT_TRUE(ctx.userEnabledMathSDP());
     EXPECT_FALSE(ctx.userEnabledFlashSDP());
     EXPECT_FALSE(ctx.userEnabledMemEfficientSDP());
@@ -125,12 +125,12 @@ TEST(SdpBackendGuardTest, ForcesOneBackendAndRestoresTheSwitches) {
     EXPECT_EQ(SdpChoice(q), static_cast<int64_t>(at::SDPBackend::math));
   }
   {
-    SdpBackendGuard guard(v1::ATTENTION_SDPA_FLASH);
+    SdpBackendGuard guard(v1::ATTENTION_IMPL_SDPA_FLASH);
     EXPECT_FALSE(ctx.userEnabledMathSDP());
     EXPECT_EQ(SdpChoice(q), static_cast<int64_t>(at::SDPBackend::flash_attention));
   }
   {
-    SdpBackendGuard guard(v1::ATTENTION_SDPA);  // PyTorch picks: nothing changes
+    SdpBackendGuard guard(v1::ATTENTION_IMPL_SDPA);  // PyTorch picks: nothing changes
     EXPECT_TRUE(ctx.userEnabledMathSDP() && ctx.userEnabledFlashSDP());
   }
   EXPECT_TRUE(ctx.userEnabledMathSDP());
@@ -140,10 +140,10 @@ TEST(SdpBackendGuardTest, ForcesOneBackendAndRestoresTheSwitches) {
 }
 
 TEST(SdpBackendGuardTest, AnUnavailableBackendFailsNamingItAndTheDevice) {
-  SdpBackendGuard guard(v1::ATTENTION_SDPA_EFFICIENT);
+  SdpBackendGuard guard(v1::ATTENTION_IMPL_SDPA_EFFICIENT);
   const auto q = torch::randn({1, 2, 8, 16});
   try {
-    SdpaCausalAttention(q, q, q, v1::ATTENTION_SDPA_EFFICIENT);
+    SdpaCausalAttention(q, q, q, v1::ATTENTION_IMPL_SDPA_EFFICIENT);
     FAIL() << "efficient attention ran on a CPU";
   } catch (const AttentionBackendUnavailable& e) {
     const std::string what = e.what();
@@ -173,13 +173,13 @@ TEST(Tf32GuardTest, TurnsTf32OnForTheJobAndRestores) {
 }
 
 TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
-  auto spec = Resolved(TinySpec(v1::MODE_FORWARD));
+  auto spec = Resolved(TinySpec(v1::BENCHMARK_MODE_FORWARD));
   EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok());
-  for (auto a : {v1::ATTENTION_SDPA, v1::ATTENTION_SDPA_FLASH, v1::ATTENTION_SDPA_MATH}) {
+  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_MATH}) {
     spec.set_attention(a);
     EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok()) << a;
   }
-  for (auto a : {v1::ATTENTION_SDPA_EFFICIENT, v1::ATTENTION_SDPA_CUDNN}) {
+  for (auto a : {v1::ATTENTION_IMPL_SDPA_EFFICIENT, v1::ATTENTION_IMPL_SDPA_CUDNN}) {
     spec.set_attention(a);
     const absl::Status s = CheckOptionsForDevice(spec, Cpu());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -187,7 +187,7 @@ TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
     EXPECT_PRED_FORMAT2(IsSubstring, "is a CUDA kernel and cpu:0 is a CPU",
                         std::string(s.message()));
   }
-  spec.set_attention(v1::ATTENTION_FAITHFUL);
+  spec.set_attention(v1::ATTENTION_IMPL_FAITHFUL);
   spec.set_cuda_graph(true);
   const absl::Status s = CheckOptionsForDevice(spec, Cpu());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -201,26 +201,26 @@ class OptionsRunTest : public ::testing::Test {
 };
 
 TEST_F(OptionsRunTest, RefusedOptionsAreInvalidArgumentBeforeAnyWork) {
-  auto b = TinySpec(v1::MODE_FORWARD);
-  b.set_attention(v1::ATTENTION_SDPA_CUDNN);
+  auto b = TinySpec(v1::BENCHMARK_MODE_FORWARD);
+  b.set_attention(v1::ATTENTION_IMPL_SDPA_CUDNN);
   auto r = RunBenchmark(Resolved(b), cache_);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   EXPECT_TRUE(cache_.List().empty());  // refused before a model was built
 }
 
 TEST_F(OptionsRunTest, OptionsAreEchoedAndTheModelGoesBackToFaithful) {
-  auto b = TinySpec(v1::MODE_TRAIN_STEP);
+  auto b = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP);
   b.set_warmup_auto(true);
   b.set_warmup_max_steps(8);
-  b.set_attention(v1::ATTENTION_SDPA_MATH);
-  b.set_optimizer_impl(v1::OPTIMIZER_FOREACH);
+  b.set_attention(v1::ATTENTION_IMPL_SDPA_MATH);
+  b.set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH);
   b.set_allow_tf32(true);
   auto r = RunBenchmark(Resolved(b), cache_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->warmup_auto());
   EXPECT_EQ(r->warmup_max_steps(), 8);
-  EXPECT_EQ(r->attention(), v1::ATTENTION_SDPA_MATH);
-  EXPECT_EQ(r->optimizer_impl(), v1::OPTIMIZER_FOREACH);
+  EXPECT_EQ(r->attention(), v1::ATTENTION_IMPL_SDPA_MATH);
+  EXPECT_EQ(r->optimizer_impl(), v1::OPTIMIZER_IMPL_FOREACH);
   EXPECT_TRUE(r->allow_tf32());
   EXPECT_FALSE(r->cuda_graph());
   EXPECT_EQ(r->graph_eager_steps(), 0);
@@ -233,13 +233,13 @@ TEST_F(OptionsRunTest, OptionsAreEchoedAndTheModelGoesBackToFaithful) {
   bool dummy = false;
   auto resident = cache_.Acquire(Tiny(), v1::PRECISION_FP32, 5, &dummy);
   EXPECT_TRUE(dummy);
-  EXPECT_EQ(resident->model->layers[0]->attn->attention(), v1::ATTENTION_FAITHFUL);
+  EXPECT_EQ(resident->model->layers[0]->attn->attention(), v1::ATTENTION_IMPL_FAITHFUL);
 }
 
 TEST_F(OptionsRunTest, WarmupAutoStopsWhereTheRuleSays) {
   for (int64_t cap : {3, 6, 40}) {
     SCOPED_TRACE(cap);
-    auto b = TinySpec(v1::MODE_FORWARD);
+    auto b = TinySpec(v1::BENCHMARK_MODE_FORWARD);
     b.set_warmup_auto(true);
     b.set_warmup_max_steps(cap);
     std::vector<int64_t> totals;
@@ -274,9 +274,9 @@ TEST_F(OptionsRunTest, EveryOptimizerPathTrainsTheResidentModelTheSameWay) {
   // Three train_step jobs from the same seed on fresh caches, one per path:
   // the same losses step by step (the parameters agree within rounding).
   std::vector<std::vector<double>> losses;
-  for (auto impl : {v1::OPTIMIZER_FAITHFUL, v1::OPTIMIZER_FOREACH, v1::OPTIMIZER_FUSED}) {
+  for (auto impl : {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
     ModelCache cache(Cpu());
-    auto b = TinySpec(v1::MODE_TRAIN_STEP);
+    auto b = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP);
     b.set_warmup_steps(0);
     b.set_measure_steps(4);
     b.set_optimizer_impl(impl);

@@ -200,12 +200,10 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
   const std::vector<v1::BenchmarkSpec> cells = MemoryRunSpecs(spec, spec.step());
   const bool sweep = cells.size() > 1;
   v1::MemoryResult result;
-  *result.mutable_model() = spec.step().model();
+  *result.mutable_spec() = spec;
   result.set_parameter_count(ParameterCount(spec.step().model()));
   result.set_device(dev.name);
   result.set_device_name(dev.description);
-  result.set_stacks(spec.stacks());
-  result.set_max_entries(spec.max_entries());
   result.set_artifacts_dir(job_artifacts_dir);
   *result.mutable_versions() = WorkerVersions();
   std::vector<std::string> artifacts;
@@ -219,13 +217,8 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
     }
     v1::MemoryRun run;
     run.set_name(MemoryRunName(cell));
-    run.set_mode(cell.mode());
-    run.set_precision(cell.precision());
-    run.set_batch_size(cell.batch_size());
-    run.set_context_length(cell.context_length());
+    *run.mutable_step() = cell;
     run.set_activation_bytes(ResidualActivationBytes(cell));
-    run.set_recorded_steps(cell.measure_steps());
-    run.set_warmup_steps(cell.warmup_steps());
     if (hooks.log) {
       hooks.log(absl::StrCat("memory run ", i + 1, " of ", cells.size(), ": ", run.name()));
     }

@@ -17,7 +17,7 @@ v1::JobSpec TinyMemory() {
   v1::JobSpec job;
   v1::BenchmarkSpec* step = job.mutable_memory()->mutable_step();
   step->mutable_model()->set_preset("tiny");
-  step->set_mode(v1::MODE_TRAIN_STEP);
+  step->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   step->set_batch_size(2);
   step->set_context_length(16);
   step->set_warmup_steps(2);

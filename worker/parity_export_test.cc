@@ -32,7 +32,7 @@ v1::BenchmarkSpec TinySpec(v1::Precision precision, bool export_parity) {
   v1::JobSpec job;
   v1::BenchmarkSpec* b = job.mutable_benchmark();
   b->mutable_model()->set_preset("tiny");
-  b->set_mode(v1::MODE_TRAIN_STEP);
+  b->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
   b->set_precision(precision);
   b->set_batch_size(2);
   b->set_context_length(16);

@@ -34,9 +34,9 @@ bool LooksLikeTimeout(const std::string& what) {
 }  // namespace
 
 bool BackendAvailable(v1::CollectiveBackend backend) {
-  if (backend == v1::BACKEND_GLOO) return true;
+  if (backend == v1::COLLECTIVE_BACKEND_GLOO) return true;
 #if BENCHD_WITH_NCCL
-  return backend == v1::BACKEND_NCCL;
+  return backend == v1::COLLECTIVE_BACKEND_NCCL;
 #else
   return false;
 #endif
@@ -84,10 +84,10 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
   if (!BackendAvailable(request.backend())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend ", BackendName(request.backend()), " is not available in this benchd-worker build",
-        request.backend() == v1::BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)"
+        request.backend() == v1::COLLECTIVE_BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)"
                                               : ""));
   }
-  if (request.backend() == v1::BACKEND_NCCL && !device_.is_cuda()) {
+  if (request.backend() == v1::COLLECTIVE_BACKEND_NCCL && !device_.is_cuda()) {
     return absl::InvalidArgumentError(
         absl::StrCat("nccl needs a CUDA device; this worker serves ", device_.name));
   }
@@ -124,7 +124,7 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
       options.timeout = member->timeout;
       member->store = c10::make_intrusive<c10d::TCPStore>(request.store_host(), options);
     }
-    if (request.backend() == v1::BACKEND_GLOO) {
+    if (request.backend() == v1::COLLECTIVE_BACKEND_GLOO) {
       auto options = c10d::ProcessGroupGloo::Options::create(member->timeout);
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kStoreHost));
       member->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(member->store, member->rank,

@@ -28,7 +28,7 @@ namespace benchd::worker {
 
 struct GroupMember {
   std::string id;
-  v1::CollectiveBackend backend = v1::BACKEND_UNSPECIFIED;
+  v1::CollectiveBackend backend = v1::COLLECTIVE_BACKEND_UNSPECIFIED;
   int rank = 0;
   int world_size = 0;
   std::chrono::milliseconds timeout{0};

@@ -44,7 +44,7 @@ absl::StatusOr<std::set<prof::ActivityType>> Activities(const v1::ProfileSpec& s
     }
   }
   for (prof::ActivityType a : out) {
-    result->add_activities(a == prof::ActivityType::CUDA ? v1::PROFILER_ACTIVITY_CUDA
+    result->mutable_spec()->add_activities(a == prof::ActivityType::CUDA ? v1::PROFILER_ACTIVITY_CUDA
                                                          : v1::PROFILER_ACTIVITY_CPU);
   }
   return out;
@@ -145,10 +145,10 @@ std::map<std::string, double> RangeFlops(const v1::BenchmarkSpec& step) {
   const double forward = ForwardFlops(m, b, t);
   std::map<std::string, double> flops = {{"step", StepFlops(m, step.mode(), b, t)},
                                          {"forward", forward}};
-  if (step.mode() != v1::MODE_FORWARD) flops["backward"] = 2 * forward;
+  if (step.mode() != v1::BENCHMARK_MODE_FORWARD) flops["backward"] = 2 * forward;
   const AttentionFlops a = ForwardAttentionFlops(m, b, t);
   flops["attention"] = a.total();
-  if (step.attention() == v1::ATTENTION_FAITHFUL) {
+  if (step.attention() == v1::ATTENTION_IMPL_FAITHFUL) {
     flops["attention.scores"] = a.scores;
     flops["attention.mask"] = a.mask;
     flops["attention.softmax"] = a.softmax;
@@ -197,6 +197,8 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
                                              const ProfileHooks& hooks) {
   const WorkerDevice& dev = cache.device();
   v1::ProfileResult result;
+  *result.mutable_spec() = spec;
+  result.mutable_spec()->clear_activities();  // written out by Activities
   auto activities = Activities(spec, dev, &result);
   if (!activities.ok()) return activities.status();
   const bool device_rows = activities->count(prof::ActivityType::CUDA) > 0;
@@ -247,15 +249,9 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
   const std::string trace_path = absl::StrCat(job_artifacts_dir, "/", kTraceArtifact);
   session.result()->save(trace_path);
 
-  *result.mutable_model() = step.model();
-  result.set_mode(step.mode());
-  result.set_precision(step.precision());
-  result.set_batch_size(step.batch_size());
-  result.set_context_length(step.context_length());
   result.set_device(dev.name);
   result.set_device_name(dev.description);
   result.set_parameter_count(unprofiled->parameter_count());
-  result.set_profile_steps(spec.profile_steps());
   result.set_kernel_source(device_rows ? "cuda_kernels" : "cpu_operator_self_time");
   for (const v1::ProfileRange& r : analysis.ranges) *result.add_ranges() = r;
   result.set_unattributed_kernels(analysis.unattributed_kernels);
@@ -265,13 +261,13 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
   if (unprofiled->step().median() > 0) {
     result.set_profiler_overhead(profiled->step().median() / unprofiled->step().median());
   }
+  // Which engine ran the step, as the benchmark says.
+  result.mutable_spec()->mutable_step()->set_autograd(unprofiled->spec().autograd());
   *result.mutable_unprofiled() = *std::move(unprofiled);
   result.set_trace_artifact(kTraceArtifact);
   result.add_artifacts(kTraceArtifact);
   result.set_artifacts_dir(job_artifacts_dir);
   result.set_trace_events(static_cast<int64_t>(in.events.size()));
-  result.set_record_shapes(spec.record_shapes());
-  result.set_profile_memory(spec.profile_memory());
   *result.mutable_versions() = WorkerVersions();
   return result;
 }

@@ -189,7 +189,7 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
   {
     // The attention core, after the projections and RoPE.
     NamedRange range("attention");
-    out = attention_ == v1::ATTENTION_FAITHFUL
+    out = attention_ == v1::ATTENTION_IMPL_FAITHFUL
               ? ScaledDotProductAttention(q, k, v, masks_->Mask(seq_len, x.device()), masks_.get())
               : SdpaCausalAttention(q, k, v, attention_);
   }
@@ -253,6 +253,8 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& token_ids) {
 }
 
 void TransformerLMImpl::SetAttention(v1::AttentionImpl attention) {
+  // Unspecified is the default, faithful (a resolved spec says so already).
+  if (attention == v1::ATTENTION_IMPL_UNSPECIFIED) attention = v1::ATTENTION_IMPL_FAITHFUL;
   for (auto& layer : layers) layer->attn->set_attention(attention);
 }
 

@@ -123,8 +123,8 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
                                    std::shared_ptr<CausalMaskCache> masks,
                                    const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
-  // ATTENTION_FAITHFUL (the default): ScaledDotProductAttention above. Any
-  // ATTENTION_SDPA*: at::scaled_dot_product_attention(is_causal) on the same
+  // ATTENTION_IMPL_FAITHFUL (the default): ScaledDotProductAttention above. Any
+  // ATTENTION_IMPL_SDPA*: at::scaled_dot_product_attention(is_causal) on the same
   // q, k, v (worker/attention_backend.h); which kernel runs is chosen by the
   // process-wide SDPA switches (SdpBackendGuard). A per-job runtime switch.
   void set_attention(v1::AttentionImpl attention) { attention_ = attention; }
@@ -137,7 +137,7 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t num_heads_;
-  v1::AttentionImpl attention_ = v1::ATTENTION_FAITHFUL;
+  v1::AttentionImpl attention_ = v1::ATTENTION_IMPL_FAITHFUL;
   RotaryEmbedding rope_;  // shared by all layers, not registered (it has no state to save)
   std::shared_ptr<CausalMaskCache> masks_;  // shared by all layers
 };

@@ -46,13 +46,11 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cs336_lm  # noqa: E402
+import cs336_lm  # beside this script: python3 bench/reference/parity.py puts its folder on sys.path
 
 BUNDLE_FORMAT = "benchd-parity/1"
 TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 5e-3}
@@ -85,22 +83,23 @@ def load_result(path):
 
 
 def enum_name(value, prefix):
-    """'PRECISION_BF16' -> 'bf16', 'MODE_TRAIN_STEP' -> 'train_step'."""
+    """'PRECISION_BF16' -> 'bf16', 'BENCHMARK_MODE_TRAIN_STEP' -> 'train_step'."""
     return str(value).removeprefix(prefix).lower()
 
 
 def check_same_run(config, result):
-    model = result.get("model", {})
+    spec = result.get("spec", {})  # the BenchmarkSpec the worker ran, fully resolved
+    model = spec.get("model", {})
     pairs = [
         ("vocab_size", int(model.get("vocabSize", model.get("vocab_size", 0)))),
         ("d_model", int(model.get("dModel", model.get("d_model", 0)))),
         ("d_ff", int(model.get("dFf", model.get("d_ff", 0)))),
         ("num_layers", int(model.get("numLayers", model.get("num_layers", 0)))),
         ("num_heads", int(model.get("numHeads", model.get("num_heads", 0)))),
-        ("batch_size", int(result.get("batchSize", result.get("batch_size", 0)))),
-        ("context_length", int(result.get("contextLength", result.get("context_length", 0)))),
-        ("precision", enum_name(result.get("precision", ""), "PRECISION_")),
-        ("mode", enum_name(result.get("mode", ""), "MODE_")),
+        ("batch_size", int(spec.get("batchSize", spec.get("batch_size", 0)))),
+        ("context_length", int(spec.get("contextLength", spec.get("context_length", 0)))),
+        ("precision", enum_name(spec.get("precision", ""), "PRECISION_")),
+        ("mode", enum_name(spec.get("mode", ""), "BENCHMARK_MODE_")),
     ]
     wrong = [f"{k}: bundle {config[k]}, result {v}" for k, v in pairs if config[k] != v]
     if wrong:

@@ -128,9 +128,14 @@ def daemon(tmp_data_dir):
 
 
 def load_bench_script(name):
-    """bench/<name>.py as a module, for tests of its functions."""
+    """bench/<name>.py as a module, for tests of its functions. bench/ goes
+    first on sys.path, as when the script runs (`python3 bench/<name>.py`), so
+    its imports (benchd_cli, compare, reference) resolve the same way."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location(name, os.path.join(SRC, "bench", name + ".py"))
+    bench = os.path.abspath(os.path.join(SRC, "bench"))
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(bench, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

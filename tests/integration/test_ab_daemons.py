@@ -55,7 +55,7 @@ def test_two_daemons_alternate(daemon, second_daemon):
     for d in (daemon, second_daemon):
         jobs = subprocess.run([os.path.join(BIN, "benchctl"), "list", "--json"], capture_output=True, text=True,
                               env={**os.environ, "BENCHD_ADDRESS": d.address})
-        assert jobs.stdout.count('"SUCCEEDED"') == 2, jobs.stdout
+        assert jobs.stdout.count('"JOB_STATE_SUCCEEDED"') == 2, jobs.stdout
 
 
 @pytest.mark.parametrize("row", ["tiny/forward", "huge/forward/fp32", "tiny/backward/fp32", "tiny/forward/int8"])

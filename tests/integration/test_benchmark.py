@@ -27,13 +27,13 @@ def test_submit_watch_get(daemon):
     assert kinds == ["queued", "started"] + ["warmup_step"] * 2 + ["step"] * 4 + ["result"], kinds
 
     job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id))
-    assert job.state == bench_pb2.SUCCEEDED
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED
     # Timestamps carry sub-second precision: the run is inside [started, finished].
     assert job.created.ToNanoseconds() <= job.started.ToNanoseconds() < job.finished.ToNanoseconds()
     res = job.result.benchmark
     assert res.parameter_count == tiny_params()
     assert res.model.preset == "tiny" and res.model.d_model == 64
-    assert res.mode == bench_pb2.MODE_TRAIN_STEP and res.precision == bench_pb2.PRECISION_FP32
+    assert res.mode == bench_pb2.BENCHMARK_MODE_TRAIN_STEP and res.precision == bench_pb2.PRECISION_FP32
     assert res.timer == "host_steady_clock" and res.device == "cpu:0"
     assert [s.warmup for s in res.steps] == [True, True, False, False, False, False]
     measured = [s.step_seconds for s in res.steps if not s.warmup]
@@ -79,9 +79,9 @@ def test_second_request_finds_resident_model_and_evict_frees_it(daemon):
     args = ["submit", "benchmark", *TINY, "--mode", "forward", "--warmup-steps", "0", "--steps", "2",
             "--json"]
     first = json.loads(daemon.benchctl(*args, check=0).stdout)["id"]
-    a = wait_for_state(daemon.stub, first, [bench_pb2.SUCCEEDED]).result.benchmark
+    a = wait_for_state(daemon.stub, first, [bench_pb2.JOB_STATE_SUCCEEDED]).result.benchmark
     second = json.loads(daemon.benchctl(*args, check=0).stdout)["id"]
-    b = wait_for_state(daemon.stub, second, [bench_pb2.SUCCEEDED]).result.benchmark
+    b = wait_for_state(daemon.stub, second, [bench_pb2.JOB_STATE_SUCCEEDED]).result.benchmark
     assert not a.model_was_resident and a.model_build_seconds > 0
     assert b.model_was_resident and b.model_build_seconds == 0
     # The second job on the worker finds the peaks cached: no probe, same peaks.
@@ -104,7 +104,7 @@ def test_list_shows_jobs_newest_first(daemon):
                                       "--warmup-steps", "0", "--json", check=0).stdout)["id"]
            for _ in range(2)]
     for i in ids:
-        wait_for_state(daemon.stub, i, [bench_pb2.SUCCEEDED])
+        wait_for_state(daemon.stub, i, [bench_pb2.JOB_STATE_SUCCEEDED])
     listed = daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs
     assert [j.id for j in listed[:2]] == list(reversed(ids))
     out = daemon.benchctl("list", check=0).stdout

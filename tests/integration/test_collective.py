@@ -15,9 +15,9 @@ import pytest
 from conftest import Daemon, bench_pb2, wait_for_state
 
 DEVICES = ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
-OPS = [bench_pb2.COLLECTIVE_ALL_REDUCE, bench_pb2.COLLECTIVE_ALL_GATHER,
-       bench_pb2.COLLECTIVE_REDUCE_SCATTER, bench_pb2.COLLECTIVE_BROADCAST,
-       bench_pb2.COLLECTIVE_ALL_TO_ALL]
+OPS = [bench_pb2.COLLECTIVE_OP_ALL_REDUCE, bench_pb2.COLLECTIVE_OP_ALL_GATHER,
+       bench_pb2.COLLECTIVE_OP_REDUCE_SCATTER, bench_pb2.COLLECTIVE_OP_BROADCAST,
+       bench_pb2.COLLECTIVE_OP_ALL_TO_ALL]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def cpu4():
 
 def create(d, devices, timeout_seconds=0.0):
     return d.stub.CreateGroup(bench_pb2.CreateGroupRequest(
-        devices=devices, backend=bench_pb2.BACKEND_GLOO, timeout_seconds=timeout_seconds), timeout=120)
+        devices=devices, backend=bench_pb2.COLLECTIVE_BACKEND_GLOO, timeout_seconds=timeout_seconds), timeout=120)
 
 
 def submit(d, **collective):
@@ -56,22 +56,22 @@ def submit(d, **collective):
 
 def run(d, **collective):
     job = submit(d, **collective)
-    return wait_for_state(d.stub, job.id, [bench_pb2.SUCCEEDED, bench_pb2.FAILED, bench_pb2.CANCELLED],
+    return wait_for_state(d.stub, job.id, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_CANCELLED],
                           timeout=300)
 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_gloo_group_runs_every_op_exactly(cpu4, world):
     group = create(cpu4, DEVICES[:world])
-    assert group.state == bench_pb2.GROUP_READY and len(group.ranks) == world
+    assert group.state == bench_pb2.GROUP_STATE_READY and len(group.ranks) == world
     assert group.setup_seconds > 0 and all(r.worker_pid > 0 for r in group.ranks)
     try:
         for op in OPS:
-            for in_place in ([False, True] if op in (bench_pb2.COLLECTIVE_ALL_GATHER,
-                                                     bench_pb2.COLLECTIVE_REDUCE_SCATTER) else [False]):
+            for in_place in ([False, True] if op in (bench_pb2.COLLECTIVE_OP_ALL_GATHER,
+                                                     bench_pb2.COLLECTIVE_OP_REDUCE_SCATTER) else [False]):
                 job = run(cpu4, group=group.id, op=op, sizes_bytes=[4096, 1 << 16], warmup_iters=1,
                           iters=3, in_place=in_place)
-                assert job.state == bench_pb2.SUCCEEDED, (op, job.error_message, cpu4.log())
+                assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (op, job.error_message, cpu4.log())
                 r = job.result.collective
                 assert len(r.rows) == 2
                 for row in r.rows:
@@ -83,15 +83,15 @@ def test_gloo_group_runs_every_op_exactly(cpu4, world):
                 assert r.wrong_elements == 0
                 assert r.groups[0].was_resident and r.groups[0].setup_seconds == 0
         listed = {g.id: g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest()).groups}
-        assert listed[group.id].jobs_run == 7 and listed[group.id].state == bench_pb2.GROUP_READY
+        assert listed[group.id].jobs_run == 7 and listed[group.id].state == bench_pb2.GROUP_STATE_READY
     finally:
         cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id))
 
 
 def test_transient_sweep_over_world_sizes_with_plots(cpu4):
-    job = run(cpu4, devices=DEVICES, backend=bench_pb2.BACKEND_GLOO, world_sizes=[2, 4],
+    job = run(cpu4, devices=DEVICES, backend=bench_pb2.COLLECTIVE_BACKEND_GLOO, world_sizes=[2, 4],
               min_bytes=1024, max_bytes=16384, factor=4, warmup_iters=1, iters=2)
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     r = job.result.collective
     assert [(row.world_size, row.size_bytes) for row in r.rows] == \
         [(2, 1024), (2, 4096), (2, 16384), (4, 1024), (4, 4096), (4, 16384)]
@@ -106,9 +106,9 @@ def test_transient_sweep_over_world_sizes_with_plots(cpu4):
 def test_resident_group_is_reused_by_devices_request(cpu4):
     group = create(cpu4, ["cpu:2", "cpu:3"])
     try:
-        job = run(cpu4, devices=["cpu:2", "cpu:3"], backend=bench_pb2.BACKEND_GLOO, sizes_bytes=[4096],
+        job = run(cpu4, devices=["cpu:2", "cpu:3"], backend=bench_pb2.COLLECTIVE_BACKEND_GLOO, sizes_bytes=[4096],
                   iters=2)
-        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
         use = job.result.collective.groups[0]
         assert use.group == group.id and use.was_resident and use.setup_seconds == 0
     finally:
@@ -151,7 +151,7 @@ def test_groups_cli(cpu4):
     (dict(devices=["cpu:0", "cpu:1"], min_bytes=4096, max_bytes=1024), grpc.StatusCode.INVALID_ARGUMENT,
      "is more than max_bytes"),
     (dict(devices=["cpu:0", "cpu:1"], factor=1), grpc.StatusCode.INVALID_ARGUMENT, "collective.factor"),
-    (dict(devices=["cpu:0", "cpu:1"], backend=bench_pb2.BACKEND_NCCL), grpc.StatusCode.INVALID_ARGUMENT,
+    (dict(devices=["cpu:0", "cpu:1"], backend=bench_pb2.COLLECTIVE_BACKEND_NCCL), grpc.StatusCode.INVALID_ARGUMENT,
      "nccl needs CUDA devices"),
     (dict(devices=["cpu:0", "cpu:9"]), grpc.StatusCode.INVALID_ARGUMENT, "cpu:9 is not served"),
     (dict(devices=["cpu:0"]), grpc.StatusCode.INVALID_ARGUMENT, "world size 1"),
@@ -172,7 +172,7 @@ def test_benchctl_bad_sizes(cpu4):
 
 def test_bus_bandwidth_goes_to_metrics(cpu4):
     job = run(cpu4, devices=["cpu:0", "cpu:1"], sizes_bytes=[8192], iters=2)
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     with urllib.request.urlopen(f"http://{cpu4.metrics_address}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     want = ('benchd_collective_bus_bandwidth_bytes_per_second{backend="gloo",op="all_reduce",'
@@ -191,8 +191,8 @@ def long_job(d, group_id):
 
 
 def wait_running(d, job_id):
-    job = wait_for_state(d.stub, job_id, [bench_pb2.RUNNING, bench_pb2.FAILED, bench_pb2.SUCCEEDED], timeout=60)
-    assert job.state == bench_pb2.RUNNING, job
+    job = wait_for_state(d.stub, job_id, [bench_pb2.JOB_STATE_RUNNING, bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_SUCCEEDED], timeout=60)
+    assert job.state == bench_pb2.JOB_STATE_RUNNING, job
     time.sleep(1.0)  # inside the iterations
 
 
@@ -203,14 +203,14 @@ def test_killed_member_breaks_group_and_it_can_be_recreated(cpu4):
     victim = group.ranks[1].worker_pid
     os.kill(victim, signal.SIGKILL)
 
-    job = wait_for_state(cpu4.stub, job.id, [bench_pb2.FAILED, bench_pb2.SUCCEEDED], timeout=90)
-    assert job.state == bench_pb2.FAILED
+    job = wait_for_state(cpu4.stub, job.id, [bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_SUCCEEDED], timeout=90)
+    assert job.state == bench_pb2.JOB_STATE_FAILED
     assert job.error_code == grpc.StatusCode.FAILED_PRECONDITION.value[0], job
     assert group.id in job.error_message and "killed by signal 9" in job.error_message, job.error_message
     assert f"pid {victim}" in job.error_message
 
     listed = {g.id: g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest()).groups}
-    assert listed[group.id].state == bench_pb2.GROUP_BROKEN
+    assert listed[group.id].state == bench_pb2.GROUP_STATE_BROKEN
     assert "cpu:1" in listed[group.id].broken_reason and "killed by signal 9" in listed[group.id].broken_reason
 
     # Later jobs on it are refused, naming the group and why.
@@ -222,9 +222,9 @@ def test_killed_member_breaks_group_and_it_can_be_recreated(cpu4):
     # Re-create over the same devices once the worker is back; it works.
     cpu4.wait_worker_up("cpu:1")
     again = create(cpu4, ["cpu:0", "cpu:1"])
-    assert again.state == bench_pb2.GROUP_READY and again.id != group.id
+    assert again.state == bench_pb2.GROUP_STATE_READY and again.id != group.id
     ok = run(cpu4, group=again.id, sizes_bytes=[4096], iters=2)
-    assert ok.state == bench_pb2.SUCCEEDED, ok.error_message
+    assert ok.state == bench_pb2.JOB_STATE_SUCCEEDED, ok.error_message
     assert ok.result.collective.rows[0].wrong_elements == 0
     cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id))
     cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=again.id))
@@ -237,12 +237,12 @@ def test_hung_member_times_out_and_breaks_group(cpu4):
     hung = group.ranks[1].worker_pid
     os.kill(hung, signal.SIGSTOP)
     try:
-        job = wait_for_state(cpu4.stub, job.id, [bench_pb2.FAILED, bench_pb2.SUCCEEDED], timeout=60)
+        job = wait_for_state(cpu4.stub, job.id, [bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_SUCCEEDED], timeout=60)
     finally:
         os.kill(hung, signal.SIGCONT)
-    assert job.state == bench_pb2.FAILED
+    assert job.state == bench_pb2.JOB_STATE_FAILED
     assert job.error_code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], job
     assert group.id in job.error_message, job.error_message
     listed = {g.id: g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest()).groups}
-    assert listed[group.id].state == bench_pb2.GROUP_BROKEN
+    assert listed[group.id].state == bench_pb2.GROUP_STATE_BROKEN
     cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id))

@@ -94,7 +94,7 @@ def test_cpu_run(daemon, resident):
     assert lines[-1].startswith("- ratio above 1.0")
     assert ("on resident models" in lines[0]) == resident
     jobs = benchd_jobs(daemon)
-    assert [j["state"] for j in jobs] == ["SUCCEEDED"] * 4  # 2 rows x 2 rounds
+    assert [j["state"] for j in jobs] == ["JOB_STATE_SUCCEEDED"] * 4  # 2 rows x 2 rounds
     # Each row's second round found the model resident only with --resident;
     # each row starts with nothing resident either way.
     was_resident = [j["result"]["benchmark"].get("modelWasResident", False) for j in jobs]
@@ -112,7 +112,7 @@ def test_benchd_busy(compare, daemon, monkeypatch):
     seconds, kernels = compare.benchd_busy(args, "tiny", "forward", "fp32")
     assert seconds > 0 and kernels >= 1, (seconds, kernels)
     job = benchd_jobs(daemon)[-1]
-    assert job["state"] == "SUCCEEDED" and "profile" in job["result"]
+    assert job["state"] == "JOB_STATE_SUCCEEDED" and "profile" in job["result"]
     # A profile the daemon refuses is no busy time, not a crash: cuda_graph has no ranges.
     args.benchd_flags = "--cuda-graph"
     assert compare.benchd_busy(args, "tiny", "forward", "fp32") == (None, None)

@@ -32,7 +32,7 @@ def test_killed_worker_fails_job_clearly_and_next_job_runs(daemon):
     worker = daemon.wait_worker_up()
     os.kill(worker.worker_pid, signal.SIGKILL)
 
-    job = wait_for_state(daemon.stub, job_id, [bench_pb2.FAILED], timeout=60)
+    job = wait_for_state(daemon.stub, job_id, [bench_pb2.JOB_STATE_FAILED], timeout=60)
     assert "killed by signal 9" in job.error_message, job.error_message
     assert f"pid {worker.worker_pid}" in job.error_message
     r = daemon.benchctl("get", job_id)
@@ -42,8 +42,8 @@ def test_killed_worker_fails_job_clearly_and_next_job_runs(daemon):
     after = daemon.wait_worker_up()
     assert after.worker_pid != worker.worker_pid and after.worker_restarts == 1
     nxt = submit(daemon, SHORT)
-    assert wait_for_state(daemon.stub, nxt, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
-        bench_pb2.SUCCEEDED
+    assert wait_for_state(daemon.stub, nxt, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED]).state == \
+        bench_pb2.JOB_STATE_SUCCEEDED
 
 
 def test_cancel_queued_and_running_jobs(daemon):
@@ -53,10 +53,10 @@ def test_cancel_queued_and_running_jobs(daemon):
 
     r = daemon.benchctl("cancel", queued, check=0)
     job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=queued))
-    assert job.state == bench_pb2.CANCELLED and "before it started" in job.error_message
+    assert job.state == bench_pb2.JOB_STATE_CANCELLED and "before it started" in job.error_message
 
     daemon.benchctl("cancel", running, check=0)
-    job = wait_for_state(daemon.stub, running, [bench_pb2.CANCELLED], timeout=30)
+    job = wait_for_state(daemon.stub, running, [bench_pb2.JOB_STATE_CANCELLED], timeout=30)
     assert job.HasField("finished")
     # Watch on a cancelled job ends with its terminal event; benchctl exits 1.
     assert daemon.benchctl("watch", running, "--json").returncode == 1
@@ -65,15 +65,15 @@ def test_cancel_queued_and_running_jobs(daemon):
     assert "already ended" in r.stderr
 
     nxt = submit(daemon, SHORT)
-    assert wait_for_state(daemon.stub, nxt, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
-        bench_pb2.SUCCEEDED
+    assert wait_for_state(daemon.stub, nxt, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED]).state == \
+        bench_pb2.JOB_STATE_SUCCEEDED
 
 
 def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
     d = Daemon(tmp_data_dir).start()
     try:
         done = submit(d, SHORT)
-        result = wait_for_state(d.stub, done, [bench_pb2.SUCCEEDED]).result
+        result = wait_for_state(d.stub, done, [bench_pb2.JOB_STATE_SUCCEEDED]).result
         running = submit(d, LONG)
         wait_first_step(d, running)
         queued = submit(d, SHORT)
@@ -81,12 +81,12 @@ def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
         d.restart()  # SIGTERM while a job runs and another waits
 
         again = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=done))
-        assert again.state == bench_pb2.SUCCEEDED and again.result == result
+        assert again.state == bench_pb2.JOB_STATE_SUCCEEDED and again.result == result
         job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
-        assert job.state == bench_pb2.INTERRUPTED and "daemon stopped" in job.error_message
+        assert job.state == bench_pb2.JOB_STATE_INTERRUPTED and "daemon stopped" in job.error_message
         # The job that waited in the queue runs after the restart.
-        assert wait_for_state(d.stub, queued, [bench_pb2.SUCCEEDED, bench_pb2.FAILED]).state == \
-            bench_pb2.SUCCEEDED
+        assert wait_for_state(d.stub, queued, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED]).state == \
+            bench_pb2.JOB_STATE_SUCCEEDED
         # Watch on a job from before the restart answers from the store.
         events = list(d.stub.Watch(bench_pb2.WatchRequest(job_id=done), timeout=30))
         assert len(events) == 1 and events[0].HasField("result")
@@ -103,7 +103,7 @@ def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
         assert not os.path.exists(f"/proc/{orphan}"), "the worker outlived its killed daemon"
         d.start()
         job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
-        assert job.state == bench_pb2.INTERRUPTED
+        assert job.state == bench_pb2.JOB_STATE_INTERRUPTED
         ids = [j.id for j in d.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs]
         assert ids == sorted(ids, key=int, reverse=True) and done in ids
     finally:

@@ -107,12 +107,12 @@ def test_memory_viz_reads_the_fixture(tmp_path):
 
 def test_memory_table_markdown(tmp_path):
     from google.protobuf import json_format
-    job = bench_pb2.Job(id="12", state=bench_pb2.SUCCEEDED)
+    job = bench_pb2.Job(id="12", state=bench_pb2.JOB_STATE_SUCCEEDED)
     r = job.result.memory
     r.model.preset = "small"
     r.parameter_count = 128625408
     r.device = "cuda:0"
-    ok = r.runs.add(name="ctx128-train_step-bf16", mode=bench_pb2.MODE_TRAIN_STEP,
+    ok = r.runs.add(name="ctx128-train_step-bf16", mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
                     precision=bench_pb2.PRECISION_BF16, batch_size=4, context_length=128,
                     peak_allocated_bytes=3 << 30, peak_reserved_bytes=4 << 30,
                     baseline_allocated_bytes=2 << 30, allocator_peak_allocated_bytes=3 << 30,
@@ -120,7 +120,7 @@ def test_memory_table_markdown(tmp_path):
     ok.phases.add(name="forward", peak_allocated_bytes=5 << 29)
     ok.largest_allocations.add(size_bytes=150 << 20, phase="forward", count=2,
                                origin="transformer.cc:182:benchd::worker::TransformerLMImpl::forward")
-    r.runs.add(name="ctx512-train_step-fp32", mode=bench_pb2.MODE_TRAIN_STEP,
+    r.runs.add(name="ctx512-train_step-fp32", mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
                precision=bench_pb2.PRECISION_FP32, context_length=512, out_of_memory=True,
                oom_allocated_bytes=79 << 30, oom_reserved_bytes=79 << 30,
                oom_device_total_bytes=80 << 30, oom_device_free_bytes=1 << 29)

@@ -33,7 +33,7 @@ def test_metrics_pass_promtool_and_count_jobs(daemon):
     job = json.loads(daemon.benchctl("submit", "benchmark", "--preset", "tiny", "--batch-size", "2",
                                      "--context-length", "16", "--warmup-steps", "1", "--steps", "3",
                                      "--json", check=0).stdout)["id"]
-    res = wait_for_state(daemon.stub, job, [bench_pb2.SUCCEEDED]).result.benchmark
+    res = wait_for_state(daemon.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED]).result.benchmark
     text = scrape(daemon)
     lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -35,7 +35,7 @@ def submit(daemon, *args):
     r = daemon.benchctl("submit", "benchmark", *TINY, *args, "--json", check=0)
     job_id = json.loads(r.stdout)["id"]
     return wait_for_state(daemon.stub, job_id,
-                          [bench_pb2.SUCCEEDED, bench_pb2.FAILED, bench_pb2.CANCELLED], timeout=300)
+                          [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_CANCELLED], timeout=300)
 
 
 def submit_fresh(daemon, *args):
@@ -49,18 +49,18 @@ def test_warmup_auto_sdpa_math_foreach_are_echoed(daemon):
     cap = 30
     job = submit(daemon, "--mode", "train_step", "--warmup", "auto", "--warmup-max-steps", str(cap),
                  "--attention", "math", "--optimizer", "foreach", "--steps", "3")
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
 
     # The stored spec says what was asked: auto, no count, the cap written out.
     spec = job.spec.benchmark
     assert spec.warmup_auto and not spec.HasField("warmup_steps") and spec.warmup_max_steps == cap
-    assert spec.attention == bench_pb2.ATTENTION_SDPA_MATH
-    assert spec.optimizer_impl == bench_pb2.OPTIMIZER_FOREACH
+    assert spec.attention == bench_pb2.ATTENTION_IMPL_SDPA_MATH
+    assert spec.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FOREACH
 
     res = job.result.benchmark
     assert res.warmup_auto and res.warmup_max_steps == cap
-    assert res.attention == bench_pb2.ATTENTION_SDPA_MATH
-    assert res.optimizer_impl == bench_pb2.OPTIMIZER_FOREACH
+    assert res.attention == bench_pb2.ATTENTION_IMPL_SDPA_MATH
+    assert res.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FOREACH
     assert res.allow_tf32 is False and res.cuda_graph is False and res.graph_eager_steps == 0
     n = res.warmup_steps
     assert 3 <= n <= cap
@@ -85,11 +85,11 @@ def test_warmup_auto_sdpa_math_foreach_are_echoed(daemon):
 
 def test_defaults_echo_the_faithful_path(daemon):
     job = submit(daemon, "--mode", "forward", "--warmup-steps", "1", "--steps", "1")
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     res = job.result.benchmark
     assert not res.warmup_auto and not res.warmup_converged and res.warmup_steps == 1
-    assert res.attention == bench_pb2.ATTENTION_FAITHFUL
-    assert res.optimizer_impl == bench_pb2.OPTIMIZER_FAITHFUL
+    assert res.attention == bench_pb2.ATTENTION_IMPL_FAITHFUL
+    assert res.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FAITHFUL
     assert not res.allow_tf32 and not res.cuda_graph
     assert not res.autograd  # the explicit backward
     assert "Options      faithful (course attention and AdamW, fp32 matmuls, eager, explicit backward)" \
@@ -105,7 +105,7 @@ def test_explicit_backward_trains_as_autograd_does(daemon, precision):
     explicit = submit_fresh(daemon, *common)
     autograd = submit_fresh(daemon, *common, "--autograd")
     for job in (explicit, autograd):
-        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     assert not explicit.result.benchmark.autograd
     assert autograd.spec.benchmark.autograd and autograd.result.benchmark.autograd
     e = [s.loss for s in explicit.result.benchmark.steps]
@@ -116,7 +116,7 @@ def test_explicit_backward_trains_as_autograd_does(daemon, precision):
 
 def test_options_that_change_the_ops_run_through_autograd(daemon):
     job = submit(daemon, "--mode", "forward_backward", "--fused-ops", "--warmup-steps", "0", "--steps", "1")
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     assert not job.spec.benchmark.autograd and job.result.benchmark.autograd
     assert "fused RMSNorm, SiLU and RoPE, autograd engine" in daemon.benchctl("get", job.id, check=0).stdout
 
@@ -129,7 +129,7 @@ def test_weight_copies_train_as_autocast_does(daemon):
     plain = submit_fresh(daemon, *common)
     copies = submit_fresh(daemon, *common, "--weight-copies")
     for job in (plain, copies):
-        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     assert copies.spec.benchmark.weight_copies and copies.result.benchmark.weight_copies
     assert not plain.result.benchmark.weight_copies
     p = [s.loss for s in plain.result.benchmark.steps]
@@ -145,7 +145,7 @@ def test_fused_ops_give_the_faithful_losses(daemon):
     faithful = submit_fresh(daemon, *common)
     fused = submit_fresh(daemon, *common, "--fused-ops")
     for job in (faithful, fused):
-        assert job.state == bench_pb2.SUCCEEDED, job.error_message
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     assert fused.result.benchmark.fused_ops and not faithful.result.benchmark.fused_ops
     f = [s.loss for s in faithful.result.benchmark.steps]
     assert [s.loss for s in fused.result.benchmark.steps] == pytest.approx(f, rel=1e-5)
@@ -159,7 +159,7 @@ def test_fused_ops_give_the_faithful_losses(daemon):
 ])
 def test_cuda_only_options_fail_on_a_cpu_worker(daemon, args, field, text):
     job = submit(daemon, "--warmup-steps", "2", "--steps", "1", *args)
-    assert job.state == bench_pb2.FAILED
+    assert job.state == bench_pb2.JOB_STATE_FAILED
     assert job.error_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert field in job.error_message and text in job.error_message, job.error_message
 

@@ -36,8 +36,8 @@ def export(daemon, precision):
     r = daemon.benchctl("submit", "benchmark", *TINY, "--precision", precision, "--export-parity",
                         "--json", check=0)
     job_id = json.loads(r.stdout)["id"]
-    job = wait_for_state(daemon.stub, job_id, [bench_pb2.SUCCEEDED, bench_pb2.FAILED], timeout=120)
-    assert job.state == bench_pb2.SUCCEEDED, job.error_message
+    job = wait_for_state(daemon.stub, job_id, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED], timeout=120)
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     result_json = os.path.join(daemon.data_dir, f"job-{job_id}.json")
     with open(result_json, "w") as f:
         f.write(daemon.benchctl("get", job_id, "--json", check=0).stdout)
@@ -68,7 +68,7 @@ def perturbed_copy(bundle, name, factor, tmp_path):
 def fp32_export(daemon):
     # A model of the same key trained first: the export must not start from it.
     r = daemon.benchctl("submit", "benchmark", *TINY, "--json", check=0)
-    wait_for_state(daemon.stub, json.loads(r.stdout)["id"], [bench_pb2.SUCCEEDED], timeout=120)
+    wait_for_state(daemon.stub, json.loads(r.stdout)["id"], [bench_pb2.JOB_STATE_SUCCEEDED], timeout=120)
     return export(daemon, "fp32")
 
 

@@ -17,7 +17,7 @@ def profile(daemon, *args):
     job_id = json.loads(r.stdout)["id"]
     w = daemon.benchctl("watch", job_id, check=0)
     job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id))
-    assert job.state == bench_pb2.SUCCEEDED, (w.stdout, w.stderr, job.error_message)
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (w.stdout, w.stderr, job.error_message)
     return job
 
 

@@ -21,10 +21,10 @@ def table():
 
 
 def test_cells_of_jobs_that_did_not_succeed(table):
-    assert table.cell({"state": "FAILED", "errorCode": 8}) == "OOM"  # RESOURCE_EXHAUSTED
-    assert table.cell({"state": "FAILED", "errorCode": 13}) == "failed"
-    assert table.cell({"state": "CANCELLED"}) == "cancelled"
-    ok = {"state": "SUCCEEDED", "result": {"benchmark": {"step": {"median": 0.0123, "std": 0.0004}}}}
+    assert table.cell({"state": "JOB_STATE_FAILED", "errorCode": 8}) == "OOM"  # RESOURCE_EXHAUSTED
+    assert table.cell({"state": "JOB_STATE_FAILED", "errorCode": 13}) == "failed"
+    assert table.cell({"state": "JOB_STATE_CANCELLED"}) == "cancelled"
+    ok = {"state": "JOB_STATE_SUCCEEDED", "result": {"benchmark": {"step": {"median": 0.0123, "std": 0.0004}}}}
     assert table.cell(ok) == "12.30 ± 0.40"
 
 
@@ -77,5 +77,7 @@ def test_cpu_run(daemon, tmp_path, autograd):
     assert len(throughput) == 2
     assert all(re.fullmatch(r"[\d,]+ tok/s, \d+\.\d TF/s, \d+\.\d GiB", row[2]) for row in throughput)
     jobs = json.loads(raw.read_text())
-    assert len(jobs) == 6 and all(j["state"] == "SUCCEEDED" for j in jobs)
-    assert all(j["result"]["benchmark"]["autograd"] == autograd for j in jobs)
+    assert len(jobs) == 6 and all(j["state"] == "JOB_STATE_SUCCEEDED" for j in jobs)
+    assert all(j["kind"] == "JOB_KIND_BENCHMARK" and j["devices"] == ["cpu:0"] for j in jobs)
+    # The spec each job ran, resolved: which engine ran its steps.
+    assert all(j["result"]["benchmark"]["spec"]["autograd"] == autograd for j in jobs)
