@@ -100,11 +100,10 @@ std::string CollectiveTable(const v1::CollectiveResult& r) {
 }
 
 std::string CollectiveResultView(const v1::CollectiveResult& r) {
-  std::string out =
-      fmt::format("{} {}, {}, {} warm-up + {} measured iterations (slowest rank per iteration)\n",
-                  CollectiveOpName(r.spec().op()), DtypeName(r.spec().dtype()),
-                  r.spec().in_place() ? "in place" : "out of place", r.spec().warmup_iters(),
-                  r.spec().iters());
+  std::string out = fmt::format(
+      "{} {}, {}, {} warm-up + {} measured iterations (slowest rank per iteration)\n",
+      CollectiveOpName(r.spec().op()), DtypeName(r.spec().dtype()),
+      r.spec().in_place() ? "in place" : "out of place", r.spec().warmup_iters(), r.spec().iters());
   out += CollectiveTable(r);
   for (const auto& g : r.groups()) {
     out += fmt::format("group {} ({} on {}): {}\n", g.group(), BackendName(g.backend()),

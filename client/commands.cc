@@ -35,15 +35,12 @@ BenchClient MakeClient(const GlobalOptions& g) {
                      std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000)));
 }
 
-void Print(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-}
-
 void Write(FILE* stream, const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stream);
   std::fflush(stream);
 }
+
+void Print(const std::string& text) { Write(stdout, text); }
 
 int TerminalWidth(FILE* stream) {
   winsize ws{};
@@ -327,7 +324,8 @@ int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
     absl::Status s = FetchToFile(client, done.id(), done.result().profile().trace_artifact(),
                                  *output.trace_path, &size);
     if (!s.ok()) return ReportError(s);
-    Report(flags.json, fmt::format("trace saved to {} ({})", *output.trace_path, FormatBytes(size)));
+    Report(flags.json,
+           fmt::format("trace saved to {} ({})", *output.trace_path, FormatBytes(size)));
   }
   return code;
 }
@@ -464,12 +462,17 @@ int RunList(const GlobalOptions& g, const ListOptions& options, bool json) {
   absl::StatusOr<v1::ListJobsRequest> request = BuildListJobsRequest(options);
   if (!request.ok()) return ReportError(request.status());
   BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::ListJobsResponse> response = ListJobsUpTo(
-      [&client](const v1::ListJobsRequest& r) { return client.ListJobs(r); }, *request,
-      options.limit);
+  absl::StatusOr<v1::ListJobsResponse> response =
+      ListJobsUpTo([&client](const v1::ListJobsRequest& r) { return client.ListJobs(r); }, *request,
+                   options.limit);
   if (!response.ok()) return ReportError(response.status());
-  Print(json ? ToJsonField("jobs", {response->jobs().begin(), response->jobs().end()})
-             : JobListView(*response));
+  if (json) {
+    std::vector<const google::protobuf::Message*> jobs;
+    for (const v1::Job& job : response->jobs()) jobs.push_back(&job);
+    Print(ToJsonField("jobs", jobs));
+  } else {
+    Print(JobListView(*response));
+  }
   return kExitOk;
 }
 

@@ -101,8 +101,8 @@ std::string WorkerStateName(v1::WorkerState state) {
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::string JobKindText(const v1::Job& job) {
-  return OrDash(JobKindName(job.kind() == v1::JOB_KIND_UNSPECIFIED ? JobKindOf(job.spec())
-                                                                   : job.kind()));
+  return OrDash(
+      JobKindName(job.kind() == v1::JOB_KIND_UNSPECIFIED ? JobKindOf(job.spec()) : job.kind()));
 }
 
 std::string JobDevicesText(const v1::Job& job) {

@@ -215,7 +215,8 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   }
   kv.emplace_back("Finished", finished);
   kv.emplace_back("Spec", SpecSummary(job.spec()));
-  if (job.state() == v1::JOB_STATE_FAILED || job.error_code() != 0 || !job.error_message().empty()) {
+  if (job.state() == v1::JOB_STATE_FAILED || job.error_code() != 0 ||
+      !job.error_message().empty()) {
     kv.emplace_back("Error", ErrorText(job));
   }
   std::string out = KeyValues(kv, kKeyWidth);

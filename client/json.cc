@@ -22,4 +22,23 @@ std::string Print(const google::protobuf::Message& message, bool indent) {
 std::string ToJson(const google::protobuf::Message& message) { return Print(message, true); }
 std::string ToJsonLine(const google::protobuf::Message& message) { return Print(message, false); }
 
+std::string ToJsonField(const std::string& name,
+                        const std::vector<const google::protobuf::Message*>& messages) {
+  // The name is one of ours (a plain identifier): no escaping needed.
+  if (messages.empty()) return "{\n \"" + name + "\": []\n}\n";
+  std::string out = "{\n \"" + name + "\": [\n";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    std::string item = Print(*messages[i], true);
+    item.pop_back();  // its '\n'
+    // Two levels in: the array is one level, the field's object another.
+    out += "  ";
+    for (char c : item) {
+      out += c;
+      if (c == '\n') out += "  ";
+    }
+    out += i + 1 < messages.size() ? ",\n" : "\n";
+  }
+  return out + " ]\n}\n";
+}
+
 }  // namespace benchd::client

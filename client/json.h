@@ -5,6 +5,7 @@
 #define BENCHD_CLIENT_JSON_H_
 
 #include <string>
+#include <vector>
 
 #include "google/protobuf/message.h"
 
@@ -14,6 +15,10 @@ namespace benchd::client {
 std::string ToJson(const google::protobuf::Message& message);
 // One line ending in '\n' (for NDJSON streams).
 std::string ToJsonLine(const google::protobuf::Message& message);
+// An object with one field holding the messages as an array, indented like
+// ToJson: {"jobs": [{...}, {...}]}.
+std::string ToJsonField(const std::string& name,
+                        const std::vector<const google::protobuf::Message*>& messages);
 
 }  // namespace benchd::client
 

@@ -1,6 +1,8 @@
 // benchctl: wires CLI11 subcommands to client/commands.h. Nothing here talks
 // to the daemon or formats output.
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,14 @@ const CLI::Validator kPositive(
       return end != v.c_str() && d > 0 ? std::string() : "must be a number above 0";
     },
     "", "POSITIVE");
+const CLI::Validator kAtLeastOne(
+    [](std::string& v) {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      return end != v.c_str() && *end == '\0' && n >= 1 ? std::string()
+                                                        : "expected a number of jobs, 1 or more";
+    },
+    "", "N>=1");
 
 std::string PresetHelp() {
   std::vector<std::string> names;
@@ -38,7 +48,8 @@ std::string PresetHelp() {
 }
 
 // The flags that say what one step is: model, mode, precision, batch,
-// warm-up and the speed options (shared by `submit benchmark` and `memory`).
+// warm-up and the speed options (shared by `submit benchmark`, `profile`
+// and `memory`).
 void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--device", o.device,
                   "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
@@ -123,6 +134,28 @@ void AddProfileFlags(CLI::App* cmd, benchd::client::ProfileOptions& o) {
   cmd->add_flag("--profile-memory", o.profile_memory, "record allocator events (in the trace)");
 }
 
+void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
+  cmd->add_option("--group", o.group, "a resident group id");
+  cmd->add_option("--devices", o.devices, "or devices, rank order: cuda:0,cuda:1,... or cpu:0,...");
+  cmd->add_option("--backend", o.backend, "nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  cmd->add_option("--backends", o.backends,
+                  "sweep: one series per backend on --devices, e.g. nccl,gloo");
+  cmd->add_option("--world-sizes", o.world_sizes, "sweep: the first N devices, e.g. 2,4");
+  cmd->add_option("--op", o.op, "all_reduce|all_gather|reduce_scatter|broadcast|all_to_all")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "fp32|fp16|bf16|fp64|int32")->capture_default_str();
+  cmd->add_option("--min", o.min, "smallest message, e.g. 1MiB (default 1MiB)");
+  cmd->add_option("--max", o.max, "largest message, e.g. 1GiB (default --min)");
+  cmd->add_option("--factor", o.factor, "size multiplier between steps (default 2)");
+  cmd->add_option("--sizes", o.sizes, "a list of sizes instead, e.g. 4KiB,1MiB,64MiB");
+  cmd->add_option("--warmup", o.warmup, "warm-up iterations per size (default 5)");
+  cmd->add_option("--iters", o.iters, "measured iterations per size (default 20)");
+  cmd->add_flag("--in-place", o.in_place,
+                "all_gather/reduce_scatter in place (all_reduce and broadcast always are in c10d)");
+  cmd->add_option("--group-timeout", o.timeout_seconds,
+                  "seconds after which a hung collective is aborted (default 300)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,47 +184,64 @@ int main(int argc, char** argv) {
     return cmd->add_flag("--json", json, what);
   };
 
-  // submit benchmark
-  CLI::App* submit = app.add_subcommand("submit", "queue a job");
+  // submit KIND: every request kind is queued the same way.
+  CLI::App* submit = app.add_subcommand(
+      "submit",
+      "queue a job: benchmark, profile, memory or collective; prints the job id and returns "
+      "(--watch: follows the job, then prints its result)");
   submit->require_subcommand(1);
+  bc::SubmitFlags submit_flags;
+  auto add_submit_flags = [&submit_flags](CLI::App* cmd) {
+    cmd->add_flag("--watch", submit_flags.watch,
+                  "follow the job (progress on stderr), then print its result like `get` with "
+                  "the job's exit code (default: print the job id and return)");
+    cmd->add_flag("--json", submit_flags.json,
+                  "print the Job as JSON (with --watch: the finished Job)");
+  };
+
   CLI::App* benchmark =
       submit->add_subcommand("benchmark", "time forward/backward/train steps of the CS336 LM");
   BenchmarkOptions bench;
-  bool watch = false;
   AddBenchmarkFlags(benchmark, bench);
-  benchmark->add_flag("--watch", watch, "follow the job like `watch`, then print it like `get`");
-  add_json(benchmark, "print the Job as JSON (with --watch: NDJSON events like `watch --json`)");
+  add_submit_flags(benchmark);
 
-  // memory
-  CLI::App* memory_cmd = app.add_subcommand(
-      "memory",
-      "record the CUDA allocator's history of a few steps (or a sweep of contexts x modes x "
-      "precisions): peak tables, largest allocations, timeline SVGs, memory_viz snapshots");
-  benchd::client::MemoryOptions memory;
-  AddMemoryFlags(memory_cmd, memory);
-  bool detach = false;
-  std::string svg_dir = ".";
-  memory_cmd->add_flag("--detach", detach, "print the job id and return (then `get` / `watch`)");
-  memory_cmd->add_option("--svg-dir", svg_dir,
-                         "where to save the timelines: <job>-timeline[-<run>].svg (default .)");
-  add_json(memory_cmd, "print NDJSON events like `watch --json` (with --detach: the Job)");
-
-  // profile
-  CLI::App* profile_cmd = app.add_subcommand(
+  CLI::App* profile_cmd = submit->add_subcommand(
       "profile",
       "profile a few steps with the PyTorch profiler: nsys-style kernel tables per named range "
       "(step, forward, backward, optimizer_step, attention parts) and a Chrome trace");
   benchd::client::ProfileOptions profile;
   AddProfileFlags(profile_cmd, profile);
-  benchd::client::ProfileViewOptions profile_view;
-  std::string trace_path;
-  profile_cmd->add_flag("--detach", detach, "print the job id and return (then `get` / `watch`)");
-  profile_cmd->add_option("--top", profile_view.top, "kernels shown per range (default 10)")
+  add_submit_flags(profile_cmd);
+  bc::ProfileOutput profile_out;
+  profile_cmd
+      ->add_option("--top", profile_out.top, "with --watch: kernels shown per range (default 10)")
       ->check(CLI::PositiveNumber);
-  profile_cmd->add_flag("--all", profile_view.all, "show every kernel of every range");
-  profile_cmd->add_option("--trace", trace_path,
-                          "save the Chrome trace here (ui.perfetto.dev, chrome://tracing)");
-  add_json(profile_cmd, "print NDJSON events like `watch --json` (with --detach: the Job)");
+  profile_cmd->add_flag("--all", profile_out.all, "with --watch: show every kernel of every range");
+  profile_cmd->add_option("--trace", profile_out.trace_path,
+                          "with --watch: save the Chrome trace here (ui.perfetto.dev, "
+                          "chrome://tracing)");
+
+  CLI::App* memory_cmd = submit->add_subcommand(
+      "memory",
+      "record the CUDA allocator's history of a few steps (or a sweep of contexts x modes x "
+      "precisions): peak tables, largest allocations, timeline SVGs, memory_viz snapshots");
+  benchd::client::MemoryOptions memory;
+  AddMemoryFlags(memory_cmd, memory);
+  add_submit_flags(memory_cmd);
+  std::optional<std::string> memory_svg_dir;
+  memory_cmd->add_option("--svg-dir", memory_svg_dir,
+                         "with --watch: where to save the timelines: <job>-timeline[-<run>].svg "
+                         "(default .)");
+
+  CLI::App* collective_cmd = submit->add_subcommand(
+      "collective",
+      "time a collective over message sizes (and world sizes, backends): table, 3 SVG plots");
+  bc::CollectiveOptions coll;
+  AddCollectiveFlags(collective_cmd, coll);
+  add_submit_flags(collective_cmd);
+  std::optional<std::string> coll_svg_dir;
+  collective_cmd->add_option("--svg-dir", coll_svg_dir,
+                             "with --watch: save the three plots here as <job>-<plot>.svg");
 
   std::string job_id;
   CLI::App* artifacts = app.add_subcommand("artifacts", "list or fetch the files a job wrote");
@@ -221,13 +271,18 @@ int main(int argc, char** argv) {
       ->excludes(get_json);
 
   CLI::App* list = app.add_subcommand("list", "list jobs, newest first");
-  int limit = 0;
-  std::string state;
-  list->add_option("--limit", limit, "at most N jobs (default 50)");
-  list->add_option("--state", state,
+  bc::ListOptions list_opts;
+  list->add_option("--limit", list_opts.limit,
+                   "at most N jobs in all (default 50; fetched in pages of up to 1000)")
+      ->check(kAtLeastOne);
+  list->add_option("--state", list_opts.state,
                    "only jobs in this state: queued, running, succeeded, failed, cancelled, "
                    "interrupted");
-  add_json(list, "print the ListJobsResponse as JSON");
+  list->add_option("--kind", list_opts.kind,
+                   "only jobs of this kind: benchmark, profile, memory, collective");
+  list->add_option("--device", list_opts.device,
+                   "only jobs that run on this device, e.g. cuda:0 (a collective: any of its)");
+  add_json(list, "print {\"jobs\": [...]}, every job listed, as JSON");
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
   cancel->add_option("JOB", job_id, "job id")->required();
@@ -273,63 +328,39 @@ int main(int argc, char** argv) {
   groups_destroy->add_option("ID", group_id, "group id (from `groups list`)")->required();
   add_json(groups_destroy, "print the DestroyGroupResponse as JSON");
 
-  // collective
-  CLI::App* collective_cmd = app.add_subcommand(
-      "collective",
-      "time a collective over message sizes (and world sizes, backends): table, 3 SVG plots");
-  bc::CollectiveOptions coll;
-  std::string coll_svg_dir;
-  collective_cmd->add_option("--group", coll.group, "a resident group id");
-  collective_cmd->add_option("--devices", coll.devices,
-                             "or devices, rank order: cuda:0,cuda:1,... or cpu:0,...");
-  collective_cmd->add_option("--backend", coll.backend,
-                             "nccl|gloo (default: nccl on cuda, gloo on cpu)");
-  collective_cmd->add_option("--backends", coll.backends,
-                             "sweep: one series per backend on --devices, e.g. nccl,gloo");
-  collective_cmd->add_option("--world-sizes", coll.world_sizes,
-                             "sweep: the first N devices, e.g. 2,4");
-  collective_cmd
-      ->add_option("--op", coll.op, "all_reduce|all_gather|reduce_scatter|broadcast|all_to_all")
-      ->capture_default_str();
-  collective_cmd->add_option("--dtype", coll.dtype, "fp32|fp16|bf16|fp64|int32")
-      ->capture_default_str();
-  collective_cmd->add_option("--min", coll.min, "smallest message, e.g. 1MiB (default 1MiB)");
-  collective_cmd->add_option("--max", coll.max, "largest message, e.g. 1GiB (default --min)");
-  collective_cmd->add_option("--factor", coll.factor, "size multiplier between steps (default 2)");
-  collective_cmd->add_option("--sizes", coll.sizes,
-                             "a list of sizes instead, e.g. 4KiB,1MiB,64MiB");
-  collective_cmd->add_option("--warmup", coll.warmup, "warm-up iterations per size (default 5)");
-  collective_cmd->add_option("--iters", coll.iters, "measured iterations per size (default 20)");
-  collective_cmd->add_flag(
-      "--in-place", coll.in_place,
-      "all_gather/reduce_scatter in place (all_reduce and broadcast always are in c10d)");
-  collective_cmd->add_option("--group-timeout", coll.timeout_seconds,
-                             "seconds after which a hung collective is aborted (default 300)");
-  collective_cmd->add_option("--svg-dir", coll_svg_dir,
-                             "save the three plots here as <job>-<plot>.svg");
-  add_json(collective_cmd, "print NDJSON events like `watch --json`");
-
   try {
     app.parse(argc, argv);
     if (*evict && key_opt->count() + device_opt->count() + all_opt->count() == 0) {
       throw CLI::ValidationError("evict", "give a model KEY, --device D or --all");
     }
   } catch (const CLI::ParseError& e) {
+    // The request kinds were top-level verbs once: say where they went.
+    if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
+      for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "memory" || arg == "profile" || arg == "collective") {
+          std::fprintf(stderr,
+                       "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
+                       "follow the job and print its result)\n",
+                       arg.c_str(), arg.c_str());
+          return bc::kExitUsage;
+        }
+      }
+    }
     // --help and --version exit 0; every other parse error is a usage error.
     app.exit(e);
     return e.get_exit_code() == 0 ? bc::kExitOk : bc::kExitUsage;
   }
 
-  if (*benchmark) return bc::RunSubmitBenchmark(g, bench, watch, json);
-  if (*memory_cmd) return bc::RunMemoryRequest(g, memory, detach, json, svg_dir);
-  if (*profile_cmd) {
-    return bc::RunProfileRequest(g, profile, detach, json, profile_view, trace_path);
-  }
+  if (*benchmark) return bc::RunSubmitBenchmark(g, bench, submit_flags);
+  if (*profile_cmd) return bc::RunSubmitProfile(g, profile, submit_flags, profile_out);
+  if (*memory_cmd) return bc::RunSubmitMemory(g, memory, submit_flags, memory_svg_dir);
+  if (*collective_cmd) return bc::RunSubmitCollective(g, coll, submit_flags, coll_svg_dir);
   if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
   if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);
   if (*get) return bc::RunGet(g, job_id, json, csv);
-  if (*list) return bc::RunList(g, limit, state, json);
+  if (*list) return bc::RunList(g, list_opts, json);
   if (*cancel) return bc::RunCancel(g, job_id, json);
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
@@ -338,6 +369,5 @@ int main(int argc, char** argv) {
     return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);
   if (*groups_list) return bc::RunGroupsList(g, json);
   if (*groups_destroy) return bc::RunGroupsDestroy(g, group_id, json);
-  if (*collective_cmd) return bc::RunCollective(g, coll, json, coll_svg_dir);
   return bc::kExitUsage;  // unreachable: require_subcommand(1)
 }

@@ -91,11 +91,11 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
   if (!r.device_name().empty()) device += " (" + r.device_name() + ")";
   std::string out = KeyValues(
       {
-          {"Model", fmt::format("{} ({} parameters)",
-                                r.spec().step().model().preset().empty()
-                                    ? "custom"
-                                    : r.spec().step().model().preset(),
-                                FormatThousands(r.parameter_count()))},
+          {"Model",
+           fmt::format("{} ({} parameters)",
+                       r.spec().step().model().preset().empty() ? "custom"
+                                                                : r.spec().step().model().preset(),
+                       FormatThousands(r.parameter_count()))},
           {"Device", device},
           {"Stacks", MemoryStacksName(r.spec().stacks())},
           {"History", fmt::format("up to {} allocator events per run",
@@ -107,10 +107,10 @@ std::string MemoryResultView(const v1::MemoryResult& r) {
       "resident = held before the recorded steps: weights, AdamW state)\n";
   out += MemoryPeakTable(r, "  ");
   for (const v1::MemoryRun& run : r.runs()) {
-    out += fmt::format("\n{}: {} x {} tokens, {} warm-up + {} recorded step{}\n", run.name(),
-                       run.step().batch_size(), run.step().context_length(),
-                       run.step().warmup_steps(), run.step().measure_steps(),
-                       run.step().measure_steps() == 1 ? "" : "s");
+    out +=
+        fmt::format("\n{}: {} x {} tokens, {} warm-up + {} recorded step{}\n", run.name(),
+                    run.step().batch_size(), run.step().context_length(), run.step().warmup_steps(),
+                    run.step().measure_steps(), run.step().measure_steps() == 1 ? "" : "s");
     if (run.out_of_memory()) out += "  out of memory: " + run.out_of_memory_message() + "\n";
     if (run.phases_size() > 0) {
       Table phases({{"phase"},

@@ -1,4 +1,4 @@
-// What `benchctl memory` and `benchctl get` print for a memory job: the peak
+// What `benchctl submit memory --watch` and `benchctl get` print for a memory job: the peak
 // table (one row per run: the seeds' peak-memory table), then per run the
 // phases and the largest allocations; and where the pictures go.
 #ifndef BENCHD_CLIENT_MEMORY_VIEW_H_
@@ -22,7 +22,7 @@ std::string MemoryResultView(const v1::MemoryResult& r);
 // "small forward/train_step fp32/bf16 ctx 128,256 (6 runs)".
 std::string MemorySpecSummary(const v1::MemorySpec& m);
 
-// The local file name a run's timeline is saved under by `benchctl memory`:
+// The local file name a run's timeline is saved under by `benchctl submit memory --watch`:
 // <job>-timeline.svg, or <job>-timeline-<run>.svg in a sweep.
 std::string TimelineFileName(const std::string& job_id, const v1::MemoryResult& r, int run);
 

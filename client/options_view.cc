@@ -66,8 +66,8 @@ std::string OptionsLine(const v1::BenchmarkResult& result) {
   }
   if (r.allow_tf32()) parts.push_back("tf32 matmuls");
   if (r.cuda_graph()) {
-    const bool optimizer_after =
-        r.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && r.optimizer_impl() != v1::OPTIMIZER_IMPL_FOREACH;
+    const bool optimizer_after = r.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
+                                 r.optimizer_impl() != v1::OPTIMIZER_IMPL_FOREACH;
     parts.push_back(optimizer_after
                         ? "cuda graph of forward+backward, optimizer eager after each replay"
                         : "cuda graph (phase times not measured)");

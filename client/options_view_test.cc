@@ -7,6 +7,7 @@
 #include "client/job_view.h"
 #include "client/spec_builder.h"
 #include "client/test_job.h"
+#include "common/options.h"
 
 namespace benchd::client {
 namespace {
@@ -46,8 +47,8 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   const v1::BenchmarkSpec& b = spec->benchmark();
   EXPECT_FALSE(b.warmup_auto());
   EXPECT_FALSE(b.has_warmup_max_steps());
-  EXPECT_EQ(b.attention(), v1::ATTENTION_IMPL_FAITHFUL);
-  EXPECT_EQ(b.optimizer_impl(), v1::OPTIMIZER_IMPL_FAITHFUL);
+  EXPECT_TRUE(IsFaithful(b.attention())) << v1::AttentionImpl_Name(b.attention());
+  EXPECT_TRUE(IsFaithful(b.optimizer_impl())) << v1::OptimizerImpl_Name(b.optimizer_impl());
   EXPECT_FALSE(b.allow_tf32());
   EXPECT_FALSE(b.cuda_graph());
   EXPECT_FALSE(b.weight_copies());

@@ -157,11 +157,11 @@ std::string ProfileResultView(const v1::ProfileResult& r, const ProfileViewOptio
   const v1::Stats& un = r.unprofiled_step();
   const v1::Stats& pr = r.profiled_step();
   std::vector<std::pair<std::string, std::string>> kv = {
-      {"Model", fmt::format("{} ({} parameters), {} {}, batch {} x context {}",
-                            step.model().preset().empty() ? "custom" : step.model().preset(),
-                            FormatThousands(r.parameter_count()), ModeName(step.mode()),
-                            PrecisionName(step.precision()), step.batch_size(),
-                            step.context_length())},
+      {"Model",
+       fmt::format("{} ({} parameters), {} {}, batch {} x context {}",
+                   step.model().preset().empty() ? "custom" : step.model().preset(),
+                   FormatThousands(r.parameter_count()), ModeName(step.mode()),
+                   PrecisionName(step.precision()), step.batch_size(), step.context_length())},
       {"Device", device},
       {"Profiled",
        fmt::format("{} step{}, activities {}; rows are {}", r.spec().profile_steps(),

@@ -1,4 +1,4 @@
-// What `benchctl profile` and `benchctl get` print for a profile job: the
+// What `benchctl submit profile --watch` and `benchctl get` print for a profile job: the
 // step time with and without the profiler, the ranges (wall time against the
 // kernels' time, the device's idle share, the GEMM share, FLOPs), the
 // attention parts side by side, and per range the nsys-style kernel table.

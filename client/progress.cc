@@ -115,10 +115,9 @@ std::string Progress::PlainLine(const v1::JobEvent& e) const {
     case v1::JobEvent::kQueued:
       return fmt::format("job {} queued", job_id_);
     case v1::JobEvent::kStarted:
-      return fmt::format("job {} started{}", job_id_,
-                         e.started().devices().empty()
-                             ? ""
-                             : " on " + absl::StrJoin(e.started().devices(), ","));
+      return fmt::format(
+          "job {} started{}", job_id_,
+          e.started().devices().empty() ? "" : " on " + absl::StrJoin(e.started().devices(), ","));
     case v1::JobEvent::kWarmupStep:
     case v1::JobEvent::kStep: {
       // Called after Observe, so the counters include this step.

@@ -40,7 +40,7 @@ struct BenchmarkOptions {
 // --optimizer) and what it accepts.
 absl::StatusOr<v1::JobSpec> BuildBenchmarkSpec(const BenchmarkOptions& options);
 
-// `benchctl memory`: the step flags of `submit benchmark` (less --steps,
+// `benchctl submit memory`: the step flags of `submit benchmark` (less --steps,
 // --export-parity and --cuda-graph, which a memory request refuses) plus the
 // recording and sweep flags. Lists are comma-separated ("128,256,512").
 struct MemoryOptions {
@@ -55,7 +55,7 @@ struct MemoryOptions {
 // INVALID_ARGUMENT naming the flag.
 absl::StatusOr<v1::JobSpec> BuildMemorySpec(const MemoryOptions& options);
 
-// `benchctl profile`: the step flags of `submit benchmark` (--steps are the
+// `benchctl submit profile`: the step flags of `submit benchmark` (--steps are the
 // unprofiled run's measured steps; --export-parity and --cuda-graph are
 // refused) plus the profiler's.
 struct ProfileOptions {

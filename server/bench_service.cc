@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -213,9 +215,9 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
                                                  v1::ListJobsResponse* resp) {
   JobFilter filter;
   if (!v1::JobState_IsValid(req->state())) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("state: unknown job state ", req->state(), "; expected one of ",
-                                      "JOB_STATE_QUEUED .. JOB_STATE_INTERRUPTED, or unspecified"))));
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+                         "state: unknown job state ", req->state(), "; expected one of ",
+                         "JOB_STATE_QUEUED .. JOB_STATE_INTERRUPTED, or unspecified"))));
   }
   if (!v1::JobKind_IsValid(req->kind())) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(
@@ -224,9 +226,9 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
                                       "unspecified"))));
   }
   if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-                         "page_size: expected 0..", kMaxPageSize, " (0 = ", kDefaultPageSize,
-                         "), got ", req->page_size()))));
+    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
+                         absl::StrCat("page_size: expected 0..", kMaxPageSize,
+                                      " (0 = ", kDefaultPageSize, "), got ", req->page_size()))));
   }
   if (!req->device().empty()) {
     if (auto s = CheckServedDevice("device", req->device(), jobs_->devices()); !s.ok()) {
@@ -324,26 +326,44 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   resp->set_hostname(host);
-  // Free memory changes: ask each worker that is up, briefly.
-  std::map<std::string, internal::WorkerInfo> fresh;
-  for (const auto& w : supervisor_->UpWorkers()) {
-    grpc::ClientContext wctx;
-    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    internal::WorkerInfo info;
-    if (w->stub->GetInfo(&wctx, internal::GetInfoRequest(), &info).ok()) fresh[w->device] = info;
-  }
-  for (v1::Device d : supervisor_->Devices()) {
-    if (auto it = fresh.find(d.name()); it != fresh.end()) {
-      d.set_free_memory_bytes(it->second.device().free_memory_bytes());
-      d.set_total_memory_bytes(it->second.device().total_memory_bytes());
-    }
-    *resp->add_devices() = std::move(d);
-  }
-  *resp->mutable_versions() = supervisor_->WorkerVersions();
+  for (v1::Device d : workers_->Devices()) *resp->add_devices() = std::move(d);
+  *resp->mutable_versions() = workers_->WorkerVersions();
   resp->mutable_versions()->set_benchd(kVersion);
   resp->set_data_dir(node_.data_dir);
   resp->set_metrics_address(node_.metrics_address);
-  return Done(ctx, grpc::Status::OK);
+
+  // Free memory changes: ask each worker that is up, briefly. The last answer
+  // (or failure: the device then keeps what the worker said at its start)
+  // fills in the figures and finishes the call, on whichever thread it comes.
+  auto* reactor = ctx->DefaultReactor();
+  const std::vector<std::shared_ptr<WorkerClient>> up = workers_->UpWorkers();
+  if (up.empty()) {
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  struct Pending {
+    std::mutex mu;
+    size_t out;
+    std::map<std::string, internal::WorkerInfo> fresh;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->out = up.size();
+  for (const auto& w : up) {
+    w->GetInfoAsync(kNodeInfoTimeout, [pending, reactor, resp, device = w->device()](
+                                          absl::StatusOr<internal::WorkerInfo> info) {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      if (info.ok()) pending->fresh[device] = *std::move(info);
+      if (--pending->out > 0) return;
+      for (v1::Device& d : *resp->mutable_devices()) {
+        if (auto it = pending->fresh.find(d.name()); it != pending->fresh.end()) {
+          d.set_free_memory_bytes(it->second.device().free_memory_bytes());
+          d.set_total_memory_bytes(it->second.device().total_memory_bytes());
+        }
+      }
+      reactor->Finish(grpc::Status::OK);
+    });
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,

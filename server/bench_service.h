@@ -1,5 +1,5 @@
 // benchd.v1.Bench over gRPC's callback API: thin translation between the wire
-// and JobManager / EventHub / Supervisor. Input checks live in common/job_spec.
+// and JobManager / EventHub / Workers. Input checks live in common/job_spec.
 #ifndef BENCHD_SERVER_BENCH_SERVICE_H_
 #define BENCHD_SERVER_BENCH_SERVICE_H_
 
@@ -14,7 +14,7 @@
 #include "server/event_hub.h"
 #include "server/group_registry.h"
 #include "server/job_manager.h"
-#include "server/supervisor.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 
@@ -27,11 +27,11 @@ class BenchService final : public v1::Bench::CallbackService {
     std::string metrics_address;
     std::string artifacts_dir;  // <data_dir>/artifacts: the workers write there
   };
-  BenchService(JobManager* jobs, EventHub* hub, Supervisor* supervisor, NodeDetails node,
+  BenchService(JobManager* jobs, EventHub* hub, Workers* workers, NodeDetails node,
                GroupRegistry* groups = nullptr)
       : jobs_(jobs),
         hub_(hub),
-        supervisor_(supervisor),
+        workers_(workers),
         node_(std::move(node)),
         artifacts_(node_.artifacts_dir),
         groups_(groups) {}
@@ -54,6 +54,8 @@ class BenchService final : public v1::Bench::CallbackService {
   grpc::ServerUnaryReactor* EvictModel(grpc::CallbackServerContext* ctx,
                                        const v1::EvictModelRequest* req,
                                        v1::EvictModelResponse* resp) override;
+  // Asks every worker that is up for its free memory (WorkerClient's async
+  // GetInfo) and finishes when the last one answers: no server thread waits.
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
                                         const v1::GetNodeInfoRequest* req,
                                         v1::NodeInfo* resp) override;
@@ -77,7 +79,7 @@ class BenchService final : public v1::Bench::CallbackService {
  private:
   JobManager* const jobs_;
   EventHub* const hub_;
-  Supervisor* const supervisor_;
+  Workers* const workers_;
   const NodeDetails node_;
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;

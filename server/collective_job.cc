@@ -14,29 +14,32 @@
 #include "common/collective_math.h"
 #include "common/collective_svg.h"
 #include "common/job_spec.h"
-#include "grpcpp/grpcpp.h"
 #include "server/config.h"
 #include "server/metrics.h"
 
 namespace benchd::server {
 namespace {
 
+// How long the supervisor may take to see that a member's worker ended.
+constexpr std::chrono::seconds kExitWait{5};
+
 struct Outcome {
   absl::Status status;
   bool interrupted = false;
 };
 
-// One series on one group: Run on every member at once.
+// One series on one group: Run on every member at once, a thread each (the
+// calls block until the series ends).
 Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::Group& group,
                   const CollectiveJobCallbacks& cb, v1::CollectiveResult* result) {
   const v1::CollectiveSpec& spec = job.spec().collective();
   const int world = group.devices_size();
   const std::vector<uint64_t> generations = deps.groups->Generations(group.id());
-  std::vector<std::shared_ptr<WorkerHandle>> workers;
+  std::vector<std::shared_ptr<WorkerClient>> workers;
   for (int r = 0; r < world; ++r) {
-    auto w = deps.supervisor->WaitUntilUp(group.devices(r), std::chrono::seconds(30));
+    auto w = deps.workers->WaitUntilUp(group.devices(r), std::chrono::seconds(30));
     if (!w.ok()) return {w.status()};
-    if (r < static_cast<int>(generations.size()) && (*w)->generation != generations[r]) {
+    if (r < static_cast<int>(generations.size()) && (*w)->generation() != generations[r]) {
       const std::string reason = absl::StrCat("the worker for ", group.devices(r), " (rank ", r,
                                               ") restarted after the group was made");
       deps.groups->MarkBroken(group.id(), reason);
@@ -58,16 +61,10 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
   run->set_in_place(spec.in_place());
   run->set_timeout_seconds(group.timeout_seconds());
 
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<grpc::ClientContext*> raw;
-  for (int r = 0; r < world; ++r) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    raw.push_back(contexts.back().get());
-  }
-  auto cancel_all = [&] {
-    for (auto* c : raw) c->TryCancel();
-  };
-  if (!cb.set_calls(raw)) cancel_all();
+  // One handle for every member's call: a cancel, a stop or a failed rank
+  // ends them all.
+  CancelHandle calls;
+  if (!cb.set_calls(&calls)) calls.Cancel();
 
   std::mutex mu;
   const int sizes = spec.sizes_bytes_size();
@@ -76,92 +73,99 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
   std::vector<int> next_size(world, 0);
   std::vector<std::optional<absl::Status>> terminal(world);
   std::vector<std::string> transport(world);
-  std::vector<std::string> versions(world);
+
+  // Rank r's figures for its next size; when every rank has that size, its
+  // row goes out. An error when the figures cannot be aggregated.
+  auto add_size = [&](int r, const internal::CollectiveRankSize& size) -> absl::Status {
+    std::lock_guard<std::mutex> lock(mu);
+    const int i = next_size[r]++;
+    if (i >= sizes) return absl::OkStatus();
+    got[i][r] = size;
+    if (!std::all_of(got[i].begin(), got[i].end(), [](const auto& x) { return x.has_value(); }))
+      return absl::OkStatus();
+    std::vector<std::vector<double>> per_rank;
+    int64_t wrong = 0, checked = 0;
+    for (const auto& x : got[i]) {
+      per_rank.emplace_back(x->iteration_seconds().begin(), x->iteration_seconds().end());
+      wrong += x->wrong_elements();
+      checked += x->checked_elements();
+    }
+    auto row = AggregateRow(spec.op(), got[i][0]->size_bytes(), per_rank);
+    if (!row.ok()) return absl::InternalError(std::string(row.status().message()));
+    row->set_backend(group.backend());
+    *row->mutable_devices() = group.devices();
+    row->set_group(group.id());
+    row->set_count(got[i][0]->count());
+    row->set_wrong_elements(wrong);
+    row->set_checked_elements(checked);
+    row->set_timer(got[i][0]->timer());
+    *result->add_rows() = *row;
+    if (deps.metrics) {
+      deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()),
+                                              BackendName(group.backend()), world,
+                                              row->size_bytes(), row->busbw_gbps() * 1e9);
+    }
+    if (cb.on_row) cb.on_row(*row);
+    return absl::OkStatus();
+  };
+
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto reader = workers[r]->stub->Run(contexts[r].get(), request);
-      internal::WorkerEvent e;
-      while (reader->Read(&e)) {
-        if (e.has_collective_size()) {
-          std::lock_guard<std::mutex> lock(mu);
-          const int i = next_size[r]++;
-          if (i >= sizes) continue;
-          got[i][r] = e.collective_size();
-          if (!std::all_of(got[i].begin(), got[i].end(),
-                           [](const auto& x) { return x.has_value(); }))
-            continue;
-          std::vector<std::vector<double>> per_rank;
-          int64_t wrong = 0, checked = 0;
-          for (const auto& x : got[i]) {
-            per_rank.emplace_back(x->iteration_seconds().begin(), x->iteration_seconds().end());
-            wrong += x->wrong_elements();
-            checked += x->checked_elements();
-          }
-          auto row = AggregateRow(spec.op(), got[i][0]->size_bytes(), per_rank);
-          if (!row.ok()) {
-            terminal[r] = absl::InternalError(std::string(row.status().message()));
-            cancel_all();
-            continue;
-          }
-          row->set_backend(group.backend());
-          *row->mutable_devices() = group.devices();
-          row->set_group(group.id());
-          row->set_count(got[i][0]->count());
-          row->set_wrong_elements(wrong);
-          row->set_checked_elements(checked);
-          row->set_timer(got[i][0]->timer());
-          *result->add_rows() = *row;
-          if (deps.metrics) {
-            deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()),
-                                                    BackendName(group.backend()), world,
-                                                    row->size_bytes(), row->busbw_gbps() * 1e9);
-          }
-          if (cb.on_row) cb.on_row(*row);
-        } else if (e.has_result()) {
-          std::lock_guard<std::mutex> lock(mu);
-          terminal[r] = absl::OkStatus();
-          if (!result->has_versions())
-            *result->mutable_versions() = e.result().collective().versions();
-          break;
-        } else if (e.has_failure()) {
-          std::lock_guard<std::mutex> lock(mu);
-          terminal[r] = absl::Status(static_cast<absl::StatusCode>(e.failure().code()),
-                                     e.failure().message());
-          break;
-        } else if (e.has_cancelled()) {
-          std::lock_guard<std::mutex> lock(mu);
-          terminal[r] = absl::CancelledError("cancelled");
-          break;
-        }
-      }
+      absl::Status row_error;
+      const RunEnd end = workers[r]->Run(request, calls, [&](const internal::WorkerEvent& e) {
+        if (!e.has_collective_size() || !row_error.ok()) return;
+        row_error = add_size(r, e.collective_size());
+        if (!row_error.ok()) calls.Cancel();
+      });
       bool failed;
       {
         std::lock_guard<std::mutex> lock(mu);
+        if (!row_error.ok()) {
+          terminal[r] = row_error;
+        } else if (end.last.has_value() && end.last->has_result()) {
+          terminal[r] = absl::OkStatus();
+          if (!result->has_versions())
+            *result->mutable_versions() = end.last->result().collective().versions();
+        } else if (end.last.has_value() && end.last->has_failure()) {
+          terminal[r] = absl::Status(static_cast<absl::StatusCode>(end.last->failure().code()),
+                                     end.last->failure().message());
+        } else if (end.last.has_value()) {
+          terminal[r] = absl::CancelledError("cancelled");
+        } else {
+          transport[r] = std::string(end.status.message());
+        }
         failed = !terminal[r].has_value() || !terminal[r]->ok();
       }
       // A rank that failed or vanished: the others cannot finish; stop
       // waiting for them (their own collectives fail on their own).
-      if (failed) cancel_all();
-      contexts[r]->TryCancel();
-      const grpc::Status s = reader->Finish();
-      std::lock_guard<std::mutex> lock(mu);
-      transport[r] = s.error_message();
+      if (failed) calls.Cancel();
     });
   }
   for (auto& t : threads) t.join();
-  cb.set_calls({});
+  cb.set_calls(nullptr);
 
   // Why it ended. A member whose worker died is the root cause of the others'
-  // failures: look for one first.
-  for (int r = 0; r < world; ++r) {
-    if (terminal[r].has_value()) continue;
-    const std::string how = deps.supervisor->WaitForExit(group.devices(r), workers[r]->generation,
-                                                         std::chrono::seconds(5));
-    if (!how.empty()) {
+  // failures: look for one first. The supervisor may see an exit a moment
+  // after the stream broke: a first look at every rank, then up to 5 s in all
+  // (not per rank: the living ranks would each use it up), and no waiting
+  // when the calls ended because the job was cancelled or the daemon stops.
+  const bool ended_by_us =
+      (cb.cancel_requested && cb.cancel_requested()) || (cb.stopping && cb.stopping());
+  const auto exit_deadline =
+      std::chrono::steady_clock::now() + (ended_by_us ? std::chrono::seconds(0) : kExitWait);
+  for (const bool wait : {false, true}) {
+    for (int r = 0; r < world; ++r) {
+      if (terminal[r].has_value()) continue;
+      const auto left = std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     exit_deadline - std::chrono::steady_clock::now()));
+      const std::string how = deps.workers->WaitForExit(group.devices(r), workers[r]->generation(),
+                                                        wait ? left : std::chrono::milliseconds(0));
+      if (how.empty()) continue;
       const std::string reason =
-          absl::StrCat("the worker for ", group.devices(r), " (rank ", r, ", pid ", workers[r]->pid,
-                       ") ", how, " during a collective");
+          absl::StrCat("the worker for ", group.devices(r), " (rank ", r, ", pid ",
+                       workers[r]->pid(), ") ", how, " during a collective");
       deps.groups->MarkBroken(group.id(), reason);
       return {absl::FailedPreconditionError(absl::StrCat(
           "group ", group.id(), " (", BackendName(group.backend()), " on ",
@@ -231,7 +235,8 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
       }
     }
     for (const auto& d : devices) {
-      if (auto s = CheckServedDevice(absl::StrCat("collective.targets[", i, "].devices"), d, served);
+      if (auto s =
+              CheckServedDevice(absl::StrCat("collective.targets[", i, "].devices"), d, served);
           !s.ok()) {
         return s;
       }

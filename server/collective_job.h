@@ -13,9 +13,8 @@
 #include <vector>
 
 #include "benchd/v1/bench.pb.h"
-#include "grpcpp/client_context.h"
 #include "server/group_registry.h"
-#include "server/supervisor.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 
@@ -23,7 +22,7 @@ class Metrics;
 
 struct CollectiveJobDeps {
   GroupRegistry* groups = nullptr;
-  Supervisor* supervisor = nullptr;
+  Workers* workers = nullptr;
   Metrics* metrics = nullptr;
   std::string artifacts_dir;  // plots go to <artifacts_dir>/<job id>/<name>.svg; "" = none
 };
@@ -31,9 +30,10 @@ struct CollectiveJobDeps {
 struct CollectiveJobCallbacks {
   std::function<void(const v1::CollectiveRow&)> on_row;
   std::function<void(const std::string&)> log;
-  // The member calls in flight (empty when none), so a cancel reaches them.
-  // Returns false when the job is already to stop (the caller cancels them).
-  std::function<bool(const std::vector<grpc::ClientContext*>&)> set_calls;
+  // The handle of the member calls in flight (nullptr when none), so that a
+  // cancel reaches them. Returns false when the job is already to stop (the
+  // caller cancels them).
+  std::function<bool(CancelHandle*)> set_calls;
   std::function<bool()> cancel_requested;
   std::function<bool()> stopping;
 };

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/collective_math.h"
-#include "grpcpp/grpcpp.h"
 #include "server/config.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
@@ -16,16 +16,35 @@
 namespace benchd::server {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& prefix) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(prefix, s.error_message()));
+// The worker's status with what was being done in front of its message.
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
 }
+
+// Counts calls out until each has called back (async forms started from one
+// thread, waited for together).
+class CallsOut {
+ public:
+  explicit CallsOut(int n) : out_(n) {}
+  void Done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--out_ == 0) cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return out_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int out_;
+};
 
 }  // namespace
 
-GroupRegistry::GroupRegistry(Supervisor* supervisor, Metrics* metrics,
-                             std::vector<std::string> devices)
-    : supervisor_(supervisor), metrics_(metrics), devices_(std::move(devices)) {}
+GroupRegistry::GroupRegistry(Workers* workers, Metrics* metrics, std::vector<std::string> devices)
+    : workers_(workers), metrics_(metrics), devices_(std::move(devices)) {}
 
 GroupRegistry::~GroupRegistry() {
   std::vector<std::thread> leavers;
@@ -61,7 +80,8 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
     return absl::InvalidArgumentError(
         absl::StrCat("backend: unknown value ", *backend, "; expected nccl or gloo"));
   }
-  if (*backend == v1::COLLECTIVE_BACKEND_UNSPECIFIED) *backend = cuda ? v1::COLLECTIVE_BACKEND_NCCL : v1::COLLECTIVE_BACKEND_GLOO;
+  if (*backend == v1::COLLECTIVE_BACKEND_UNSPECIFIED)
+    *backend = cuda ? v1::COLLECTIVE_BACKEND_NCCL : v1::COLLECTIVE_BACKEND_GLOO;
   if (*backend == v1::COLLECTIVE_BACKEND_NCCL && cpu) {
     return absl::InvalidArgumentError(absl::StrCat("backend: nccl needs CUDA devices, got [",
                                                    absl::StrJoin(devices, ", "),
@@ -83,9 +103,9 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
   }
   const auto start = std::chrono::steady_clock::now();
   const int world = static_cast<int>(devices.size());
-  std::vector<std::shared_ptr<WorkerHandle>> workers;
+  std::vector<std::shared_ptr<WorkerClient>> workers;
   for (const auto& d : devices) {
-    auto w = supervisor_->WaitUntilUp(d, std::chrono::seconds(30));
+    auto w = workers_->WaitUntilUp(d, std::chrono::seconds(30));
     if (!w.ok()) return w.status();
     workers.push_back(*w);
   }
@@ -95,48 +115,46 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
     id = absl::StrCat(transient ? "t" : "g", next_id_++);
   }
   // Rank 0 hosts the store.
-  internal::PrepareGroupResponse prepared;
-  {
-    internal::PrepareGroupRequest req;
-    req.set_group(id);
-    req.set_world_size(world);
-    req.set_timeout_seconds(timeout);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    const grpc::Status s = workers[0]->stub->PrepareGroup(&ctx, req, &prepared);
-    if (!s.ok()) return FromGrpc(s, absl::StrCat("the worker for ", devices[0], " (rank 0): "));
+  internal::PrepareGroupRequest prepare;
+  prepare.set_group(id);
+  prepare.set_world_size(world);
+  prepare.set_timeout_seconds(timeout);
+  auto prepared = workers[0]->PrepareGroup(prepare, kPrepareGroupTimeout);
+  if (!prepared.ok()) {
+    return Prefixed(prepared.status(), absl::StrCat("the worker for ", devices[0], " (rank 0): "));
   }
-  // Every member joins at once: the rendezvous waits for all of them.
-  std::vector<grpc::Status> status(world);
-  std::vector<internal::JoinGroupResponse> joined(world);
+  // Every member joins at once (async calls, waited for together: Create runs
+  // on a thread that may wait, never a gRPC one): the rendezvous waits for
+  // all of them. The members' own rendezvous timeout ends a join first.
+  const auto join_deadline =
+      std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)) + kJoinGroupSlack;
+  std::vector<absl::StatusOr<internal::JoinGroupResponse>> joined(world,
+                                                                  absl::UnknownError("not joined"));
   {
-    std::vector<std::thread> threads;
+    CallsOut out(world);
     for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        internal::JoinGroupRequest req;
-        req.set_group(id);
-        req.set_backend(backend);
-        req.set_rank(r);
-        req.set_world_size(world);
-        req.set_store_host(prepared.store_host());
-        req.set_store_port(prepared.store_port());
-        req.set_timeout_seconds(timeout);
-        grpc::ClientContext ctx;
-        // The members' own rendezvous timeout ends a join first.
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)) +
-                         std::chrono::seconds(30));
-        status[r] = workers[r]->stub->JoinGroup(&ctx, req, &joined[r]);
-      });
+      internal::JoinGroupRequest req;
+      req.set_group(id);
+      req.set_backend(backend);
+      req.set_rank(r);
+      req.set_world_size(world);
+      req.set_store_host(prepared->store_host());
+      req.set_store_port(prepared->store_port());
+      req.set_timeout_seconds(timeout);
+      workers[r]->JoinGroupAsync(req, join_deadline,
+                                 [&joined, &out, r](absl::StatusOr<internal::JoinGroupResponse> j) {
+                                   joined[r] = std::move(j);
+                                   out.Done();
+                                 });
     }
-    for (auto& t : threads) t.join();
+    out.Wait();
   }
   for (int r = 0; r < world; ++r) {
-    if (!status[r].ok()) {
+    if (!joined[r].ok()) {
       LeaveAll(id, devices, /*abort=*/true);
-      return FromGrpc(status[r], absl::StrCat("creating a ", BackendName(backend), " group on [",
-                                              absl::StrJoin(devices, ", "), "]: rank ", r, " (",
-                                              devices[r], "): "));
+      return Prefixed(joined[r].status(), absl::StrCat("creating a ", BackendName(backend),
+                                                       " group on [", absl::StrJoin(devices, ", "),
+                                                       "]: rank ", r, " (", devices[r], "): "));
     }
   }
   Entry e;
@@ -147,9 +165,9 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
     v1::GroupRank* rank = e.group.add_ranks();
     rank->set_rank(r);
     rank->set_device(devices[r]);
-    rank->set_worker_pid(joined[r].pid());
-    rank->set_setup_seconds(joined[r].setup_seconds());
-    e.generations.push_back(workers[r]->generation);
+    rank->set_worker_pid(joined[r]->pid());
+    rank->set_setup_seconds(joined[r]->setup_seconds());
+    e.generations.push_back(workers[r]->generation());
   }
   e.group.set_state(v1::GROUP_STATE_READY);
   *e.group.mutable_created() = Now();
@@ -157,13 +175,24 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& re
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   e.group.set_timeout_seconds(timeout);
   e.group.set_transient(transient);
-  std::lock_guard<std::mutex> lock(mu_);
-  // A member that ended while the group was being made leaves it broken at once.
-  for (int r = 0; r < world; ++r) {
-    if (workers[r]->generation != e.generations[r]) e.group.set_state(v1::GROUP_STATE_BROKEN);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A member that ended while the group was being made leaves it broken at
+    // once: the exit listener ran before the group was here to be broken.
+    // (The supervisor marks a worker down before it calls the listener, so
+    // one that ends after this check is broken by OnWorkerExit.)
+    for (int r = 0; r < world && e.group.state() == v1::GROUP_STATE_READY; ++r) {
+      auto now = workers_->WaitUntilUp(devices[r], std::chrono::milliseconds(0));
+      if (now.ok() && (*now)->generation() == e.generations[r]) continue;
+      e.group.set_state(v1::GROUP_STATE_BROKEN);
+      e.group.set_broken_reason(absl::StrCat("the worker for ", devices[r], " (rank ", r, ", pid ",
+                                             joined[r]->pid(),
+                                             ") ended while the group was being made"));
+    }
+    groups_[id] = e;
+    UpdateMetrics();
   }
-  groups_[id] = e;
-  UpdateMetrics();
+  if (e.group.state() == v1::GROUP_STATE_BROKEN) LeaveAll(id, devices, /*abort=*/true);
   return e.group;
 }
 
@@ -201,7 +230,8 @@ absl::StatusOr<v1::Group> GroupRegistry::Destroy(const std::string& id) {
     groups_.erase(it);
     UpdateMetrics();
   }
-  LeaveAll(id, {group.devices().begin(), group.devices().end()}, group.state() == v1::GROUP_STATE_BROKEN);
+  LeaveAll(id, {group.devices().begin(), group.devices().end()},
+           group.state() == v1::GROUP_STATE_BROKEN);
   return group;
 }
 
@@ -209,7 +239,8 @@ std::optional<v1::Group> GroupRegistry::FindReady(const std::vector<std::string>
                                                   v1::CollectiveBackend backend) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : groups_) {
-    if (e.group.state() != v1::GROUP_STATE_READY || e.group.transient() || e.group.backend() != backend)
+    if (e.group.state() != v1::GROUP_STATE_READY || e.group.transient() ||
+        e.group.backend() != backend)
       continue;
     if (std::vector<std::string>(e.group.devices().begin(), e.group.devices().end()) == devices)
       return e.group;
@@ -296,19 +327,17 @@ void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation,
 
 void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::string>& devices,
                              bool abort) {
+  // A thread each with the blocking form: Destroy calls this on a gRPC
+  // server thread, which must not wait for async callbacks.
+  internal::LeaveGroupRequest req;
+  req.set_group(id);
+  req.set_abort(abort);
   std::vector<std::thread> threads;
   for (const auto& d : devices) {
-    threads.emplace_back([this, id, d, abort] {
-      auto w = supervisor_->WaitUntilUp(d, std::chrono::milliseconds(0));
-      if (!w.ok()) return;  // a worker that is not up has no member any more
-      internal::LeaveGroupRequest req;
-      req.set_group(id);
-      req.set_abort(abort);
-      internal::LeaveGroupResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      (*w)->stub->LeaveGroup(&ctx, req, &resp);
-    });
+    auto w = workers_->WaitUntilUp(d, std::chrono::milliseconds(0));
+    if (!w.ok()) continue;  // a worker that is not up has no member any more
+    threads.emplace_back(
+        [w = *std::move(w), &req] { (void)w->LeaveGroup(req, kLeaveGroupTimeout); });
   }
   for (auto& t : threads) t.join();
 }

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
-#include "server/supervisor.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 
@@ -25,7 +25,9 @@ class Metrics;
 
 class GroupRegistry {
  public:
-  GroupRegistry(Supervisor* supervisor, Metrics* metrics, std::vector<std::string> devices);
+  // `workers` is the Supervisor in the daemon, FakeWorkers in tests;
+  // `metrics` may be null.
+  GroupRegistry(Workers* workers, Metrics* metrics, std::vector<std::string> devices);
   ~GroupRegistry();
 
   // Checks the request (devices served here, 2 or more, no repeats, one kind,
@@ -65,11 +67,12 @@ class GroupRegistry {
     std::vector<uint64_t> generations;
     int in_use = 0;
   };
-  // LeaveGroup on each member (in parallel, short deadlines), best effort.
+  // LeaveGroup on each member that is up (all at once, short deadlines),
+  // best effort; returns when every call has ended.
   void LeaveAll(const std::string& id, const std::vector<std::string>& devices, bool abort);
   void UpdateMetrics();  // with mu_ held
 
-  Supervisor* const supervisor_;
+  Workers* const workers_;
   Metrics* const metrics_;
   const std::vector<std::string> devices_;
   std::mutex mu_;

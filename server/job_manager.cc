@@ -9,7 +9,6 @@
 #include "common/collective_math.h"
 #include "common/job_spec.h"
 #include "google/protobuf/util/time_util.h"
-#include "grpcpp/grpcpp.h"
 #include "server/collective_job.h"
 #include "server/config.h"
 
@@ -36,11 +35,11 @@ double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::
 
 }  // namespace
 
-JobManager::JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
+JobManager::JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* metrics,
                        std::vector<std::string> devices)
     : store_(store),
       hub_(hub),
-      supervisor_(supervisor),
+      workers_(workers),
       metrics_(metrics),
       devices_(std::move(devices)),
       queue_(devices_),
@@ -65,10 +64,9 @@ absl::Status JobManager::Start() {
       v1::Job failed = job;
       failed.set_state(v1::JOB_STATE_FAILED);
       failed.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-      failed.set_error_message(absl::StrCat("the daemon restarted without device ",
-                                            absl::StrJoin(job.devices(), ","),
-                                            "; resubmit on one of ",
-                                            absl::StrJoin(devices_, ", ")));
+      failed.set_error_message(
+          absl::StrCat("the daemon restarted without device ", absl::StrJoin(job.devices(), ","),
+                       "; resubmit on one of ", absl::StrJoin(devices_, ", ")));
       Finish(failed);
       continue;
     }
@@ -87,8 +85,7 @@ void JobManager::Stop() {
     if (stopping_) return;
     stopping_ = true;
     for (auto& [device, r] : running_) {
-      if (r.context) r.context->TryCancel();
-      for (auto* c : r.calls) c->TryCancel();
+      if (r.calls) r.calls->Cancel();
     }
   }
   queue_.Close();
@@ -155,8 +152,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   auto it = running_.find(RunningKey(*job));
   if (it != running_.end() && it->second.job_id == id) {
     it->second.cancel_requested = true;
-    if (it->second.context) it->second.context->TryCancel();
-    for (auto* c : it->second.calls) c->TryCancel();
+    if (it->second.calls) it->second.calls->Cancel();
   } else {
     // Taken off the queue by its dispatcher a moment ago, not yet running.
     cancelled_in_flight_.insert(id);
@@ -179,7 +175,7 @@ void JobManager::Dispatch(const std::string& device) {
     const std::string key = RunningKey(*job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      running_[key] = Running{*id, nullptr, cancelled_in_flight_.erase(*id) > 0, {}};
+      running_[key] = Running{*id, cancelled_in_flight_.erase(*id) > 0, nullptr};
     }
     // Hold every device of the job (a collective's members may be busy with
     // jobs of their own queues); a cancel or a stop ends the wait.
@@ -228,11 +224,11 @@ void JobManager::RunOnWorker(v1::Job job) {
 
   // Wait for the worker (it may be starting or restarting), in short slices so
   // that a cancel or a stop is seen.
-  absl::StatusOr<std::shared_ptr<WorkerHandle>> worker = absl::UnavailableError("");
+  absl::StatusOr<std::shared_ptr<WorkerClient>> worker = absl::UnavailableError("");
   const auto deadline = std::chrono::steady_clock::now() + kWorkerWait;
   while (true) {
     if (cancel_requested() || stopping()) break;
-    worker = supervisor_->WaitUntilUp(device, std::chrono::milliseconds(500));
+    worker = workers_->WaitUntilUp(device, std::chrono::milliseconds(500));
     if (worker.ok() || std::chrono::steady_clock::now() > deadline) break;
   }
   if (cancel_requested()) {
@@ -256,16 +252,13 @@ void JobManager::RunOnWorker(v1::Job job) {
   internal::RunRequest request;
   request.set_job_id(job.id());
   *request.mutable_spec() = job.spec();
-  grpc::ClientContext context;
+  CancelHandle cancel;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    running_[device].context = &context;
-    if (running_[device].cancel_requested || stopping_) context.TryCancel();
+    running_[device].calls = &cancel;
+    if (running_[device].cancel_requested || stopping_) cancel.Cancel();
   }
-  auto reader = (*worker)->stub->Run(&context, request);
-  internal::WorkerEvent event;
-  bool ended = false;
-  while (!ended && reader->Read(&event)) {
+  const RunEnd end = (*worker)->Run(request, cancel, [&](const internal::WorkerEvent& event) {
     switch (event.event_case()) {
       case internal::WorkerEvent::kWarmupStep:
         Publish(job, [&](v1::JobEvent* e) { *e->mutable_warmup_step() = event.warmup_step(); });
@@ -279,53 +272,46 @@ void JobManager::RunOnWorker(v1::Job job) {
       case internal::WorkerEvent::kLog:
         Publish(job, [&](v1::JobEvent* e) { e->set_log(event.log()); });
         break;
-      case internal::WorkerEvent::kResult:
-        job.set_state(v1::JOB_STATE_SUCCEEDED);
-        *job.mutable_result() = event.result();
-        ended = true;
-        break;
-      case internal::WorkerEvent::kFailure:
-        job.set_state(v1::JOB_STATE_FAILED);
-        job.set_error_code(event.failure().code());
-        job.set_error_message(event.failure().message());
-        ended = true;
-        break;
-      case internal::WorkerEvent::kCancelled:
-        job.set_state(v1::JOB_STATE_CANCELLED);
-        job.set_error_message("cancelled while running; stopped at a step boundary");
-        ended = true;
-        break;
-      case internal::WorkerEvent::EVENT_NOT_SET:
-        break;
+      default:
+        break;  // a collective's sizes are not a single job's
     }
-  }
-  if (ended) context.TryCancel();  // nothing more to read
-  const grpc::Status status = reader->Finish();
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    running_[device].context = nullptr;
+    running_[device].calls = nullptr;
   }
-  if (!ended) {
-    if (cancel_requested()) {
-      job.set_state(v1::JOB_STATE_CANCELLED);
-      job.set_error_message("cancelled while running; the worker stops at its next step");
-    } else if (stopping()) {
-      job.set_state(v1::JOB_STATE_INTERRUPTED);
-      job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
-      job.set_error_message("the daemon stopped while this job was running");
-    } else {
-      const std::string exit =
-          supervisor_->WaitForExit(device, (*worker)->generation, std::chrono::seconds(5));
+  if (end.last.has_value()) {
+    const internal::WorkerEvent& last = *end.last;
+    if (last.has_result()) {
+      job.set_state(v1::JOB_STATE_SUCCEEDED);
+      *job.mutable_result() = last.result();
+    } else if (last.has_failure()) {
       job.set_state(v1::JOB_STATE_FAILED);
-      job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
-      job.set_error_message(
-          exit.empty()
-              ? absl::StrCat("lost the worker for ", device, " (pid ", (*worker)->pid,
-                             ") while running this job: ", status.error_message())
-              : absl::StrCat("the worker for ", device, " (pid ", (*worker)->pid,
-                             ") died while running this job: ", exit,
-                             "; it is being restarted; its log is ", supervisor_->LogPath(device)));
+      job.set_error_code(last.failure().code());
+      job.set_error_message(last.failure().message());
+    } else {
+      job.set_state(v1::JOB_STATE_CANCELLED);
+      job.set_error_message("cancelled while running; stopped at a step boundary");
     }
+  } else if (cancel_requested()) {
+    job.set_state(v1::JOB_STATE_CANCELLED);
+    job.set_error_message("cancelled while running; the worker stops at its next step");
+  } else if (stopping()) {
+    job.set_state(v1::JOB_STATE_INTERRUPTED);
+    job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+    job.set_error_message("the daemon stopped while this job was running");
+  } else {
+    const std::string exit =
+        workers_->WaitForExit(device, (*worker)->generation(), std::chrono::seconds(5));
+    job.set_state(v1::JOB_STATE_FAILED);
+    job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
+    job.set_error_message(
+        exit.empty()
+            ? absl::StrCat("lost the worker for ", device, " (pid ", (*worker)->pid(),
+                           ") while running this job: ", end.status.message())
+            : absl::StrCat("the worker for ", device, " (pid ", (*worker)->pid(),
+                           ") died while running this job: ", exit,
+                           "; it is being restarted; its log is ", workers_->LogPath(device)));
   }
   if (metrics_) metrics_->SetRunning(device, false);
   Finish(job);
@@ -355,7 +341,7 @@ void JobManager::RunCollective(v1::Job job) {
   cb.log = [&](const std::string& line) {
     Publish(job, [&](v1::JobEvent* e) { e->set_log(line); });
   };
-  cb.set_calls = [&](const std::vector<grpc::ClientContext*>& calls) {
+  cb.set_calls = [&](CancelHandle* calls) {
     std::lock_guard<std::mutex> lock(mu_);
     running_[key].calls = calls;
     return !(stopping_ || running_[key].cancel_requested);
@@ -368,7 +354,7 @@ void JobManager::RunCollective(v1::Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     return stopping_;
   };
-  RunCollectiveJob({groups_, supervisor_, metrics_, artifacts_dir_}, &job, cb);
+  RunCollectiveJob({groups_, workers_, metrics_, artifacts_dir_}, &job, cb);
   if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
     job.set_error_message("cancelled while running");
   }
@@ -439,18 +425,14 @@ absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string&
     if (auto s = CheckServedDevice("device", device, devices_); !s.ok()) return s;
   }
   v1::ListModelsResponse all;
-  for (const auto& w : supervisor_->UpWorkers()) {
-    if (!device.empty() && w->device != device) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::ListModelsRequest req;
-    v1::ListModelsResponse resp;
-    const grpc::Status s = w->stub->ListModels(&ctx, req, &resp);
-    if (!s.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the worker for ", w->device, " did not answer: ", s.error_message()));
+  for (const auto& w : workers_->UpWorkers()) {
+    if (!device.empty() && w->device() != device) continue;
+    auto resp = w->ListModels(v1::ListModelsRequest(), kListModelsTimeout);
+    if (!resp.ok()) {
+      return absl::UnavailableError(absl::StrCat("the worker for ", w->device(),
+                                                 " did not answer: ", resp.status().message()));
     }
-    for (auto& m : *resp.mutable_models()) *all.add_models() = std::move(m);
+    for (auto& m : *resp->mutable_models()) *all.add_models() = std::move(m);
   }
   return all;
 }
@@ -461,19 +443,16 @@ absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(
     if (auto s = CheckServedDevice("device", request.device(), devices_); !s.ok()) return s;
   }
   v1::EvictModelResponse total;
-  for (const auto& w : supervisor_->UpWorkers()) {
-    if (!request.device().empty() && w->device != request.device()) continue;
+  for (const auto& w : workers_->UpWorkers()) {
+    if (!request.device().empty() && w->device() != request.device()) continue;
     // A key names its device first ("cuda:0/small/fp32").
-    if (!request.key().empty() && request.key().rfind(w->device + "/", 0) != 0) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::EvictModelResponse resp;
-    const grpc::Status s = w->stub->EvictModel(&ctx, request, &resp);
-    if (!s.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the worker for ", w->device, " did not answer: ", s.error_message()));
+    if (!request.key().empty() && request.key().rfind(w->device() + "/", 0) != 0) continue;
+    auto resp = w->EvictModel(request, kEvictModelTimeout);
+    if (!resp.ok()) {
+      return absl::UnavailableError(absl::StrCat("the worker for ", w->device(),
+                                                 " did not answer: ", resp.status().message()));
     }
-    total.set_evicted(total.evicted() + resp.evicted());
+    total.set_evicted(total.evicted() + resp->evicted());
   }
   if (!request.key().empty() && total.evicted() == 0) {
     return absl::NotFoundError(absl::StrCat("no resident model with key '", request.key(),

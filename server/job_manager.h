@@ -1,6 +1,6 @@
 // The life of a job: Submit checks and stores it, a dispatcher thread per
-// device takes it from the queue to its worker (benchd.internal.Worker.Run),
-// turns the worker's events into JobEvents and the final Job in the store.
+// device takes it from the queue to its worker (WorkerClient::Run), turns the
+// worker's events into JobEvents and the final Job in the store.
 #ifndef BENCHD_SERVER_JOB_MANAGER_H_
 #define BENCHD_SERVER_JOB_MANAGER_H_
 
@@ -15,7 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
-#include "grpcpp/client_context.h"
 #include "server/device_tickets.h"
 #include "server/event_hub.h"
 #include "server/group_registry.h"
@@ -23,13 +22,15 @@
 #include "server/job_state.h"
 #include "server/metrics.h"
 #include "server/store.h"
-#include "server/supervisor.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 
 class JobManager {
  public:
-  JobManager(Store* store, EventHub* hub, Supervisor* supervisor, Metrics* metrics,
+  // `workers` is the Supervisor in the daemon, FakeWorkers in tests;
+  // `metrics` may be null.
+  JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* metrics,
              std::vector<std::string> devices);
   ~JobManager();
 
@@ -63,9 +64,8 @@ class JobManager {
  private:
   struct Running {
     std::string job_id;
-    grpc::ClientContext* context = nullptr;  // set while the Run call is open
     bool cancel_requested = false;
-    std::vector<grpc::ClientContext*> calls;  // a collective job's member calls
+    CancelHandle* calls = nullptr;  // the worker calls in flight (all members of a collective)
   };
 
   void Dispatch(const std::string& device);
@@ -82,7 +82,7 @@ class JobManager {
 
   Store* const store_;
   EventHub* const hub_;
-  Supervisor* const supervisor_;
+  Workers* const workers_;
   Metrics* const metrics_;
   const std::vector<std::string> devices_;
   JobQueue queue_;

@@ -22,8 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kMaxMessageBytes = 256 << 20;
-
 std::string SafeName(const std::string& device) {
   return absl::StrReplaceAll(device, {{":", "-"}});
 }
@@ -151,12 +149,7 @@ void Supervisor::Supervise(Slot* slot) {
     }
 
     // Wait for the worker to answer on its socket, or to die trying.
-    // A result holds every step (~60 bytes each): beyond gRPC's 4 MB default
-    // for long runs.
-    grpc::ChannelArguments channel_args;
-    channel_args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    auto channel = grpc::CreateCustomChannel("unix:" + SocketPath(slot->device),
-                                             grpc::InsecureChannelCredentials(), channel_args);
+    std::shared_ptr<grpc::Channel> channel = WorkerChannel(SocketPath(slot->device));
     int status = 0;
     bool exited = false;
     bool ready = false;
@@ -176,19 +169,12 @@ void Supervisor::Supervise(Slot* slot) {
       }
     }
     if (ready) {
-      auto handle = std::make_shared<WorkerHandle>();
-      handle->device = slot->device;
-      handle->generation = generation;
-      handle->pid = *pid;
-      handle->channel = channel;
-      handle->stub = internal::Worker::NewStub(channel);
-      internal::WorkerInfo info;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      const grpc::Status s = handle->stub->GetInfo(&ctx, internal::GetInfoRequest(), &info);
+      auto client =
+          std::make_shared<GrpcWorkerClient>(slot->device, generation, *pid, std::move(channel));
+      auto info = client->GetInfo(kStartupInfoTimeout);
       std::lock_guard<std::mutex> lock(mu_);
-      if (s.ok()) slot->info = info;
-      slot->handle = handle;
+      if (info.ok()) slot->info = *std::move(info);
+      slot->client = std::move(client);
       slot->state = State::kUp;
       if (metrics_) metrics_->SetWorkerUp(slot->device, true);
       cv_.notify_all();
@@ -201,7 +187,7 @@ void Supervisor::Supervise(Slot* slot) {
     std::unique_lock<std::mutex> lock(mu_);
     slot->exited = true;
     slot->state = State::kDown;
-    slot->handle.reset();
+    slot->client.reset();
     slot->last_exit = (ready || exited || stopping_)
                           ? DescribeExit(status)
                           : absl::StrCat("did not answer within ", options_.start_timeout.count(),
@@ -249,14 +235,14 @@ void Supervisor::Stop(std::chrono::seconds grace) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<WorkerHandle>> Supervisor::WaitUntilUp(
+absl::StatusOr<std::shared_ptr<WorkerClient>> Supervisor::WaitUntilUp(
     const std::string& device, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = slots_.find(device);
   if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no worker for device ", device));
   Slot* slot = it->second.get();
   cv_.wait_for(lock, timeout, [&] { return stopping_ || slot->state == State::kUp; });
-  if (slot->state == State::kUp && slot->handle) return slot->handle;
+  if (slot->state == State::kUp && slot->client) return slot->client;
   if (stopping_) return absl::UnavailableError("the daemon is stopping");
   return absl::UnavailableError(
       absl::StrCat("the worker for ", device, " is not running",
@@ -292,12 +278,12 @@ std::vector<v1::Device> Supervisor::Devices() {
   return out;
 }
 
-std::vector<std::shared_ptr<WorkerHandle>> Supervisor::UpWorkers() {
+std::vector<std::shared_ptr<WorkerClient>> Supervisor::UpWorkers() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::shared_ptr<WorkerHandle>> out;
+  std::vector<std::shared_ptr<WorkerClient>> out;
   for (const auto& name : device_order_) {
     const Slot& slot = *slots_.at(name);
-    if (slot.state == State::kUp && slot.handle) out.push_back(slot.handle);
+    if (slot.state == State::kUp && slot.client) out.push_back(slot.client);
   }
   return out;
 }

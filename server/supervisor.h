@@ -17,26 +17,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "benchd/internal/worker.grpc.pb.h"
+#include "benchd/internal/worker.pb.h"
 #include "benchd/v1/bench.pb.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 
 class Metrics;
 
-// A connection to one incarnation of a worker. `generation` counts starts.
-struct WorkerHandle {
-  std::string device;
-  uint64_t generation = 0;
-  pid_t pid = 0;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<internal::Worker::Stub> stub;
-};
-
 // "exited with code 1", "killed by signal 9 (SIGKILL: Killed)".
 std::string DescribeExit(int wait_status);
 
-class Supervisor {
+// The real Workers: processes, and a GrpcWorkerClient for each incarnation
+// that answers on its socket.
+class Supervisor final : public Workers {
  public:
   struct Options {
     std::string worker_path;
@@ -46,27 +40,22 @@ class Supervisor {
     std::string artifacts_dir;  // files jobs write (parity bundles); "" = none
   };
   Supervisor(Options options, std::vector<std::string> devices, Metrics* metrics);
-  ~Supervisor();
+  ~Supervisor() override;
 
   void Start();
   // SIGTERM to every worker, SIGKILL to those still there after `grace`.
   void Stop(std::chrono::seconds grace = std::chrono::seconds(10));
 
-  // The worker of `device` once it answers, or UNAVAILABLE after `timeout`
-  // naming how its last incarnation ended.
-  absl::StatusOr<std::shared_ptr<WorkerHandle>> WaitUntilUp(const std::string& device,
-                                                            std::chrono::milliseconds timeout);
-  // After a failed call to incarnation `generation`: waits up to `timeout` for
-  // it to exit and says how it ended, or "" if it is still running.
+  // Workers (server/worker_client.h).
+  absl::StatusOr<std::shared_ptr<WorkerClient>> WaitUntilUp(
+      const std::string& device, std::chrono::milliseconds timeout) override;
   std::string WaitForExit(const std::string& device, uint64_t generation,
-                          std::chrono::milliseconds timeout);
-  // Every device with its worker's state, pid and restarts.
-  std::vector<v1::Device> Devices();
-  // Handles of the workers that are up now.
-  std::vector<std::shared_ptr<WorkerHandle>> UpWorkers();
-  // Versions as the first worker that is up reports them (torch, CUDA, ...).
-  v1::Versions WorkerVersions();
-  std::string LogPath(const std::string& device) const;
+                          std::chrono::milliseconds timeout) override;
+  std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
+  std::vector<v1::Device> Devices() override;
+  v1::Versions WorkerVersions() override;
+  std::string LogPath(const std::string& device) const override;
+
   // Called (on the supervisor's thread, no lock held) each time a worker that
   // had come up ends: device, its generation and pid, and how it ended
   // (DescribeExit). Set before Start.
@@ -82,9 +71,9 @@ class Supervisor {
     pid_t pid = 0;
     uint64_t generation = 0;
     int restarts = 0;
-    std::string last_exit;  // how the last incarnation ended
-    bool exited = false;    // the current generation has exited
-    std::shared_ptr<WorkerHandle> handle;
+    std::string last_exit;                 // how the last incarnation ended
+    bool exited = false;                   // the current generation has exited
+    std::shared_ptr<WorkerClient> client;  // while up
     internal::WorkerInfo info;
     std::thread thread;
   };

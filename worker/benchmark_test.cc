@@ -87,11 +87,12 @@ TEST_F(BenchmarkTest, EveryModeAndPrecisionRunsAndAddsUp) {
       EXPECT_EQ(r->host_step().count(), 3);
       EXPECT_EQ(r->has_backward(), mode != v1::BENCHMARK_MODE_FORWARD);
       EXPECT_EQ(r->has_optimizer(), mode == v1::BENCHMARK_MODE_TRAIN_STEP);
-      EXPECT_EQ(r->model().d_model(), 64);
-      EXPECT_EQ(r->mode(), mode);
-      EXPECT_EQ(r->precision(), precision);
-      EXPECT_EQ(r->warmup_steps(), 1);
-      EXPECT_EQ(r->measure_steps(), 3);
+      EXPECT_EQ(r->spec().model().d_model(), 64);
+      EXPECT_EQ(r->spec().mode(), mode);
+      EXPECT_EQ(r->spec().precision(), precision);
+      EXPECT_EQ(r->spec().warmup_steps(), 1);
+      EXPECT_EQ(r->warmup_steps_run(), 1);
+      EXPECT_EQ(r->spec().measure_steps(), 3);
       EXPECT_EQ(r->parameter_count(), ParameterCount(spec.model()));
       EXPECT_EQ(r->device(), "cpu:0");
       EXPECT_FALSE(r->device_name().empty());

@@ -67,7 +67,7 @@ TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
       auto graph = RunBenchmark(Resolved(spec), graph_cache);
       ASSERT_TRUE(graph.ok()) << graph.status();
 
-      EXPECT_TRUE(graph->cuda_graph());
+      EXPECT_TRUE(graph->spec().cuda_graph());
       EXPECT_EQ(graph->graph_eager_steps(), kGraphEagerSteps);
       EXPECT_FALSE(graph->has_forward());
       EXPECT_FALSE(graph->has_backward());
@@ -125,7 +125,7 @@ TEST_F(CudaOptionsTest, AfterAGraphJobTheStepCountsAreTheReplays) {
   auto graph = RunBenchmark(Resolved(spec), graph_cache);
   ASSERT_TRUE(graph.ok()) << graph.status();
   bool resident = false;
-  auto model = graph_cache.Acquire(graph->model(), v1::PRECISION_FP32, 7, &resident);
+  auto model = graph_cache.Acquire(graph->spec().model(), v1::PRECISION_FP32, 7, &resident);
   ASSERT_TRUE(resident);
   for (int64_t t : model->optimizer->Steps()) EXPECT_EQ(t, 6);
   model.reset();
@@ -152,7 +152,7 @@ TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
     spec.set_attention(a);
     auto r = RunBenchmark(Resolved(spec), cache);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->attention(), a);
+    EXPECT_EQ(r->spec().attention(), a);
     // bf16: the kernels round differently; the loss agrees to bf16 precision.
     EXPECT_NEAR(r->steps(0).loss(), faithful->steps(0).loss(), 1e-2 * faithful->steps(0).loss());
   }
@@ -174,8 +174,8 @@ TEST_F(CudaOptionsTest, Tf32IsOnForTheJobOnly) {
   spec.set_allow_tf32(true);
   auto tf32 = RunBenchmark(Resolved(spec), cache);
   ASSERT_TRUE(full.ok() && tf32.ok());
-  EXPECT_TRUE(tf32->allow_tf32());
-  EXPECT_FALSE(full->allow_tf32());
+  EXPECT_TRUE(tf32->spec().allow_tf32());
+  EXPECT_FALSE(full->spec().allow_tf32());
   // TF32 keeps 10 mantissa bits: close, not (necessarily) equal.
   EXPECT_NEAR(tf32->steps(0).loss(), full->steps(0).loss(), 1e-2 * full->steps(0).loss());
   EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
@@ -244,8 +244,8 @@ TEST_F(CudaOptionsTest, WeightCopiesTrainAsAutocastDoes) {
       spec.set_weight_copies(true);
       auto copies = RunBenchmark(Resolved(spec), copies_cache);
       ASSERT_TRUE(copies.ok()) << copies.status();
-      EXPECT_TRUE(copies->weight_copies());
-      EXPECT_FALSE(plain->weight_copies());
+      EXPECT_TRUE(copies->spec().weight_copies());
+      EXPECT_FALSE(plain->spec().weight_copies());
       const auto p = Losses(*plain), c = Losses(*copies);
       ASSERT_EQ(p.size(), c.size());
       for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(c[i], p[i], 1e-3 * p[i]) << "step " << i;
@@ -308,8 +308,8 @@ TEST_F(CudaOptionsTest, FusedOpsTrainAsTheFaithfulOpsDo) {
     spec.set_fused_ops(true);
     auto fused = RunBenchmark(Resolved(spec), fused_cache);
     ASSERT_TRUE(fused.ok()) << fused.status();
-    EXPECT_TRUE(fused->fused_ops());
-    EXPECT_FALSE(faithful->fused_ops());
+    EXPECT_TRUE(fused->spec().fused_ops());
+    EXPECT_FALSE(faithful->spec().fused_ops());
     const auto a = Losses(*faithful), b = Losses(*fused);
     const double tol = precision == v1::PRECISION_FP32 ? 1e-5 : 2e-3;
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], tol * a[i]) << "step " << i;

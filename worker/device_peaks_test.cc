@@ -90,7 +90,7 @@ TEST(DevicePeaks, RefusesNonPositiveSizes) {
 
 v1::BenchmarkResult MeasuredResult(v1::BenchmarkMode mode) {
   v1::BenchmarkResult r;
-  r.set_mode(mode);
+  r.mutable_spec()->set_mode(mode);
   r.set_flops_per_step(2e9);
   r.set_parameter_count(1'000'000);
   r.mutable_step()->set_median(0.5);

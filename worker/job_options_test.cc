@@ -217,12 +217,12 @@ TEST_F(OptionsRunTest, OptionsAreEchoedAndTheModelGoesBackToFaithful) {
   b.set_allow_tf32(true);
   auto r = RunBenchmark(Resolved(b), cache_);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->warmup_auto());
-  EXPECT_EQ(r->warmup_max_steps(), 8);
-  EXPECT_EQ(r->attention(), v1::ATTENTION_IMPL_SDPA_MATH);
-  EXPECT_EQ(r->optimizer_impl(), v1::OPTIMIZER_IMPL_FOREACH);
-  EXPECT_TRUE(r->allow_tf32());
-  EXPECT_FALSE(r->cuda_graph());
+  EXPECT_TRUE(r->spec().warmup_auto());
+  EXPECT_EQ(r->spec().warmup_max_steps(), 8);
+  EXPECT_EQ(r->spec().attention(), v1::ATTENTION_IMPL_SDPA_MATH);
+  EXPECT_EQ(r->spec().optimizer_impl(), v1::OPTIMIZER_IMPL_FOREACH);
+  EXPECT_TRUE(r->spec().allow_tf32());
+  EXPECT_FALSE(r->spec().cuda_graph());
   EXPECT_EQ(r->graph_eager_steps(), 0);
   EXPECT_TRUE(r->has_forward() && r->has_backward() && r->has_optimizer());
   // The process-wide switches are back, and so is the resident model.
@@ -247,7 +247,7 @@ TEST_F(OptionsRunTest, WarmupAutoStopsWhereTheRuleSays) {
     hooks.on_step = [&](const v1::StepTiming&, int64_t total) { totals.push_back(total); };
     auto r = RunBenchmark(Resolved(b), cache_, hooks);
     ASSERT_TRUE(r.ok()) << r.status();
-    const int64_t n = r->warmup_steps();
+    const int64_t n = r->warmup_steps_run();
     EXPECT_GE(n, kWarmupWindow);
     EXPECT_LE(n, cap);
     ASSERT_EQ(r->steps_size(), n + 3);
@@ -282,7 +282,7 @@ TEST_F(OptionsRunTest, EveryOptimizerPathTrainsTheResidentModelTheSameWay) {
     b.set_optimizer_impl(impl);
     auto r = RunBenchmark(Resolved(b), cache);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->optimizer_impl(), impl);
+    EXPECT_EQ(r->spec().optimizer_impl(), impl);
     std::vector<double> l;
     for (const auto& s : r->steps()) l.push_back(s.loss());
     losses.push_back(l);

@@ -74,7 +74,7 @@ class Daemon:
         while time.time() < deadline:
             info = self.stub.GetNodeInfo(bench_pb2.GetNodeInfoRequest(), timeout=10)
             for d in info.devices:
-                if d.name == device and d.worker_state == "up":
+                if d.name == device and d.worker_state == bench_pb2.WORKER_STATE_UP:
                     return d
             time.sleep(0.1)
         raise RuntimeError(f"worker for {device} not up in {timeout}s: {self.log()}")

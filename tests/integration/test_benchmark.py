@@ -32,8 +32,14 @@ def test_submit_watch_get(daemon):
     assert job.created.ToNanoseconds() <= job.started.ToNanoseconds() < job.finished.ToNanoseconds()
     res = job.result.benchmark
     assert res.parameter_count == tiny_params()
-    assert res.model.preset == "tiny" and res.model.d_model == 64
-    assert res.mode == bench_pb2.BENCHMARK_MODE_TRAIN_STEP and res.precision == bench_pb2.PRECISION_FP32
+    # The result carries the spec as it ran: the preset expanded, the defaults written out.
+    assert res.spec.model.preset == "tiny" and res.spec.model.d_model == 64
+    assert res.spec.mode == bench_pb2.BENCHMARK_MODE_TRAIN_STEP
+    assert res.spec.precision == bench_pb2.PRECISION_FP32
+    assert res.spec.attention == bench_pb2.ATTENTION_IMPL_FAITHFUL
+    assert res.spec.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FAITHFUL
+    assert res.spec.warmup_steps == 2 and res.spec.measure_steps == 4 and res.warmup_steps_run == 2
+    assert job.kind == bench_pb2.JOB_KIND_BENCHMARK and list(job.devices) == ["cpu:0"]
     assert res.timer == "host_steady_clock" and res.device == "cpu:0"
     assert [s.warmup for s in res.steps] == [True, True, False, False, False, False]
     measured = [s.step_seconds for s in res.steps if not s.warmup]

@@ -116,18 +116,21 @@ def test_resident_group_is_reused_by_devices_request(cpu4):
 
 
 def test_benchctl_collective_table_json_and_plots(cpu4, tmp_path):
-    r = cpu4.benchctl("collective", "--devices", "cpu:0,cpu:1", "--backend", "gloo", "--min", "4KiB",
+    r = cpu4.benchctl("submit", "collective", "--watch", "--devices", "cpu:0,cpu:1", "--backend", "gloo", "--min", "4KiB",
                       "--max", "16KiB", "--warmup", "1", "--iters", "3", "--svg-dir", str(tmp_path), check=0)
     assert "busbw GB/s" in r.stdout and "wrong elements: 0" in r.stdout, r.stdout
     for size in ["4 KiB", "8 KiB", "16 KiB"]:
         assert size in r.stdout
     assert len(list(tmp_path.glob("*-duration_vs_size.svg"))) == 1
-    r = cpu4.benchctl("collective", "--devices", "cpu:0,cpu:1", "--sizes", "4KiB", "--iters", "2", "--json",
+    r = cpu4.benchctl("submit", "collective", "--watch", "--devices", "cpu:0,cpu:1", "--sizes", "4KiB", "--iters", "2", "--json",
                       check=0)
-    events = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-    rows = [e["collectiveRow"] for e in events if "collectiveRow" in e]
+    # --watch --json: the finished Job, as `benchctl get --json` prints it.
+    job = json.loads(r.stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED" and job["devices"] == ["cpu:0", "cpu:1"]
+    rows = job["result"]["collective"]["rows"]
     assert len(rows) == 1 and rows[0]["worldSize"] == 2 and rows[0].get("wrongElements", "0") in ("0", 0)
-    job_id = events[0]["jobId"]
+    assert job["result"]["collective"]["spec"]["iters"] == "2"
+    job_id = job["id"]
     r = cpu4.benchctl("get", job_id, check=0)
     assert "busbw GB/s" in r.stdout
 
@@ -164,9 +167,9 @@ def test_bad_collective_requests(cpu4, collective, code, text):
 
 
 def test_benchctl_bad_sizes(cpu4):
-    r = cpu4.benchctl("collective", "--devices", "cpu:0,cpu:1", "--min", "lots", check=2)
+    r = cpu4.benchctl("submit", "collective", "--devices", "cpu:0,cpu:1", "--min", "lots", check=2)
     assert "--min" in r.stderr
-    r = cpu4.benchctl("collective", "--group", "g999", check=4)
+    r = cpu4.benchctl("submit", "collective", "--group", "g999", check=4)
     assert "no group 'g999'" in r.stderr
 
 

@@ -29,13 +29,13 @@ def test_refused_on_cpu_with_failed_precondition(daemon):
     assert "cpu:0" in e.value.details()
     # Refused, not queued: no job was stored.
     jobs = daemon.stub.ListJobs(bench_pb2.ListJobsRequest(), timeout=10).jobs
-    assert [j for j in jobs if j.kind == "memory"] == []
+    assert [j for j in jobs if j.kind == bench_pb2.JOB_KIND_MEMORY] == []
     # The daemon and its worker still serve.
-    assert daemon.wait_worker_up().worker_state == "up"
+    assert daemon.wait_worker_up().worker_state == bench_pb2.WORKER_STATE_UP
 
 
 def test_benchctl_memory_on_cpu(daemon):
-    r = daemon.benchctl("memory", "--preset", "tiny", "--mode", "train_step",
+    r = daemon.benchctl("submit", "memory", "--preset", "tiny", "--mode", "train_step",
                         "--contexts", "64,128", "--precisions", "fp32,bf16", check=4)
     assert "FAILED_PRECONDITION: memory: needs a CUDA device" in r.stderr, r.stderr
     assert "cpu:0" in r.stderr
@@ -61,7 +61,7 @@ def test_benchctl_memory_on_cpu(daemon):
 ])
 def test_bad_input_is_named_before_the_device_check(daemon, args, expected):
     base = [] if "--preset" in args else ["--preset", "tiny"]
-    r = daemon.benchctl("memory", *base, *args)
+    r = daemon.benchctl("submit", "memory", *base, *args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert expected in r.stderr, r.stderr
 
@@ -109,19 +109,23 @@ def test_memory_table_markdown(tmp_path):
     from google.protobuf import json_format
     job = bench_pb2.Job(id="12", state=bench_pb2.JOB_STATE_SUCCEEDED)
     r = job.result.memory
-    r.model.preset = "small"
+    r.spec.step.model.preset = "small"
     r.parameter_count = 128625408
     r.device = "cuda:0"
-    ok = r.runs.add(name="ctx128-train_step-bf16", mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
-                    precision=bench_pb2.PRECISION_BF16, batch_size=4, context_length=128,
+    ok = r.runs.add(name="ctx128-train_step-bf16",
+                    step=bench_pb2.BenchmarkSpec(mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
+                                                 precision=bench_pb2.PRECISION_BF16, batch_size=4,
+                                                 context_length=128),
                     peak_allocated_bytes=3 << 30, peak_reserved_bytes=4 << 30,
                     baseline_allocated_bytes=2 << 30, allocator_peak_allocated_bytes=3 << 30,
                     activation_bytes=4 * 128 * 768 * 2)
     ok.phases.add(name="forward", peak_allocated_bytes=5 << 29)
     ok.largest_allocations.add(size_bytes=150 << 20, phase="forward", count=2,
                                origin="transformer.cc:182:benchd::worker::TransformerLMImpl::forward")
-    r.runs.add(name="ctx512-train_step-fp32", mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
-               precision=bench_pb2.PRECISION_FP32, context_length=512, out_of_memory=True,
+    r.runs.add(name="ctx512-train_step-fp32",
+               step=bench_pb2.BenchmarkSpec(mode=bench_pb2.BENCHMARK_MODE_TRAIN_STEP,
+                                            precision=bench_pb2.PRECISION_FP32, context_length=512),
+               out_of_memory=True,
                oom_allocated_bytes=79 << 30, oom_reserved_bytes=79 << 30,
                oom_device_total_bytes=80 << 30, oom_device_free_bytes=1 << 29)
     path = tmp_path / "job.json"

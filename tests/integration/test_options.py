@@ -57,12 +57,15 @@ def test_warmup_auto_sdpa_math_foreach_are_echoed(daemon):
     assert spec.attention == bench_pb2.ATTENTION_IMPL_SDPA_MATH
     assert spec.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FOREACH
 
+    # The result's spec is the one that ran: the same options, and the engine.
     res = job.result.benchmark
-    assert res.warmup_auto and res.warmup_max_steps == cap
-    assert res.attention == bench_pb2.ATTENTION_IMPL_SDPA_MATH
-    assert res.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FOREACH
-    assert res.allow_tf32 is False and res.cuda_graph is False and res.graph_eager_steps == 0
-    n = res.warmup_steps
+    assert res.spec.warmup_auto and res.spec.warmup_max_steps == cap
+    assert not res.spec.HasField("warmup_steps")
+    assert res.spec.attention == bench_pb2.ATTENTION_IMPL_SDPA_MATH
+    assert res.spec.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FOREACH
+    assert res.spec.allow_tf32 is False and res.spec.cuda_graph is False and res.graph_eager_steps == 0
+    assert res.spec.autograd  # SDPA is not the course's attention: the engine ran it
+    n = res.warmup_steps_run
     assert 3 <= n <= cap
     assert [s.warmup for s in res.steps] == [True] * n + [False] * 3
     times = [s.step_seconds for s in res.steps[:n]]
@@ -87,11 +90,12 @@ def test_defaults_echo_the_faithful_path(daemon):
     job = submit(daemon, "--mode", "forward", "--warmup-steps", "1", "--steps", "1")
     assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
     res = job.result.benchmark
-    assert not res.warmup_auto and not res.warmup_converged and res.warmup_steps == 1
-    assert res.attention == bench_pb2.ATTENTION_IMPL_FAITHFUL
-    assert res.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FAITHFUL
-    assert not res.allow_tf32 and not res.cuda_graph
-    assert not res.autograd  # the explicit backward
+    assert not res.spec.warmup_auto and not res.warmup_converged and res.warmup_steps_run == 1
+    assert res.spec.attention == bench_pb2.ATTENTION_IMPL_FAITHFUL
+    # Forward runs no optimizer step: none is named.
+    assert res.spec.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_UNSPECIFIED
+    assert not res.spec.allow_tf32 and not res.spec.cuda_graph
+    assert not res.spec.autograd  # the explicit backward
     assert "Options      faithful (course attention and AdamW, fp32 matmuls, eager, explicit backward)" \
         in daemon.benchctl("get", job.id, check=0).stdout
 
@@ -106,8 +110,8 @@ def test_explicit_backward_trains_as_autograd_does(daemon, precision):
     autograd = submit_fresh(daemon, *common, "--autograd")
     for job in (explicit, autograd):
         assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
-    assert not explicit.result.benchmark.autograd
-    assert autograd.spec.benchmark.autograd and autograd.result.benchmark.autograd
+    assert not explicit.result.benchmark.spec.autograd
+    assert autograd.spec.benchmark.autograd and autograd.result.benchmark.spec.autograd
     e = [s.loss for s in explicit.result.benchmark.steps]
     assert e == [s.loss for s in autograd.result.benchmark.steps]
     assert e[-1] < e[0]
@@ -117,7 +121,7 @@ def test_explicit_backward_trains_as_autograd_does(daemon, precision):
 def test_options_that_change_the_ops_run_through_autograd(daemon):
     job = submit(daemon, "--mode", "forward_backward", "--fused-ops", "--warmup-steps", "0", "--steps", "1")
     assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
-    assert not job.spec.benchmark.autograd and job.result.benchmark.autograd
+    assert not job.spec.benchmark.autograd and job.result.benchmark.spec.autograd
     assert "fused RMSNorm, SiLU and RoPE, autograd engine" in daemon.benchctl("get", job.id, check=0).stdout
 
 
@@ -130,8 +134,8 @@ def test_weight_copies_train_as_autocast_does(daemon):
     copies = submit_fresh(daemon, *common, "--weight-copies")
     for job in (plain, copies):
         assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
-    assert copies.spec.benchmark.weight_copies and copies.result.benchmark.weight_copies
-    assert not plain.result.benchmark.weight_copies
+    assert copies.spec.benchmark.weight_copies and copies.result.benchmark.spec.weight_copies
+    assert not plain.result.benchmark.spec.weight_copies
     p = [s.loss for s in plain.result.benchmark.steps]
     c = [s.loss for s in copies.result.benchmark.steps]
     assert c == pytest.approx(p, rel=1e-3)
@@ -146,7 +150,7 @@ def test_fused_ops_give_the_faithful_losses(daemon):
     fused = submit_fresh(daemon, *common, "--fused-ops")
     for job in (faithful, fused):
         assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
-    assert fused.result.benchmark.fused_ops and not faithful.result.benchmark.fused_ops
+    assert fused.result.benchmark.spec.fused_ops and not faithful.result.benchmark.spec.fused_ops
     f = [s.loss for s in faithful.result.benchmark.steps]
     assert [s.loss for s in fused.result.benchmark.steps] == pytest.approx(f, rel=1e-5)
     assert "fused RMSNorm, SiLU and RoPE" in daemon.benchctl("get", fused.id, check=0).stdout

@@ -13,7 +13,7 @@ PARTS = ["attention.scores", "attention.mask", "attention.softmax", "attention.w
 
 
 def profile(daemon, *args):
-    r = daemon.benchctl("profile", *TINY, "--detach", "--json", *args, check=0)
+    r = daemon.benchctl("submit", "profile", *TINY, "--json", *args, check=0)
     job_id = json.loads(r.stdout)["id"]
     w = daemon.benchctl("watch", job_id, check=0)
     job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id))
@@ -26,8 +26,11 @@ def test_train_step_ranges_add_up(daemon):
                   "--profile-steps", "2")
     r = job.result.profile
     assert r.kernel_source == "cpu_operator_self_time"
-    assert list(r.activities) == [bench_pb2.PROFILER_ACTIVITY_CPU]
-    assert r.profile_steps == 2 and r.device == "cpu:0"
+    # The request as it ran: the activities written out for a CPU worker.
+    assert list(r.spec.activities) == [bench_pb2.PROFILER_ACTIVITY_CPU]
+    assert r.spec.profile_steps == 2 and r.device == "cpu:0"
+    assert r.spec.step.mode == bench_pb2.BENCHMARK_MODE_TRAIN_STEP and r.spec.step.batch_size == 2
+    assert r.spec.step.autograd == r.unprofiled.spec.autograd
     ranges = {x.name: x for x in r.ranges}
     assert r.ranges[0].name == "step"
     for name in ["step", "forward", "backward", "optimizer_step", "attention"] + PARTS:
@@ -132,18 +135,19 @@ def test_fetch_refusals(daemon):
 
 
 def test_profile_refusals(daemon):
-    r = daemon.benchctl("profile", *TINY, "--activities", "cpu,cuda", check=None)
+    r = daemon.benchctl("submit", "profile", *TINY, "--activities", "cpu,cuda", check=None)
     assert r.returncode != 0 and "cuda needs a CUDA device" in r.stderr, r.stderr
     with pytest.raises(grpc.RpcError) as e:
         daemon.stub.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec(profile=bench_pb2.ProfileSpec(
             step=bench_pb2.BenchmarkSpec(model=bench_pb2.ModelConfig(preset="tiny")), with_stack=True))))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "with_stack" in e.value.details()
-    r = daemon.benchctl("profile", *TINY, "--cuda-graph", check=2)
+    r = daemon.benchctl("submit", "profile", *TINY, "--cuda-graph", check=2)
     assert "--cuda-graph" in r.stderr
 
 
 def test_benchctl_profile_prints_the_tables(daemon):
-    r = daemon.benchctl("profile", *TINY, "--profile-steps", "1", "--top", "3", check=0)
+    r = daemon.benchctl("submit", "profile", "--watch", *TINY, "--profile-steps", "1", "--top", "3",
+                        check=0)
     out = r.stdout
     assert "Ranges, per step" in out and "attention.softmax" in out
     assert "Attention parts in the forward pass" in out

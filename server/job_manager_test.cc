@@ -1,0 +1,247 @@
+// JobManager through fake workers: dispatch order, cancel, a worker that
+// dies, deadlines of unary calls, stopping. A real Store and EventHub.
+#include "server/job_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/job_test_util.h"
+
+namespace benchd::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kKilled[] = "killed by signal 9 (SIGKILL: Killed)";
+
+std::vector<std::string> JobIds(const std::vector<internal::RunRequest>& runs) {
+  std::vector<std::string> ids;
+  for (const auto& r : runs) ids.push_back(r.job_id());
+  return ids;
+}
+
+// Waits for `release`, then succeeds.
+RunScript SucceedAfter(Gate* started, Gate* release) {
+  return [started, release](FakeRun& run) {
+    started->Open();
+    if (!release->Wait()) return fake::Broken(absl::InternalError("never released"));
+    return fake::Last(fake::BenchmarkResult(run.request().spec().device()));
+  };
+}
+
+class JobManagerTest : public JobManagerFixture {
+ protected:
+  JobManagerTest() : JobManagerFixture({"cpu:0", "cpu:1"}) {}
+};
+
+TEST_F(JobManagerTest, DispatchesEachDevicesJobsInSubmissionOrder) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  auto cpu1 = workers_.client("cpu:1");
+  Gate started, release;
+  cpu0->QueueRun(SucceedAfter(&started, &release));  // holds cpu:0 while the rest queue
+  StartJobs();
+  std::vector<std::string> on0, on1;
+  on0.push_back(Submit(Benchmark("cpu:0")));
+  ASSERT_TRUE(started.Wait());
+  for (int i = 0; i < 3; ++i) {
+    on1.push_back(Submit(Benchmark("cpu:1")));
+    on0.push_back(Submit(Benchmark("cpu:0")));
+  }
+  // cpu:1 does not wait for cpu:0's job.
+  ASSERT_TRUE(cpu1->WaitForRuns(3));
+  EXPECT_EQ(cpu0->runs().size(), 1u);
+  release.Open();
+  for (const auto& id : on0) EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
+  for (const auto& id : on1) EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(JobIds(cpu0->runs()), on0);
+  EXPECT_EQ(JobIds(cpu1->runs()), on1);
+}
+
+TEST_F(JobManagerTest, PublishesTheWorkersEventsAndStoresTheResult) {
+  workers_.UpAll();
+  internal::WorkerEvent warmup = fake::Step(0, 0.02);
+  *warmup.mutable_warmup_step() = warmup.step();
+  workers_.client("cpu:0")->QueueRun(
+      fake::Stream({fake::Log("building tiny"), warmup, fake::Step(1, 0.03)},
+                   fake::BenchmarkResult("cpu:0", 0.03)));
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:0"));
+  const v1::Job job = WaitFinal(id);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
+  EXPECT_EQ(job.result().benchmark().step().median(), 0.03);
+  EXPECT_TRUE(job.has_started());
+  EXPECT_TRUE(job.has_finished());
+  std::vector<v1::JobEvent::EventCase> kinds;
+  for (const auto& e : History(id)) kinds.push_back(e.event_case());
+  EXPECT_THAT(kinds,
+              ElementsAre(v1::JobEvent::kQueued, v1::JobEvent::kStarted, v1::JobEvent::kLog,
+                          v1::JobEvent::kWarmupStep, v1::JobEvent::kStep, v1::JobEvent::kResult));
+  // The worker got the resolved spec (defaults written out).
+  const auto runs = workers_.client("cpu:0")->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].job_id(), id);
+  EXPECT_EQ(runs[0].spec().benchmark().batch_size(), 4);
+}
+
+TEST_F(JobManagerTest, WorkerFailureFailsTheJobWithItsCode) {
+  workers_.UpAll();
+  workers_.client("cpu:0")->QueueRun(fake::Stream(
+      {}, fake::Failure(absl::StatusCode::kResourceExhausted, "out of memory on cpu:0")));
+  StartJobs();
+  const v1::Job job = WaitFinal(Submit(Benchmark("cpu:0")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(job.error_message(), "out of memory on cpu:0");
+}
+
+TEST_F(JobManagerTest, CancelWhileQueuedNeverReachesTheWorker) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  Gate started, release;
+  cpu0->QueueRun(SucceedAfter(&started, &release));
+  StartJobs();
+  const std::string first = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  const std::string queued = Submit(Benchmark("cpu:0"));
+  auto cancelled = jobs_->Cancel(queued);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(cancelled->error_message(), "cancelled before it started");
+  const std::string after = Submit(Benchmark("cpu:0"));
+  release.Open();
+  EXPECT_EQ(WaitFinal(first).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(WaitFinal(after).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_THAT(JobIds(cpu0->runs()), ElementsAre(first, after));
+  // Cancelling again is refused, naming the state.
+  auto again = jobs_->Cancel(queued);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("already ended (cancelled)"));
+}
+
+TEST_F(JobManagerTest, CancelWhileRunningCancelsTheWorkerCall) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  Gate started;
+  cpu0->QueueRun(fake::UntilCancelled({fake::Step(0)}, &started));
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  auto answer = jobs_->Cancel(id);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  const v1::Job job = WaitFinal(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job.error_message(), "cancelled while running; the worker stops at its next step");
+  EXPECT_EQ(cpu0->cancels_seen(), 1);
+  // The device is free again.
+  EXPECT_EQ(WaitFinal(Submit(Benchmark("cpu:0"))).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, WorkerThatDiesMidStreamFailsTheJobNamingItAndHowItEnded) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  cpu0->QueueRun([this](FakeRun& run) {
+    run.Send(fake::Step(0));
+    workers_.Exit("cpu:0", kKilled);
+    return fake::Broken(absl::UnavailableError("Socket closed"));
+  });
+  StartJobs();
+  const v1::Job job = WaitFinal(Submit(Benchmark("cpu:0")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kAborted));
+  EXPECT_EQ(job.error_message(),
+            absl::StrCat("the worker for cpu:0 (pid ", cpu0->pid(),
+                         ") died while running this job: ", kKilled,
+                         "; it is being restarted; its log is /fake/logs/worker-cpu-0.log"));
+  // The next job waits for the restarted worker and runs there.
+  const std::string next = Submit(Benchmark("cpu:0"));
+  auto restarted = workers_.Up("cpu:0");
+  EXPECT_EQ(WaitFinal(next).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_THAT(JobIds(restarted->runs()), ElementsAre(next));
+  EXPECT_EQ(cpu0->runs().size(), 1u);
+}
+
+TEST_F(JobManagerTest, JobWaitsForItsWorkerToComeUp) {
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:1"));
+  EXPECT_EQ(Get(id).state(), v1::JOB_STATE_QUEUED);
+  workers_.Up("cpu:1");
+  EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, StopInterruptsRunningJobsAndKeepsQueuedOnes) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  Gate started;
+  cpu0->QueueRun(fake::UntilCancelled({}, &started));
+  StartJobs();
+  const std::string running = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  const std::string queued = Submit(Benchmark("cpu:0"));
+  jobs_->Stop();
+  const v1::Job job = Get(running);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_INTERRUPTED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kAborted));
+  EXPECT_EQ(job.error_message(), "the daemon stopped while this job was running");
+  EXPECT_EQ(cpu0->cancels_seen(), 1);
+  EXPECT_EQ(Get(queued).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(cpu0->runs().size(), 1u);
+  auto refused = jobs_->Submit(Benchmark("cpu:0"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(JobManagerTest, ListModelsGathersUpWorkersAndSurfacesAMissedDeadline) {
+  workers_.UpAll();
+  v1::ListModelsResponse on1;
+  on1.add_models()->set_key("cpu:1/tiny/fp32");
+  workers_.client("cpu:1")->list_models.Return(on1);
+  StartJobs();
+  auto all = jobs_->ListModels("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->models_size(), 1);
+  EXPECT_EQ(all->models(0).key(), "cpu:1/tiny/fp32");
+  EXPECT_THAT(workers_.client("cpu:1")->list_models.timeouts(),
+              ElementsAre(std::chrono::milliseconds(kListModelsTimeout)));
+
+  workers_.client("cpu:0")->list_models.MissDeadline();
+  auto missed = jobs_->ListModels("");
+  EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(missed.status().message(), "the worker for cpu:0 did not answer: Deadline Exceeded");
+  // Only the device asked about is asked.
+  const size_t asked = workers_.client("cpu:0")->list_models.calls();
+  auto one = jobs_->ListModels("cpu:1");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->models_size(), 1);
+  EXPECT_EQ(workers_.client("cpu:0")->list_models.calls(), asked);
+}
+
+TEST_F(JobManagerTest, EvictModelAsksTheKeysDeviceOnly) {
+  workers_.UpAll();
+  v1::EvictModelResponse one;
+  one.set_evicted(1);
+  workers_.client("cpu:1")->evict_model.Return(one);
+  StartJobs();
+  v1::EvictModelRequest req;
+  req.set_key("cpu:1/tiny/fp32");
+  auto evicted = jobs_->EvictModel(req);
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  EXPECT_EQ(evicted->evicted(), 1);
+  EXPECT_EQ(workers_.client("cpu:0")->evict_model.calls(), 0u);
+  ASSERT_EQ(workers_.client("cpu:1")->evict_model.requests().size(), 1u);
+  EXPECT_EQ(workers_.client("cpu:1")->evict_model.requests()[0].key(), "cpu:1/tiny/fp32");
+
+  req.set_key("cpu:0/none/fp32");
+  auto missing = jobs_->EvictModel(req);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+
+  workers_.client("cpu:0")->evict_model.MissDeadline();
+  auto missed = jobs_->EvictModel(v1::EvictModelRequest());
+  EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(missed.status().message(), HasSubstr("the worker for cpu:0 did not answer"));
+  EXPECT_EQ(workers_.client("cpu:0")->evict_model.timeouts().back(),
+            std::chrono::milliseconds(kEvictModelTimeout));
+}
+
+}  // namespace
+}  // namespace benchd::server
