@@ -52,8 +52,8 @@ while read -r preset batch contexts modes precisions stacks; do
     --warmup-steps 2 --record-steps 2 --watch --svg-dir "$OUT/svg" < /dev/null > "$OUT/memory-$preset.txt" 2>&1 || true
   echo "gpu-memory: $preset sweep took $(( $(date +%s) - t0 )) s"
   tail -n +1 "$OUT/memory-$preset.txt" | sed -n '/^Peak memory per run/,/^$/p'
-  # "submitted memory job 12" (or "submitted job 12"), the first line of --watch.
-  id=$(sed -n 's/^submitted \(memory \)\{0,1\}job \([0-9][0-9]*\).*/\2/p' "$OUT/memory-$preset.txt" | head -1)
+  # --watch says "submitted memory job N" first (on stderr, in the file too).
+  id=$(sed -n 's/^submitted memory job \([0-9]*\).*/\1/p' "$OUT/memory-$preset.txt")
   if [ -z "$id" ]; then echo "FAIL $preset: no job submitted"; cat "$OUT/memory-$preset.txt"; continue; fi
   "$BIN/benchctl" get "$id" --json < /dev/null > "$OUT/memory-$preset.json" || true
   jsons+=("$OUT/memory-$preset.json")

@@ -196,7 +196,7 @@ grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
   return Done(ctx, ToGrpc(job.status()));
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext* ctx,
+grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext*,
                                                             const v1::WatchRequest* req) {
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::JobEvent>(s);
   return new WatchReactor(hub_, jobs_, req->job_id());

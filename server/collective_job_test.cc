@@ -95,9 +95,12 @@ TEST_F(CollectiveJobTest, MemberThatDiesBreaksTheGroupNamingRankAndDevice) {
   const v1::Group group = MakeGroup({"cpu:0", "cpu:1"});
   auto rank0 = workers_.client("cpu:0");
   auto rank1 = workers_.client("cpu:1");
-  rank0->QueueRun(fake::UntilCancelled({fake::RankSize(0, 1024, {1.0, 1.0})}));
-  rank1->QueueRun([this](FakeRun& run) {
+  // Both ranks finish the first size, then rank 1's worker dies.
+  Gate rank0_sent;
+  rank0->QueueRun(fake::UntilCancelled({fake::RankSize(0, 1024, {1.0, 1.0})}, &rank0_sent));
+  rank1->QueueRun([this, &rank0_sent](FakeRun& run) {
     run.Send(fake::RankSize(1, 1024, {1.0, 1.0}));
+    if (!rank0_sent.Wait()) return fake::Broken(absl::InternalError("rank 0 never sent"));
     workers_.Exit("cpu:1", kKilled);
     return fake::Broken();
   });

@@ -33,7 +33,7 @@ TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   {
-    Supervisor sup({dir + "/no-such-worker", dir, dir, std::chrono::seconds(5)}, {"cpu:0"},
+    Supervisor sup({dir + "/no-such-worker", dir, dir, std::chrono::seconds(5), ""}, {"cpu:0"},
                    nullptr);
     sup.Start();
     auto up = sup.WaitUntilUp("cpu:0", std::chrono::milliseconds(1500));
@@ -48,6 +48,23 @@ TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
     sup.Stop();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(SupervisorTest, ServesAsWorkersBeforeAnyWorkerIsUp) {
+  Supervisor sup({"/no-such-worker", "/tmp", "/tmp/logs", std::chrono::seconds(5), ""},
+                 {"cpu:0", "cpu:1"}, nullptr);
+  Workers& workers = sup;  // what JobManager, GroupRegistry and BenchService see
+  auto unknown = workers.WaitUntilUp("cpu:9", std::chrono::milliseconds(0));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  auto down = workers.WaitUntilUp("cpu:1", std::chrono::milliseconds(0));
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(down.status().message(),
+            "the worker for cpu:1 is not running; see /tmp/logs/worker-cpu-1.log");
+  EXPECT_TRUE(workers.UpWorkers().empty());
+  EXPECT_EQ(workers.WaitForExit("cpu:0", 1, std::chrono::milliseconds(0)), "");
+  ASSERT_EQ(workers.Devices().size(), 2u);
+  EXPECT_EQ(workers.Devices()[1].name(), "cpu:1");
+  EXPECT_EQ(workers.LogPath("cpu:0"), "/tmp/logs/worker-cpu-0.log");
 }
 
 }  // namespace

@@ -106,9 +106,9 @@ class WorkerClient {
 
   // Runs a job: calls `on_event` (on this thread) with every event before the
   // last one (steps, logs, collective sizes) and returns the last one, or how
-  // the stream broke. `cancel` ends the call (the worker stops at its next
-  // step); events that come after the cancel are not delivered. The one loop
-  // over WorkerEvents of the daemon.
+  // the stream broke. `cancel` ends the call (the worker sees it and stops at
+  // its next step): Run then returns at once, CANCELLED with no last event
+  // unless that had already come. The daemon's one loop over WorkerEvents.
   virtual RunEnd Run(const internal::RunRequest& request, CancelHandle& cancel,
                      const EventCallback& on_event) = 0;
 

@@ -218,6 +218,19 @@ TEST_F(GrpcWorkerClientTest, UnaryDeadlineExpires) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
+TEST_F(GrpcWorkerClientTest, AsyncFormHasItsDeadlineToo) {
+  worker_.get_info_hangs = true;
+  Gate done;
+  absl::Status status;
+  client_->GetInfoAsync(std::chrono::milliseconds(200),
+                        [&](absl::StatusOr<internal::WorkerInfo> info) {
+                          status = info.status();
+                          done.Open();
+                        });
+  ASSERT_TRUE(done.Wait());
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+}
+
 TEST_F(GrpcWorkerClientTest, AsyncFormCallsBackOnAnotherThread) {
   Gate done;
   std::thread::id callback_thread;

@@ -77,7 +77,7 @@ def test_filters_by_kind_device_and_state(two_cpus):
     first = d.stub.ListJobs(bench_pb2.ListJobsRequest(page_size=1, device="cpu:0"), timeout=10)
     second = d.stub.ListJobs(bench_pb2.ListJobsRequest(page_size=1, device="cpu:0",
                                                        page_token=first.next_page_token), timeout=10)
-    assert [j.id for j in first.jobs + second.jobs] == [ids["b0b"], ids["p0"]]
+    assert [j.id for j in list(first.jobs) + list(second.jobs)] == [ids["b0b"], ids["p0"]]
 
 
 @pytest.mark.parametrize("request_fields,field", [

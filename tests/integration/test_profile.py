@@ -87,7 +87,7 @@ def test_trace_is_an_artifact_with_the_ranges(daemon, tmp_path):
     job = profile(daemon, "--profile-steps", "1", "--record-shapes")
     r = job.result.profile
     assert r.trace_artifact == "trace.json" and list(r.artifacts) == ["trace.json"]
-    assert r.record_shapes
+    assert r.spec.record_shapes
 
     listed = daemon.stub.ListArtifacts(bench_pb2.ListArtifactsRequest(job_id=job.id))
     assert [a.name for a in listed.artifacts] == ["trace.json"]
