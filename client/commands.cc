@@ -129,6 +129,28 @@ int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const SubmitFl
   return code;
 }
 
+// A `submit KIND` up to the kind's own output: the exit code so far, the
+// client, and the finished job when it was followed (--watch).
+struct Submitted {
+  int code;
+  BenchClient client;
+  std::optional<v1::Job> done;
+};
+
+Submitted Submit(const GlobalOptions& g, const absl::StatusOr<v1::JobSpec>& spec,
+                 const SubmitFlags& flags) {
+  Submitted out{kExitOk, MakeClient(g), std::nullopt};
+  if (!spec.ok()) {
+    out.code = ReportError(spec.status());
+    return out;
+  }
+  v1::Job done;
+  bool followed = false;
+  out.code = SubmitAndFollow(out.client, *spec, flags, &done, &followed);
+  if (followed) out.done = std::move(done);
+  return out;
+}
+
 // After SubmitAndFollow: the finished job as JSON, or `view` after a blank
 // line ending the progress.
 void PrintFinished(const v1::Job& done, bool json, const std::string& view) {
@@ -239,14 +261,9 @@ absl::Status CheckWatchOnlyFlags(bool watch,
 
 int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options,
                        const SubmitFlags& flags) {
-  absl::StatusOr<v1::JobSpec> spec = BuildBenchmarkSpec(options);
-  if (!spec.ok()) return ReportError(spec.status());
-  BenchClient client = MakeClient(g);
-  v1::Job done;
-  bool followed = false;
-  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
-  if (followed) PrintFinished(done, flags.json, JobView(done));
-  return code;
+  Submitted s = Submit(g, BuildBenchmarkSpec(options), flags);
+  if (s.done) PrintFinished(*s.done, flags.json, JobView(*s.done));
+  return s.code;
 }
 
 std::vector<std::string> SaveTimelines(const v1::Job& job, const std::string& svg_dir,
@@ -286,18 +303,14 @@ int RunSubmitMemory(const GlobalOptions& g, const MemoryOptions& options, const 
       !s.ok()) {
     return ReportError(s);
   }
-  absl::StatusOr<v1::JobSpec> spec = BuildMemorySpec(options);
-  if (!spec.ok()) return ReportError(spec.status());
-  BenchClient client = MakeClient(g);
-  v1::Job done;
-  bool followed = false;
-  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
-  if (!followed) return code;
-  PrintFinished(done, flags.json, JobView(done));
-  for (const std::string& line : SaveTimelines(done, svg_dir.value_or("."), FetcherOf(client))) {
+  Submitted s = Submit(g, BuildMemorySpec(options), flags);
+  if (!s.done) return s.code;
+  PrintFinished(*s.done, flags.json, JobView(*s.done));
+  for (const std::string& line :
+       SaveTimelines(*s.done, svg_dir.value_or("."), FetcherOf(s.client))) {
     Report(flags.json, line);
   }
-  return code;
+  return s.code;
 }
 
 int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
@@ -308,13 +321,11 @@ int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
       !s.ok()) {
     return ReportError(s);
   }
-  absl::StatusOr<v1::JobSpec> spec = BuildProfileSpec(options);
-  if (!spec.ok()) return ReportError(spec.status());
-  BenchClient client = MakeClient(g);
-  v1::Job done;
-  bool followed = false;
-  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
-  if (!followed) return code;
+  Submitted s = Submit(g, BuildProfileSpec(options), flags);
+  if (!s.done) return s.code;
+  const v1::Job& done = *s.done;
+  const int code = s.code;
+  BenchClient& client = s.client;
   ProfileViewOptions view;
   view.top = output.top.value_or(view.top);
   view.all = output.all;
@@ -336,20 +347,16 @@ int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options
       !s.ok()) {
     return ReportError(s);
   }
-  absl::StatusOr<v1::JobSpec> spec = BuildCollectiveSpec(options);
-  if (!spec.ok()) return ReportError(spec.status());
-  BenchClient client = MakeClient(g);
-  v1::Job done;
-  bool followed = false;
-  const int code = SubmitAndFollow(client, *spec, flags, &done, &followed);
-  if (!followed) return code;
+  Submitted s = Submit(g, BuildCollectiveSpec(options), flags);
+  if (!s.done) return s.code;
+  const v1::Job& done = *s.done;
   PrintFinished(done, flags.json,
                 done.result().has_collective() ? CollectiveResultView(done.result().collective())
                                                : std::string());
   if (svg_dir.has_value()) {
     for (const std::string& line : SavePlots(done, *svg_dir)) Report(flags.json, line);
   }
-  return code;
+  return s.code;
 }
 
 int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json) {

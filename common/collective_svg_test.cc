@@ -27,7 +27,8 @@ TEST(CollectiveSvgTest, ThreePlotsWithTheirSeries) {
   for (auto b : {v1::COLLECTIVE_BACKEND_NCCL, v1::COLLECTIVE_BACKEND_GLOO}) {
     for (int w : {2, 4}) {
       for (int64_t s : {1 << 20, 1 << 21, 1 << 22}) {
-        *r.add_rows() = Row(b, w, s, (b == v1::COLLECTIVE_BACKEND_NCCL ? 1e-5 : 1e-3) * (s >> 20) * w);
+        *r.add_rows() =
+            Row(b, w, s, (b == v1::COLLECTIVE_BACKEND_NCCL ? 1e-5 : 1e-3) * (s >> 20) * w);
       }
     }
   }

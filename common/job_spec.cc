@@ -50,9 +50,11 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
 
   absl::Status s;
   if (!(s = CheckRange("benchmark.batch_size", out.batch_size(), 1, kMaxBatch)).ok()) return s;
-  if (!(s = CheckRange("benchmark.context_length", out.context_length(), 1, kMaxContext)).ok()) return s;
+  if (!(s = CheckRange("benchmark.context_length", out.context_length(), 1, kMaxContext)).ok())
+    return s;
   if (!(s = CheckRange("benchmark.warmup_steps", out.warmup_steps(), 0, kMaxSteps)).ok()) return s;
-  if (!(s = CheckRange("benchmark.measure_steps", out.measure_steps(), 1, kMaxSteps)).ok()) return s;
+  if (!(s = CheckRange("benchmark.measure_steps", out.measure_steps(), 1, kMaxSteps)).ok())
+    return s;
   if (!(s = ResolveBenchmarkOptions(in, out)).ok()) return s;
   if (out.export_parity() && ParameterCount(out.model()) > kMaxParityParameters) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -91,7 +93,7 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   if (!(s = CheckRange("memory.record_steps", out.record_steps(), 1, kMaxMemoryRecordSteps)).ok())
     return s;
   if (!(s = CheckRange("memory.max_entries", out.max_entries(), kMinMemoryMaxEntries,
-                             kMaxMemoryMaxEntries))
+                       kMaxMemoryMaxEntries))
            .ok())
     return s;
   if (!(s = CheckRange("memory.top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
@@ -107,8 +109,8 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
   if (out.stacks() == v1::MEMORY_STACKS_UNSPECIFIED) out.set_stacks(v1::MEMORY_STACKS_CPP);
 
   for (int i = 0; i < in.context_lengths_size(); ++i) {
-    if (!(s = CheckRange(absl::StrCat("memory.context_lengths[", i, "]"),
-                               in.context_lengths(i), 1, kMaxContext))
+    if (!(s = CheckRange(absl::StrCat("memory.context_lengths[", i, "]"), in.context_lengths(i), 1,
+                         kMaxContext))
              .ok())
       return s;
   }
@@ -341,8 +343,8 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
           "collective.sizes_bytes: give a list of sizes or min_bytes/max_bytes/factor, not both");
     }
     for (int i = 0; i < in.sizes_bytes_size(); ++i) {
-      if (!(st = CheckRange(absl::StrCat("collective.sizes_bytes[", i, "]"),
-                                      in.sizes_bytes(i), 1, kMaxCollectiveBytes))
+      if (!(st = CheckRange(absl::StrCat("collective.sizes_bytes[", i, "]"), in.sizes_bytes(i), 1,
+                            kMaxCollectiveBytes))
                .ok())
         return st;
     }

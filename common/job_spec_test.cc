@@ -315,7 +315,8 @@ TEST(MemorySpecTest, BadInputNamesTheField) {
 TEST(MemorySpecTest, TooBigASweepIsRefused) {
   v1::JobSpec in = Memory();
   for (int i = 1; i <= 9; ++i) in.mutable_memory()->add_context_lengths(16 * i);
-  for (auto m : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP})
+  for (auto m : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD,
+                 v1::BENCHMARK_MODE_TRAIN_STEP})
     in.mutable_memory()->add_modes(m);
   for (auto p : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16})
     in.mutable_memory()->add_precisions(p);
@@ -360,7 +361,7 @@ TEST(CollectiveSpecTest, DefaultsWrittenOut) {
   const auto& c = out->collective();
   ASSERT_EQ(c.targets_size(), 1);
   EXPECT_EQ(c.targets(0).backend(), v1::COLLECTIVE_BACKEND_GLOO);  // cpu -> gloo
-  EXPECT_EQ(c.devices_size(), 0);                       // folded into targets
+  EXPECT_EQ(c.devices_size(), 0);                                  // folded into targets
   EXPECT_EQ(c.op(), v1::COLLECTIVE_OP_ALL_REDUCE);
   EXPECT_EQ(c.dtype(), v1::COLLECTIVE_DTYPE_FP32);
   EXPECT_EQ(c.sizes_bytes_size(), 1);
@@ -401,7 +402,8 @@ TEST(CollectiveSpecTest, SweepsExpand) {
 }
 
 TEST(CollectiveSpecTest, BadInputNamed) {
-  ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::COLLECTIVE_BACKEND_NCCL), "nccl needs CUDA devices");
+  ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::COLLECTIVE_BACKEND_NCCL),
+                "nccl needs CUDA devices");
   ExpectInvalid(Collective({"cpu:0", "cpu:0"}), "cpu:0 appears twice");
   ExpectInvalid(Collective({"cpu:0"}), "world size 1");
   ExpectInvalid(Collective({"cpu:0", "cuda:1"}), "mixes cpu and cuda");

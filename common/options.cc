@@ -137,7 +137,8 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
           "precision bf16 or fp16; precision is ",
           PrecisionName(b.precision())));
     }
-    if (b.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && b.optimizer_impl() != v1::OPTIMIZER_IMPL_FUSED) {
+    if (b.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
+        b.optimizer_impl() != v1::OPTIMIZER_IMPL_FUSED) {
       return absl::InvalidArgumentError(absl::StrCat(
           "benchmark.weight_copies: in train_step the fp32 weights are updated from the copies' "
           "gradients by the fused optimizer only; set optimizer_impl fused (got ",

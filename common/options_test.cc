@@ -43,8 +43,7 @@ TEST(OptionsTest, DefaultsAreTheFaithfulPath) {
   // Faithful, asked for outside train_step, is the default written out as none.
   v1::JobSpec forward = Tiny();
   forward.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FAITHFUL);
-  EXPECT_EQ(ResolveJobSpec(forward)->benchmark().optimizer_impl(),
-            v1::OPTIMIZER_IMPL_UNSPECIFIED);
+  EXPECT_EQ(ResolveJobSpec(forward)->benchmark().optimizer_impl(), v1::OPTIMIZER_IMPL_UNSPECIFIED);
 }
 
 TEST(OptionsTest, WarmupAutoGetsItsCapAndNoCount) {
@@ -106,7 +105,8 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
        "runs; mode is forward_backward",
        v1::BENCHMARK_MODE_FORWARD_BACKWARD,
        [](v1::BenchmarkSpec* b) { b->set_optimizer_impl(v1::OPTIMIZER_IMPL_FOREACH); }},
-      {"benchmark.warmup_steps: cuda_graph needs at least 2 warm-up steps", v1::BENCHMARK_MODE_FORWARD,
+      {"benchmark.warmup_steps: cuda_graph needs at least 2 warm-up steps",
+       v1::BENCHMARK_MODE_FORWARD,
        [](v1::BenchmarkSpec* b) {
          b->set_cuda_graph(true);
          b->set_warmup_steps(1);
@@ -182,8 +182,9 @@ TEST(OptionsTest, GoodCombinationsPass) {
 }
 
 TEST(OptionsTest, NamesAndParsersRoundTrip) {
-  for (auto a : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH,
-                 v1::ATTENTION_IMPL_SDPA_EFFICIENT, v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
+  for (auto a : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA,
+                 v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_EFFICIENT,
+                 v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
     auto parsed = ParseAttention(AttentionName(a));
     ASSERT_TRUE(parsed.ok()) << AttentionName(a);
     EXPECT_EQ(*parsed, a);
@@ -192,7 +193,8 @@ TEST(OptionsTest, NamesAndParsersRoundTrip) {
   EXPECT_EQ(*ParseAttention("SDPA-Flash"), v1::ATTENTION_IMPL_SDPA_FLASH);
   EXPECT_EQ(*ParseAttention("mem_efficient"), v1::ATTENTION_IMPL_SDPA_EFFICIENT);
   EXPECT_EQ(*ParseAttention("sdpa_math"), v1::ATTENTION_IMPL_SDPA_MATH);
-  for (auto o : {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
+  for (auto o :
+       {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
     auto parsed = ParseOptimizerImpl(OptimizerImplName(o));
     ASSERT_TRUE(parsed.ok()) << OptimizerImplName(o);
     EXPECT_EQ(*parsed, o);

@@ -52,8 +52,8 @@ bool IsUpperCamel(const std::string& s) {
 bool IsLowerSnake(const std::string& s) {
   if (s.empty() || !std::islower(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s) {
-    if (!std::islower(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) &&
-        c != '_') {
+    if (!std::islower(static_cast<unsigned char>(c)) &&
+        !std::isdigit(static_cast<unsigned char>(c)) && c != '_') {
       return false;
     }
   }
@@ -314,9 +314,9 @@ TEST(ApiRulesTest, TheCompatibilityCheckSeesBreaks) {
               field(f, "Job", "error_code")->set_type(pb::FieldDescriptorProto::TYPE_INT64);
             }).size(),
             1u);
-  EXPECT_EQ(broken([&](auto* f) { f->mutable_enum_type(0)->mutable_value(1)->set_number(42); })
-                .size(),
-            1u);
+  EXPECT_EQ(
+      broken([&](auto* f) { f->mutable_enum_type(0)->mutable_value(1)->set_number(42); }).size(),
+      1u);
   EXPECT_EQ(broken([&](auto* f) { f->mutable_service(0)->mutable_method()->RemoveLast(); }).size(),
             1u);
   // Additions are compatible.

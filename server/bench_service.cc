@@ -40,28 +40,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
         FinishOnce(ToGrpc(job.status()));
         return;
       }
+      if (!IsFinal(job->state())) {
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                absl::StrCat("job ", job_id_, " is ", JobStateName(job->state()),
+                                             " but has no live events here; watch again")));
+        return;
+      }
       v1::JobEvent e;
       e.set_job_id(job->id());
       *e.mutable_time() = job->finished();
-      switch (job->state()) {
-        case v1::JOB_STATE_SUCCEEDED:
-          *e.mutable_result() = *job;
-          break;
-        case v1::JOB_STATE_FAILED:
-          *e.mutable_failed() = *job;
-          break;
-        case v1::JOB_STATE_CANCELLED:
-          *e.mutable_cancelled() = *job;
-          break;
-        case v1::JOB_STATE_INTERRUPTED:
-          *e.mutable_interrupted() = *job;
-          break;
-        default:
-          FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                  absl::StrCat("job ", job_id_, " is ", JobStateName(job->state()),
-                                               " but has no live events here; watch again")));
-          return;
-      }
+      SetTerminalEvent(*job, &e);
       pending_.push_back(std::move(e));
     } else {
       // Live events that raced in are already in pending_; history goes first.

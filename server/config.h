@@ -4,8 +4,8 @@
 #define BENCHD_SERVER_CONFIG_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 

@@ -386,22 +386,7 @@ void JobManager::Finish(v1::Job job) {
     fprintf(stderr, "benchd: cannot store job %s: %s\n", job.id().c_str(),
             std::string(s.message()).c_str());
   }
-  Publish(job, [&](v1::JobEvent* e) {
-    switch (job.state()) {
-      case v1::JOB_STATE_SUCCEEDED:
-        *e->mutable_result() = job;
-        break;
-      case v1::JOB_STATE_CANCELLED:
-        *e->mutable_cancelled() = job;
-        break;
-      case v1::JOB_STATE_INTERRUPTED:
-        *e->mutable_interrupted() = job;
-        break;
-      default:
-        *e->mutable_failed() = job;
-        break;
-    }
-  });
+  Publish(job, [&](v1::JobEvent* e) { SetTerminalEvent(job, e); });
   if (metrics_) {
     const double seconds = job.has_started() ? Seconds(job.started(), job.finished()) : -1;
     metrics_->JobFinished(JobKindName(job.kind()), JobStateName(job.state()), seconds);

@@ -39,4 +39,21 @@ std::string JobStateName(v1::JobState s) {
   }
 }
 
+void SetTerminalEvent(const v1::Job& job, v1::JobEvent* e) {
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      *e->mutable_result() = job;
+      break;
+    case v1::JOB_STATE_CANCELLED:
+      *e->mutable_cancelled() = job;
+      break;
+    case v1::JOB_STATE_INTERRUPTED:
+      *e->mutable_interrupted() = job;
+      break;
+    default:
+      *e->mutable_failed() = job;
+      break;
+  }
+}
+
 }  // namespace benchd::server

@@ -16,6 +16,9 @@ google::protobuf::Timestamp Now();
 bool IsFinal(v1::JobState state);
 // "succeeded", "queued", ... (the metrics' and the logs' spelling).
 std::string JobStateName(v1::JobState state);
+// The event that ends a job's stream, for a job in a final state: result
+// (succeeded), cancelled, interrupted, or failed.
+void SetTerminalEvent(const v1::Job& job, v1::JobEvent* event);
 
 }  // namespace benchd::server
 

@@ -26,9 +26,9 @@ absl::StatusOr<int64_t> DecodePageToken(const std::string& token, const JobFilte
   if (token.empty()) return 0;
   std::string plain;
   int64_t before_id = 0;
-  const std::vector<std::string> parts =
-      absl::WebSafeBase64Unescape(token, &plain) ? absl::StrSplit(plain, absl::MaxSplits('|', 4))
-                                                 : std::vector<std::string>();
+  const std::vector<std::string> parts = absl::WebSafeBase64Unescape(token, &plain)
+                                             ? absl::StrSplit(plain, absl::MaxSplits('|', 4))
+                                             : std::vector<std::string>();
   if (parts.size() != 5 || parts[0] != "1" || !absl::SimpleAtoi(parts[1], &before_id) ||
       before_id <= 0) {
     return absl::InvalidArgumentError(

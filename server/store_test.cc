@@ -149,15 +149,18 @@ TEST_F(StoreTest, Update) {
 TEST_F(StoreTest, ListOrderLimitAndStateFilter) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  const v1::JobState states[] = {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_QUEUED, v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,
+  const v1::JobState states[] = {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_QUEUED,
+                                 v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,
                                  v1::JOB_STATE_SUCCEEDED};
   for (v1::JobState s : states) ASSERT_TRUE(store->Insert(MakeJob(s)).ok());
 
   EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_UNSPECIFIED)),
             (std::vector<std::string>{"5", "4", "3", "2", "1"}));
-  EXPECT_EQ(Ids(*ListJobs(*store, 2, v1::JOB_STATE_UNSPECIFIED)), (std::vector<std::string>{"5", "4"}));
+  EXPECT_EQ(Ids(*ListJobs(*store, 2, v1::JOB_STATE_UNSPECIFIED)),
+            (std::vector<std::string>{"5", "4"}));
   EXPECT_EQ(Ids(*ListJobs(*store, -1, v1::JOB_STATE_UNSPECIFIED)).size(), 5u);
-  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_SUCCEEDED)), (std::vector<std::string>{"5", "3", "1"}));
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_SUCCEEDED)),
+            (std::vector<std::string>{"5", "3", "1"}));
   EXPECT_EQ(Ids(*ListJobs(*store, 1, v1::JOB_STATE_SUCCEEDED)), (std::vector<std::string>{"5"}));
   EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_QUEUED)), (std::vector<std::string>{"2"}));
   EXPECT_TRUE(ListJobs(*store, 0, v1::JOB_STATE_RUNNING)->empty());
@@ -243,7 +246,8 @@ TEST_F(StoreTest, Recover) {
   EXPECT_EQ(r.error_code(), 10);
   EXPECT_EQ(r.error_message(), "the daemon stopped while this job was running");
   EXPECT_NEAR(r.finished().seconds(), now, 5);
-  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_INTERRUPTED)), std::vector<std::string>{running});
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_INTERRUPTED)),
+            std::vector<std::string>{running});
   EXPECT_TRUE(ListJobs(*store, 0, v1::JOB_STATE_RUNNING)->empty());
 
   EXPECT_EQ(store->Get(succeeded)->SerializeAsString(), succeeded_before.SerializeAsString());

@@ -258,7 +258,8 @@ class BenchmarkRun {
       AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
       torch::Tensor logits;
       if (explicit_) {
-        loss = explicit_->Forward(inputs_, targets_, /*keep_for_backward=*/mode != v1::BENCHMARK_MODE_FORWARD,
+        loss = explicit_->Forward(inputs_, targets_,
+                                  /*keep_for_backward=*/mode != v1::BENCHMARK_MODE_FORWARD,
                                   parity_ ? &logits : nullptr);
       } else {
         logits = model->forward(inputs_);
@@ -336,7 +337,8 @@ class BenchmarkRun {
   // faithful loop and the fused kernel take host numbers that change every
   // step (bias correction, eps), so they run eagerly after each replay.
   bool OptimizerInGraph() const {
-    return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && spec_.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH;
+    return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
+           spec_.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH;
   }
   bool OptimizerAfterReplay() const {
     return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && !OptimizerInGraph();
@@ -424,7 +426,8 @@ class BenchmarkRun {
     if (graph_) {
       // Replays advanced AdamW's device step counts; the host learns them here.
       Synchronize(dev_);
-      if (model_ && spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP) model_->optimizer->SyncHostSteps();
+      if (model_ && spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP)
+        model_->optimizer->SyncHostSteps();
       graph_.reset();
     }
     inputs_ = targets_ = torch::Tensor();

@@ -54,7 +54,8 @@ class BenchmarkTest : public ::testing::Test {
 };
 
 TEST_F(BenchmarkTest, EveryModeAndPrecisionRunsAndAddsUp) {
-  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD,
+                    v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       const auto spec = TinySpec(mode, precision);

@@ -47,7 +47,8 @@ class CudaBenchmarkTest : public ::testing::Test {
 };
 
 TEST_F(CudaBenchmarkTest, EveryModeAndPrecisionTimedWithEvents) {
-  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD,
+                    v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       const auto spec = Spec("tiny", mode, precision, 4, 64, 2, 3);
@@ -125,8 +126,8 @@ TEST_F(CudaBenchmarkTest, OutOfMemoryInAStepEvictsAndTheNextJobRuns) {
   EXPECT_TRUE(cache_->List().empty());
   // What stays is LibTorch's own (cuBLAS workspaces), not the 0.5 GB model.
   EXPECT_LT(AllocatedBytes() - before, int64_t{64} << 20);
-  auto next =
-      RunBenchmark(Spec("tiny", v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2), *cache_);
+  auto next = RunBenchmark(
+      Spec("tiny", v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, 4, 64, 1, 2), *cache_);
   EXPECT_TRUE(next.ok()) << next.status();
 }
 

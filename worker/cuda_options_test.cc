@@ -56,7 +56,8 @@ class CudaOptionsTest : public ::testing::Test {
 };
 
 TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
-  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::BENCHMARK_MODE_TRAIN_STEP}) {
+  for (auto mode : {v1::BENCHMARK_MODE_FORWARD, v1::BENCHMARK_MODE_FORWARD_BACKWARD,
+                    v1::BENCHMARK_MODE_TRAIN_STEP}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
       SCOPED_TRACE(ModeName(mode) + " " + PrecisionName(precision));
       auto spec = Spec(mode, precision, /*warmup=*/3, /*measure=*/5);
@@ -86,7 +87,8 @@ TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
       ASSERT_EQ(e.size(), g.size());
       const double tol = precision == v1::PRECISION_FP32 ? 1e-5 : 1e-3;
       for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], tol * e[i]) << "step " << i;
-      if (mode == v1::BENCHMARK_MODE_TRAIN_STEP) EXPECT_LT(g.back(), g.front() - 1e-3);  // it trained
+      if (mode == v1::BENCHMARK_MODE_TRAIN_STEP)
+        EXPECT_LT(g.back(), g.front() - 1e-3);  // it trained
     }
   }
 }
@@ -94,7 +96,8 @@ TEST_F(CudaOptionsTest, GraphReplayGivesTheEagerLosses) {
 TEST_F(CudaOptionsTest, FusedAndFaithfulRunEagerlyAfterTheReplayedForwardBackward) {
   for (auto impl : {v1::OPTIMIZER_IMPL_FUSED, v1::OPTIMIZER_IMPL_FAITHFUL}) {
     SCOPED_TRACE(OptimizerImplName(impl));
-    auto spec = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
+    auto spec =
+        Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
     spec.set_optimizer_impl(impl);
     ModelCache eager_cache(device_), graph_cache(device_);
     auto eager = RunBenchmark(Resolved(spec), eager_cache);
@@ -145,8 +148,9 @@ TEST_F(CudaOptionsTest, ForcedBackendsRunAndAgreeWithFaithful) {
   auto base = Spec(v1::BENCHMARK_MODE_FORWARD_BACKWARD, v1::PRECISION_BF16, 1, 2);
   auto faithful = RunBenchmark(Resolved(base), cache);
   ASSERT_TRUE(faithful.ok()) << faithful.status();
-  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_EFFICIENT,
-                 v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
+  for (auto a :
+       {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_EFFICIENT,
+        v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
     SCOPED_TRACE(AttentionName(a));
     auto spec = base;
     spec.set_attention(a);

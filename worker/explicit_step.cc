@@ -497,7 +497,8 @@ struct ExplicitStep::Saved {
 
 std::string ExplicitStep::Unsupported(const TransformerLMImpl& model) {
   for (const auto& layer : model.layers) {
-    if (layer->attn->attention() != v1::ATTENTION_IMPL_FAITHFUL) return "attention other than faithful";
+    if (layer->attn->attention() != v1::ATTENTION_IMPL_FAITHFUL)
+      return "attention other than faithful";
     if (layer->ln1->fused || layer->ln2->fused || layer->ffn->fused || layer->attn->rope().fused) {
       return "fused_ops";
     }

@@ -15,7 +15,8 @@ absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDe
         "benchmark.cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device.name));
   }
   const v1::AttentionImpl a = spec.attention();
-  if (!device.is_cuda() && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
+  if (!device.is_cuda() &&
+      (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark.attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ",
         device.name,

@@ -69,7 +69,8 @@ TEST(SdpaTest, EverySdpaChoiceGivesTheFaithfulLogitsAndGradients) {
   const torch::Tensor faithful_grad = lm->layers[0]->attn->q_proj->weight.grad().clone();
   ASSERT_GT(faithful.abs().max().item<double>(), 0.1);
 
-  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_SDPA_FLASH}) {
+  for (auto a :
+       {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_SDPA_FLASH}) {
     SCOPED_TRACE(static_cast<int>(a));
     SdpBackendGuard guard(a);
     lm->SetAttention(a);
@@ -175,7 +176,8 @@ TEST(Tf32GuardTest, TurnsTf32OnForTheJobAndRestores) {
 TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
   auto spec = Resolved(TinySpec(v1::BENCHMARK_MODE_FORWARD));
   EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok());
-  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_MATH}) {
+  for (auto a :
+       {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_MATH}) {
     spec.set_attention(a);
     EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok()) << a;
   }
@@ -274,7 +276,8 @@ TEST_F(OptionsRunTest, EveryOptimizerPathTrainsTheResidentModelTheSameWay) {
   // Three train_step jobs from the same seed on fresh caches, one per path:
   // the same losses step by step (the parameters agree within rounding).
   std::vector<std::vector<double>> losses;
-  for (auto impl : {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
+  for (auto impl :
+       {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
     ModelCache cache(Cpu());
     auto b = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP);
     b.set_warmup_steps(0);

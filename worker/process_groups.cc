@@ -84,8 +84,9 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
   if (!BackendAvailable(request.backend())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend ", BackendName(request.backend()), " is not available in this benchd-worker build",
-        request.backend() == v1::COLLECTIVE_BACKEND_NCCL ? " (it needs LibTorch with CUDA and NCCL's header)"
-                                              : ""));
+        request.backend() == v1::COLLECTIVE_BACKEND_NCCL
+            ? " (it needs LibTorch with CUDA and NCCL's header)"
+            : ""));
   }
   if (request.backend() == v1::COLLECTIVE_BACKEND_NCCL && !device_.is_cuda()) {
     return absl::InvalidArgumentError(

@@ -44,8 +44,8 @@ absl::StatusOr<std::set<prof::ActivityType>> Activities(const v1::ProfileSpec& s
     }
   }
   for (prof::ActivityType a : out) {
-    result->mutable_spec()->add_activities(a == prof::ActivityType::CUDA ? v1::PROFILER_ACTIVITY_CUDA
-                                                         : v1::PROFILER_ACTIVITY_CPU);
+    result->mutable_spec()->add_activities(
+        a == prof::ActivityType::CUDA ? v1::PROFILER_ACTIVITY_CUDA : v1::PROFILER_ACTIVITY_CPU);
   }
   return out;
 }
