@@ -5,6 +5,9 @@
 #   GPU_CHECK_CONFIGS  lines of "preset mode precision batch context [more benchctl flags]" to run
 #   GPU_CHECK_CTEST    a ctest -R regex to run only some unit tests (default: all)
 #   GPU_CHECK_PROFILES lines of "preset mode precision [more flags]" to profile (benchctl submit profile)
+#   GPU_CHECK_DEVICES  more devices for the daemon besides the GPUs, e.g. "cpu:0 cpu:1"
+#   GPU_CHECK_COLLECTIVE lines of "DEVICES BACKEND" to time all_reduce 1 MiB .. 64 MiB on
+#                      (benchctl submit collective), e.g. "cuda:0,cuda:1 nccl" or "cpu:0,cpu:1 gloo"
 #   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_AFTEREFFECT, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +23,17 @@ tail -3 "$OUT/ctest.log"
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-XXXXXX)
-benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0
+DEVICE_FLAGS=()
+if [ -n "${GPU_CHECK_DEVICES:-}" ]; then
+  for d in $(nvidia-smi --query-gpu=index --format=csv,noheader) ; do DEVICE_FLAGS+=(--device "cuda:$d"); done
+  for d in $GPU_CHECK_DEVICES; do DEVICE_FLAGS+=(--device "$d"); done
+fi
+benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0 "${DEVICE_FLAGS[@]}"
+# Every worker up (a CUDA worker takes seconds to start), then the node.
+for _ in $(seq 1 180); do
+  "$BIN/benchctl" node --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]; sys.exit(any(x.get("workerState")!="WORKER_STATE_UP" for x in d))' && break
+  sleep 1
+done
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
 CONFIGS=${GPU_CHECK_CONFIGS:-"small train_step bf16 4 128"}
@@ -33,6 +46,12 @@ while read -r preset mode precision batch ctx extra; do
   "$BIN/benchctl" --timeout 60 submit benchmark --preset "$preset" --mode "$mode" --precision "$precision" \
     --batch-size "$batch" --context-length "$ctx" --warmup-steps 5 --steps 10 ${extra:-} --watch || true
 done <<< "$CONFIGS"
+while read -r devices backend; do
+  [ -n "$devices" ] || continue
+  echo "=== benchctl submit collective --devices $devices --backend $backend --min 1MiB --max 64MiB --warmup 5 --iters 20 --watch"
+  "$BIN/benchctl" --timeout 120 submit collective --devices "$devices" --backend "$backend" \
+    --min 1MiB --max 64MiB --warmup 5 --iters 20 --watch || true
+done <<< "${GPU_CHECK_COLLECTIVE:-}"
 "$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
 curl -s "http://$BENCHD_METRICS_ADDRESS/metrics" > "$OUT/metrics.txt" || true
 
