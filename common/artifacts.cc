@@ -47,7 +47,7 @@ absl::Status MakeDirs(const std::string& dir) {
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i < dir.size() && dir[i] != '/') continue;
     const std::string prefix = dir.substr(0, i);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::InternalError(absl::StrCat("mkdir ", prefix, ": ", std::strerror(errno)));
     }
   }
@@ -56,7 +56,7 @@ absl::Status MakeDirs(const std::string& dir) {
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return absl::InternalError(absl::StrCat("open ", tmp, ": ", std::strerror(errno)));
   size_t done = 0;
   while (done < bytes.size()) {

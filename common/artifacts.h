@@ -23,11 +23,11 @@ bool IsArtifactName(const std::string& name);
 absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
                                             const std::string& job_id, const std::string& request);
 
-// mkdir -p.
+// mkdir -p; the folders it makes are 0700.
 absl::Status MakeDirs(const std::string& dir);
 
 // Writes through a temporary file renamed into place, so a reader never sees
-// half an artifact.
+// half an artifact. The file is 0600.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace benchd

@@ -1,8 +1,10 @@
 #include "common/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 #include <set>
+
 #include "absl/status/status.h"
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,18 @@ absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int6
         absl::StrCat(field, ": expected ", lo, "..", hi, ", got ", value));
   }
   return absl::OkStatus();
+}
+
+// "inf", "-inf", "nan" (absl::StrCat's spelling of the others).
+std::string NumberText(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return absl::StrCat(v);
+}
+
+absl::Status NotFinite(absl::string_view field, double v) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected a finite number, got ", NumberText(v)));
 }
 
 absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) {
@@ -382,11 +396,10 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   if (out.op() == v1::COLLECTIVE_OP_ALL_REDUCE || out.op() == v1::COLLECTIVE_OP_BROADCAST) {
     out.set_in_place(true);
   }
-  if (!out.has_timeout_seconds()) out.set_timeout_seconds(kDefaultCollectiveTimeoutSeconds);
-  if (!(out.timeout_seconds() >= 1 && out.timeout_seconds() <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("collective.timeout_seconds: expected 1..86400, got ", out.timeout_seconds()));
-  }
+  // Unset or 0 = the default; out of range is refused, never replaced.
+  auto timeout = ResolveTimeoutSeconds("collective.timeout_seconds", in.timeout_seconds());
+  if (!timeout.ok()) return timeout.status();
+  out.set_timeout_seconds(*timeout);
   return out;
 }
 
@@ -446,8 +459,111 @@ std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
   return cells;
 }
 
+absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
+                                absl::string_view prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(message, &fields);  // the set ones: a NaN or inf is never the default
+  for (const FieldDescriptor* f : fields) {
+    const std::string path = absl::StrCat(prefix, f->name());
+    const auto value = [&](int i) -> double {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE)
+        return i < 0 ? r->GetDouble(message, f) : r->GetRepeatedDouble(message, f, i);
+      return i < 0 ? r->GetFloat(message, f) : r->GetRepeatedFloat(message, f, i);
+    };
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        if (!f->is_repeated()) {
+          if (!std::isfinite(value(-1))) return NotFinite(path, value(-1));
+          break;
+        }
+        for (int i = 0; i < r->FieldSize(message, f); ++i) {
+          if (!std::isfinite(value(i))) return NotFinite(absl::StrCat(path, "[", i, "]"), value(i));
+        }
+        break;
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        if (!f->is_repeated()) {
+          if (auto s = CheckFiniteNumbers(r->GetMessage(message, f), absl::StrCat(path, "."));
+              !s.ok())
+            return s;
+          break;
+        }
+        for (int i = 0; i < r->FieldSize(message, f); ++i) {
+          if (auto s = CheckFiniteNumbers(r->GetRepeatedMessage(message, f, i),
+                                          absl::StrCat(path, "[", i, "]."));
+              !s.ok())
+            return s;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value) {
+  if (value == 0) return kDefaultCollectiveTimeoutSeconds;
+  if (!(value >= 1 && value <= kMaxTimeoutSeconds)) {  // NaN fails both
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected 0 (= ", kDefaultCollectiveTimeoutSeconds, ") or 1..",
+                     kMaxTimeoutSeconds, ", got ", NumberText(value)));
+  }
+  return value;
+}
+
+absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
+                                       absl::string_view prefix) {
+  const bool cuda = device.rfind("cuda:", 0) == 0;
+  if (step.cuda_graph() && !cuda) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device));
+  }
+  const v1::AttentionImpl a = step.attention();
+  if (!cuda && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ", device,
+        " is a CPU; on a CPU use faithful, sdpa, flash (ATen's CPU flash-attention kernel) or "
+        "math"));
+  }
+  if (cuda && step.precision() == v1::PRECISION_FP32 &&
+      (a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "attention: the ", AttentionName(a),
+                     " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ", device,
+                     "; use precision bf16 or fp16, or attention efficient or math"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device) {
   const bool cuda = device.rfind("cuda:", 0) == 0;
+  switch (spec.kind_case()) {
+    case v1::JobSpec::kBenchmark:
+      if (auto s = CheckStepOptionsForDevice(spec.benchmark(), device); !s.ok()) return s;
+      break;
+    case v1::JobSpec::kProfile:
+      if (auto s = CheckStepOptionsForDevice(spec.profile().step(), device, "profile.step.");
+          !s.ok())
+        return s;
+      break;
+    case v1::JobSpec::kMemory:
+      if (!cuda) break;  // refused below, as a whole
+      if (auto s = CheckStepOptionsForDevice(spec.memory().step(), device, "memory.step."); !s.ok())
+        return s;
+      // Each run of the sweep has its own precision.
+      for (const v1::BenchmarkSpec& cell : MemoryRunSpecs(spec.memory(), spec.memory().step())) {
+        if (auto s = CheckStepOptionsForDevice(
+                cell, device, absl::StrCat("memory (run ", MemoryRunName(cell), "): memory.step."));
+            !s.ok())
+          return s;
+      }
+      break;
+    default:
+      break;
+  }
   if (spec.kind_case() == v1::JobSpec::kMemory && !cuda) {
     return absl::FailedPreconditionError(absl::StrCat(
         "memory: needs a CUDA device (it records the CUDA caching allocator's history); ", device,
@@ -499,6 +615,8 @@ std::string JobKindName(v1::JobKind kind) {
 std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(spec)); }
 
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
+  // One check of every float and double field, whatever the kind.
+  if (auto s = CheckFiniteNumbers(spec); !s.ok()) return s;
   v1::JobSpec out = spec;
   switch (spec.kind_case()) {
     case v1::JobSpec::kBenchmark: {

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "benchd/v1/bench.pb.h"
+#include "google/protobuf/message.h"
 
 namespace benchd {
 
@@ -64,8 +66,34 @@ std::vector<v1::CollectiveTarget> CollectiveSeries(const v1::CollectiveSpec& col
 std::vector<std::string> CollectiveDevices(const v1::CollectiveSpec& collective);
 
 // FAILED_PRECONDITION when the kind cannot run on that device at all (memory
-// on a CPU). The daemon calls it at Submit with the resolved device name.
+// on a CPU); INVALID_ARGUMENT naming the field when a benchmark step's option
+// cannot run there (CheckStepOptionsForDevice). The daemon calls it at Submit
+// with the resolved device name.
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device);
+
+// INVALID_ARGUMENT naming the field (`prefix` + "cuda_graph", "attention")
+// when `device` ("cpu:0", "cuda:1") cannot honour an option of the resolved
+// step: cuda_graph on a CPU; efficient or cudnn attention on a CPU (CUDA
+// kernels; flash and math have CPU kernels); flash or cudnn attention in fp32
+// on CUDA (fp16/bf16 kernels only). The same rule as the worker's
+// CheckOptionsForDevice (worker/job_options.cc), from the device's name.
+absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
+                                       absl::string_view prefix = "benchmark.");
+
+// INVALID_ARGUMENT "<prefix><path>: expected a finite number, got inf" for
+// the first float or double field of `message` (nested messages and repeated
+// fields included, found through its descriptor) that is NaN or +-inf. Every
+// request boundary calls it once on the whole request: ResolveJobSpec on the
+// JobSpec, the daemon's CreateGroup on its request.
+absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
+                                absl::string_view prefix = "");
+
+// A timeout in seconds as requests give it: 0 = the default (300 s), else
+// 1..86400; anything else (negative, NaN, inf, 0.5, beyond a day) is
+// INVALID_ARGUMENT "<field>: expected 0 (= 300) or 1..86400, got -1". Returns
+// the timeout to use.
+inline constexpr double kMaxTimeoutSeconds = 86400;
+absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value);
 
 }  // namespace benchd
 

@@ -1,10 +1,15 @@
 #include "common/job_spec.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/number_fields_test_util.h"
 #include "gtest/gtest.h"
 
 namespace benchd {
@@ -448,6 +453,135 @@ TEST(CollectiveSpecTest, BadInputNamed) {
   auto ok = ResolveJobSpec(g);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->collective().targets(0).group(), "g1");
+}
+
+// Every float and double of a request, found through the descriptors (so a
+// field added later is walked too), refuses NaN and +-inf naming the field.
+TEST(FiniteNumbersTest, EveryNumberFieldOfAJobSpecRefusesNanAndInfNamingIt) {
+  const auto paths = testing::NumberFieldPaths(v1::JobSpec::descriptor());
+  std::vector<std::string> names;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& path : paths) {
+    for (const auto& [value, text] :
+         std::vector<std::pair<double, std::string>>{{nan, "nan"}, {inf, "inf"}, {-inf, "-inf"}}) {
+      v1::JobSpec spec;
+      const std::string field = testing::SetNumberAt(&spec, path, value);
+      if (std::isnan(value)) names.push_back(field);
+      auto out = ResolveJobSpec(spec);
+      ASSERT_FALSE(out.ok()) << field << " = " << text << " was accepted";
+      EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << field;
+      EXPECT_EQ(out.status().message(),
+                absl::StrCat(field, ": expected a finite number, got ", text));
+    }
+  }
+  // The walk finds the fields there are today.
+  EXPECT_NE(std::find(names.begin(), names.end(), "benchmark.model.rope_theta"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "profile.step.model.rope_theta"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "memory.step.model.rope_theta"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "collective.timeout_seconds"), names.end());
+}
+
+TEST(FiniteNumbersTest, FiniteValuesAndUnsetFieldsPass) {
+  v1::JobSpec spec = Benchmark();
+  spec.mutable_benchmark()->mutable_model()->set_rope_theta(500000);
+  EXPECT_TRUE(CheckFiniteNumbers(spec).ok());
+  EXPECT_TRUE(CheckFiniteNumbers(v1::JobSpec()).ok());
+  v1::CreateGroupRequest group;
+  group.set_timeout_seconds(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(CheckFiniteNumbers(group).message(),
+            "timeout_seconds: expected a finite number, got inf");
+}
+
+TEST(TimeoutSecondsTest, ZeroIsTheDefaultOutOfRangeIsRefusedNeverReplaced) {
+  EXPECT_EQ(*ResolveTimeoutSeconds("t", 0), 300);
+  EXPECT_EQ(*ResolveTimeoutSeconds("t", 1), 1);
+  EXPECT_EQ(*ResolveTimeoutSeconds("t", 86400), 86400);
+  EXPECT_EQ(ResolveTimeoutSeconds("t", -1).status().message(),
+            "t: expected 0 (= 300) or 1..86400, got -1");
+  for (double bad :
+       {-1.0, 0.5, 86401.0, std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
+    EXPECT_EQ(ResolveTimeoutSeconds("t", bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+TEST(CollectiveSpecTest, TimeoutOutOfRangeIsRefusedZeroIsTheDefault) {
+  v1::JobSpec s = Collective({"cpu:0", "cpu:1"});
+  s.mutable_collective()->set_timeout_seconds(-1);
+  ExpectInvalid(s, "collective.timeout_seconds: expected 0 (= 300) or 1..86400, got -1");
+  s.mutable_collective()->set_timeout_seconds(86401);
+  ExpectInvalid(s, "collective.timeout_seconds: expected 0 (= 300) or 1..86400, got 86401");
+  s.mutable_collective()->set_timeout_seconds(std::nan(""));
+  ExpectInvalid(s, "collective.timeout_seconds: expected a finite number, got nan");
+  s.mutable_collective()->set_timeout_seconds(0);
+  auto out = ResolveJobSpec(s);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_DOUBLE_EQ(out->collective().timeout_seconds(), 300);
+  s.mutable_collective()->set_timeout_seconds(30);
+  EXPECT_DOUBLE_EQ(ResolveJobSpec(s)->collective().timeout_seconds(), 30);
+}
+
+// The options a CPU cannot run are refused at Submit (CheckKindForDevice), by
+// the same rule the worker applies (CheckStepOptionsForDevice).
+absl::Status ForDevice(const v1::JobSpec& spec, const std::string& device) {
+  auto resolved = ResolveJobSpec(spec);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return CheckKindForDevice(*resolved, device);
+}
+
+TEST(OptionsForDeviceTest, CudaOnlyOptionsAreRefusedOnACpuNamingTheField) {
+  v1::JobSpec graph = Benchmark();
+  graph.mutable_benchmark()->set_cuda_graph(true);
+  EXPECT_TRUE(ForDevice(graph, "cuda:0").ok());
+  absl::Status s = ForDevice(graph, "cpu:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "benchmark.cuda_graph: CUDA graphs need a CUDA device; this worker serves cpu:0");
+
+  for (auto a : {v1::ATTENTION_IMPL_SDPA_EFFICIENT, v1::ATTENTION_IMPL_SDPA_CUDNN}) {
+    v1::JobSpec spec = Benchmark();
+    spec.mutable_benchmark()->set_attention(a);
+    spec.mutable_benchmark()->set_precision(v1::PRECISION_BF16);
+    EXPECT_TRUE(ForDevice(spec, "cuda:1").ok()) << a;
+    s = ForDevice(spec, "cpu:2");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << a;
+    EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.attention: the", std::string(s.message()));
+    EXPECT_PRED_FORMAT2(IsSubstring, "is a CUDA kernel and cpu:2 is a CPU",
+                        std::string(s.message()));
+    // A profile's step the same, named as its field.
+    v1::JobSpec profile;
+    *profile.mutable_profile()->mutable_step() = spec.benchmark();
+    s = ForDevice(profile, "cpu:0");
+    EXPECT_PRED_FORMAT2(IsSubstring, "profile.step.attention: the", std::string(s.message()));
+  }
+  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH,
+                 v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_FAITHFUL}) {
+    v1::JobSpec spec = Benchmark();
+    spec.mutable_benchmark()->set_attention(a);
+    EXPECT_TRUE(ForDevice(spec, "cpu:0").ok()) << a;
+  }
+}
+
+TEST(OptionsForDeviceTest, HalfPrecisionKernelsAreRefusedInFp32OnCuda) {
+  v1::JobSpec spec = Benchmark();
+  spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_SDPA_FLASH);
+  absl::Status s = ForDevice(spec, "cuda:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.attention: the", std::string(s.message()));
+  EXPECT_PRED_FORMAT2(IsSubstring, "fp16/bf16 inputs only", std::string(s.message()));
+  spec.mutable_benchmark()->set_precision(v1::PRECISION_BF16);
+  EXPECT_TRUE(ForDevice(spec, "cuda:0").ok());
+  // A memory sweep: each run has its own precision.
+  v1::JobSpec memory;
+  *memory.mutable_memory()->mutable_step() = spec.benchmark();
+  memory.mutable_memory()->add_precisions(v1::PRECISION_BF16);
+  EXPECT_TRUE(ForDevice(memory, "cuda:0").ok());
+  memory.mutable_memory()->add_precisions(v1::PRECISION_FP32);
+  s = ForDevice(memory, "cuda:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "fp32): memory.step.attention", std::string(s.message()));
 }
 
 }  // namespace

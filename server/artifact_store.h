@@ -1,7 +1,8 @@
 // A job's artifacts as the daemon serves them (Bench.ListArtifacts,
 // Bench.FetchArtifact): the files the worker wrote under
 // <artifacts dir>/<job id>/. Names are checked to be one plain path
-// component (common/artifacts.h), so no request reaches outside that folder.
+// component (common/artifacts.h), and neither <job id> nor a file in it is
+// followed when it is a symbolic link, so no request reaches outside that folder.
 #ifndef BENCHD_SERVER_ARTIFACT_STORE_H_
 #define BENCHD_SERVER_ARTIFACT_STORE_H_
 
@@ -45,7 +46,8 @@ class ArtifactStore {
   // <artifacts dir>/<job id> (the folder need not exist yet).
   absl::StatusOr<std::string> JobDir(const std::string& job_id) const;
   // The job's artifacts by name (regular files only; none when the job wrote
-  // none). INVALID_ARGUMENT for a job id that cannot name a folder.
+  // none). INVALID_ARGUMENT for a job id that cannot name a folder,
+  // FAILED_PRECONDITION when <job id> is not a folder (e.g. a symbolic link).
   absl::StatusOr<std::vector<v1::Artifact>> List(const std::string& job_id) const;
   // INVALID_ARGUMENT for a bad name, NOT_FOUND (naming what the job has) for
   // one the job did not write.
@@ -53,6 +55,8 @@ class ArtifactStore {
                                                        const std::string& name) const;
 
  private:
+  absl::StatusOr<int> OpenJobDir(const std::string& job_id, bool* missing) const;
+
   std::string dir_;
 };
 

@@ -79,5 +79,32 @@ TEST_F(ArtifactStoreTest, RefusesPathsAndNamesWhatTheJobHas) {
   EXPECT_THAT(std::string(store.Open("9", "trace.json").status().message()), HasSubstr("none"));
 }
 
+// A job folder that is a symbolic link (here to a folder of files outside the
+// artifacts root) is neither listed nor served, and neither is a link inside it.
+TEST_F(ArtifactStoreTest, DoesNotFollowALinkedJobFolder) {
+  ASSERT_EQ(mkdir((root_ + "/elsewhere").c_str(), 0755), 0);
+  std::ofstream(root_ + "/elsewhere/passwd") << "root:x:0:0";
+  ASSERT_EQ(mkdir((root_ + "/artifacts").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((root_ + "/elsewhere").c_str(), (root_ + "/artifacts/8").c_str()), 0);
+  ArtifactStore store(root_ + "/artifacts");
+  auto list = store.List("8");
+  if (list.ok()) {
+    EXPECT_TRUE(list->empty());
+  } else {
+    EXPECT_EQ(list.status().code(), absl::StatusCode::kFailedPrecondition) << list.status();
+    EXPECT_THAT(std::string(list.status().message()), HasSubstr("not a folder"));
+  }
+  auto opened = store.Open("8", "passwd");
+  EXPECT_FALSE(opened.ok());
+  // A link to the linked folder's file from a real job folder: refused too.
+  ASSERT_EQ(mkdir((root_ + "/artifacts/9").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((root_ + "/elsewhere/passwd").c_str(), (root_ + "/artifacts/9/p.txt").c_str()),
+            0);
+  EXPECT_EQ(store.Open("9", "p.txt").status().code(), absl::StatusCode::kNotFound);
+  auto list9 = store.List("9");
+  ASSERT_TRUE(list9.ok()) << list9.status();
+  EXPECT_TRUE(list9->empty());
+}
+
 }  // namespace
 }  // namespace benchd::server

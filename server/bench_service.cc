@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/job_id.h"
@@ -262,12 +263,8 @@ grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* 
 }
 
 BenchService::~BenchService() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(threads_mu_);
-    threads.swap(threads_);
-  }
-  for (auto& t : threads) t.join();
+  std::unique_lock<std::mutex> lock(setups_mu_);
+  setups_done_.wait(lock, [this] { return setups_ == 0; });
 }
 
 grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext* ctx,
@@ -275,13 +272,22 @@ grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext*
                                                     v1::Group* resp) {
   if (groups_ == nullptr)
     return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+  // Bad input is refused here, before any thread starts.
+  auto checked = groups_->CheckRequest(*req);
+  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
   auto* reactor = ctx->DefaultReactor();
-  std::lock_guard<std::mutex> lock(threads_mu_);
-  threads_.emplace_back([this, reactor, req, resp] {
-    auto group = groups_->Create(*req);
+  {
+    std::lock_guard<std::mutex> lock(setups_mu_);
+    ++setups_;
+  }
+  std::thread([this, reactor, request = *std::move(checked), resp] {
+    auto group = groups_->Create(request);
     if (group.ok()) *resp = *group;
     reactor->Finish(ToGrpc(group.status()));
-  });
+    // Last: after this the service may be gone.
+    std::lock_guard<std::mutex> lock(setups_mu_);
+    if (--setups_ == 0) setups_done_.notify_all();
+  }).detach();
   return reactor;
 }
 

@@ -3,9 +3,9 @@
 #ifndef BENCHD_SERVER_BENCH_SERVICE_H_
 #define BENCHD_SERVER_BENCH_SERVICE_H_
 
+#include <condition_variable>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,8 +64,10 @@ class BenchService final : public v1::Bench::CallbackService {
                                           v1::ListArtifactsResponse* resp) override;
   grpc::ServerWriteReactor<v1::ArtifactChunk>* FetchArtifact(
       grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
-  // Process groups (server/group_registry.h). CreateGroup runs on a thread of
-  // its own: the rendezvous and NCCL's set-up take seconds.
+  // Process groups (server/group_registry.h). A request that fails
+  // GroupRegistry::CheckRequest is refused on the calling thread; a good one
+  // is set up on a thread of its own (the rendezvous and NCCL's set-up take
+  // seconds) that ends with the call.
   grpc::ServerUnaryReactor* CreateGroup(grpc::CallbackServerContext* ctx,
                                         const v1::CreateGroupRequest* req,
                                         v1::Group* resp) override;
@@ -83,8 +85,12 @@ class BenchService final : public v1::Bench::CallbackService {
   const NodeDetails node_;
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;
-  std::mutex threads_mu_;
-  std::vector<std::thread> threads_;  // CreateGroup calls, joined at destruction
+  // CreateGroup set-ups under way: each runs on a detached thread (nothing is
+  // left behind when it ends) that counts itself out last; the destructor
+  // waits for the count to reach zero.
+  std::mutex setups_mu_;
+  std::condition_variable setups_done_;
+  int setups_ = 0;
 };
 
 }  // namespace benchd::server

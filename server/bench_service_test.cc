@@ -1,6 +1,11 @@
 // BenchService's calls that need workers, in-process over fake workers.
 #include "server/bench_service.h"
 
+#include <dirent.h>
+
+#include <limits>
+
+#include "common/number_fields_test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -94,6 +99,65 @@ TEST_F(BenchServiceTest, NodeInfoWaitsForTheLastWorkerWithoutHoldingTheOthers) {
   ASSERT_EQ(info.devices_size(), 3);
   EXPECT_EQ(info.devices(1).free_memory_bytes(), 2);
   EXPECT_EQ(info.devices(2).free_memory_bytes(), 3);
+}
+
+// Every request of the Bench service whose float or double fields some
+// boundary checks for NaN and inf (ResolveJobSpec for Submit's spec,
+// GroupRegistry::CheckRequest for CreateGroup; their tests walk the fields
+// through the descriptors). A number added to another request fails here
+// until it is checked at its boundary too.
+TEST(RequestNumbersTest, EveryRequestWithANumberFieldIsChecked) {
+  const google::protobuf::ServiceDescriptor* service =
+      v1::SubmitRequest::descriptor()->file()->FindServiceByName("Bench");
+  ASSERT_NE(service, nullptr);
+  for (int i = 0; i < service->method_count(); ++i) {
+    const google::protobuf::Descriptor* in = service->method(i)->input_type();
+    if (testing::NumberFieldPaths(in).empty()) continue;
+    EXPECT_TRUE(in == v1::SubmitRequest::descriptor() || in == v1::CreateGroupRequest::descriptor())
+        << service->method(i)->name() << "'s " << in->full_name()
+        << " has float/double fields that no boundary checks for NaN/inf";
+  }
+}
+
+int CountThreads() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  while (dirent* e = readdir(dir)) n += e->d_name[0] != '.';
+  closedir(dir);
+  return n;
+}
+
+// A refused CreateGroup starts nothing: no thread is left behind.
+TEST_F(BenchServiceTest, RefusedCreateGroupLeavesNoThread) {
+  workers_.UpAll();
+  GroupRegistry groups(&workers_, nullptr, {"cpu:0", "cpu:1", "cpu:2"});
+  BenchService service(nullptr, nullptr, &workers_, {"/data", "", "/data/artifacts"}, &groups);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  auto stub = v1::Bench::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
+  auto call = [&](double timeout) {
+    v1::CreateGroupRequest req;
+    req.add_devices("cpu:0");
+    req.add_devices("cpu:1");
+    req.set_timeout_seconds(timeout);
+    grpc::ClientContext ctx;
+    v1::Group group;
+    return stub->CreateGroup(&ctx, req, &group);
+  };
+  ASSERT_EQ(call(-1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // warms gRPC up
+  const int before = CountThreads();
+  for (int i = 0; i < 200; ++i) {
+    const grpc::Status s = call(i % 2 ? -1 : std::numeric_limits<double>::quiet_NaN());
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    ASSERT_THAT(s.error_message(), ::testing::HasSubstr("timeout_seconds: expected"));
+  }
+  EXPECT_LE(CountThreads(), before + 4);
+  EXPECT_EQ(workers_.client("cpu:0")->prepare_group.calls(), 0u);
+  // A good one runs on its own thread, which ends with the call.
+  EXPECT_TRUE(call(0).ok());
+  EXPECT_EQ(groups.List().size(), 1u);
+  server->Shutdown();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/artifacts.h"
 #include "common/collective_math.h"
 #include "common/collective_svg.h"
 #include "common/job_spec.h"
@@ -333,12 +334,11 @@ void RunCollectiveJob(const CollectiveJobDeps& deps, v1::Job* job,
   for (v1::CollectivePlot& plot : RenderCollectivePlots(result)) {
     if (!deps.artifacts_dir.empty()) {
       const std::filesystem::path dir = std::filesystem::path(deps.artifacts_dir) / job->id();
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
       const std::filesystem::path file = dir / (plot.name() + ".svg");
-      std::ofstream out(file);
-      out << plot.svg();
-      if (out) plot.set_artifact(file.string());
+      // 0700 folder, 0600 file (common/artifacts.h).
+      if (MakeDirs(dir.string()).ok() && WriteFileAtomically(file.string(), plot.svg()).ok()) {
+        plot.set_artifact(file.string());
+      }
     }
     *result.add_plots() = std::move(plot);
   }

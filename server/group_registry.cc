@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/collective_math.h"
+#include "common/job_spec.h"
 #include "server/config.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
@@ -90,17 +91,27 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& request,
-                                                bool transient) {
+absl::StatusOr<v1::CreateGroupRequest> GroupRegistry::CheckRequest(
+    const v1::CreateGroupRequest& request) const {
+  if (auto s = CheckFiniteNumbers(request); !s.ok()) return s;
   std::vector<std::string> devices(request.devices().begin(), request.devices().end());
   v1::CollectiveBackend backend = request.backend();
   if (auto s = CheckMembers(devices, &backend, "devices"); !s.ok()) return s;
-  const double timeout =
-      request.timeout_seconds() > 0 ? request.timeout_seconds() : kDefaultCollectiveTimeoutSeconds;
-  if (timeout > 86400) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout_seconds: expected 0..86400, got ", request.timeout_seconds()));
-  }
+  // Out of range is refused, never replaced by the default.
+  auto timeout = ResolveTimeoutSeconds("timeout_seconds", request.timeout_seconds());
+  if (!timeout.ok()) return timeout.status();
+  v1::CreateGroupRequest out = request;
+  out.set_backend(backend);
+  out.set_timeout_seconds(*timeout);
+  return out;
+}
+
+absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& in, bool transient) {
+  auto request = CheckRequest(in);
+  if (!request.ok()) return request.status();
+  std::vector<std::string> devices(request->devices().begin(), request->devices().end());
+  const v1::CollectiveBackend backend = request->backend();
+  const double timeout = request->timeout_seconds();
   const auto start = std::chrono::steady_clock::now();
   const int world = static_cast<int>(devices.size());
   std::vector<std::shared_ptr<WorkerClient>> workers;

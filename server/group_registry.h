@@ -36,6 +36,11 @@ class GroupRegistry {
   // DEADLINE_EXCEEDED (the rendezvous timed out) or the worker's error; on
   // failure every member drops what it made.
   absl::StatusOr<v1::Group> Create(const v1::CreateGroupRequest& request, bool transient = false);
+  // Create's checks alone, made before anything starts (no worker is asked):
+  // every number finite, the devices and backend (CheckMembers), the timeout
+  // (0 = 300, else 1..86400). Returns the request resolved (backend and
+  // timeout written out) or INVALID_ARGUMENT naming the field.
+  absl::StatusOr<v1::CreateGroupRequest> CheckRequest(const v1::CreateGroupRequest& request) const;
   std::vector<v1::Group> List();
   absl::StatusOr<v1::Group> Get(const std::string& id);
   // NOT_FOUND; FAILED_PRECONDITION while a job holds it.

@@ -2,7 +2,11 @@
 // 0, JoinGroup on every member at once), undone, broken and dropped.
 #include "server/group_registry.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "common/number_fields_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/fake_worker_client.h"
@@ -208,6 +212,56 @@ TEST_F(GroupRegistryTest, BadMembersAreRefusedNamingTheField) {
   auto unserved = Create({"cpu:0", "cpu:7"});
   EXPECT_EQ(unserved.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(W("cpu:0")->prepare_group.calls(), 0u);
+}
+
+TEST_F(GroupRegistryTest, TimeoutOutOfRangeIsRefusedNeverReplaced) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [timeout, message] : std::vector<std::pair<double, std::string>>{
+           {-1, "timeout_seconds: expected 0 (= 300) or 1..86400, got -1"},
+           {0.5, "timeout_seconds: expected 0 (= 300) or 1..86400, got 0.5"},
+           {86401, "timeout_seconds: expected 0 (= 300) or 1..86400, got 86401"},
+           {nan, "timeout_seconds: expected a finite number, got nan"},
+           {-inf, "timeout_seconds: expected a finite number, got -inf"}}) {
+    v1::CreateGroupRequest req;
+    req.add_devices("cpu:0");
+    req.add_devices("cpu:1");
+    req.set_timeout_seconds(timeout);
+    auto group = groups_->Create(req);
+    EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument) << timeout;
+    EXPECT_EQ(group.status().message(), message);
+  }
+  EXPECT_EQ(W("cpu:0")->prepare_group.calls(), 0u);  // nothing was started
+  v1::CreateGroupRequest req;
+  req.add_devices("cpu:0");
+  req.add_devices("cpu:1");
+  auto checked = groups_->CheckRequest(req);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->timeout_seconds(), 300);  // 0 = the default, written out
+  EXPECT_EQ(checked->backend(), v1::COLLECTIVE_BACKEND_GLOO);
+  req.set_timeout_seconds(42);
+  EXPECT_EQ(groups_->CheckRequest(req)->timeout_seconds(), 42);
+}
+
+// Every float and double of the request, found through its descriptor (a
+// field added later too), refuses NaN and +-inf naming the field.
+TEST_F(GroupRegistryTest, EveryNumberFieldOfTheRequestRefusesNanAndInf) {
+  const auto paths = testing::NumberFieldPaths(v1::CreateGroupRequest::descriptor());
+  ASSERT_FALSE(paths.empty());
+  for (const auto& path : paths) {
+    for (double v :
+         {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+          -std::numeric_limits<double>::infinity()}) {
+      v1::CreateGroupRequest req;
+      req.add_devices("cpu:0");
+      req.add_devices("cpu:1");
+      const std::string field = testing::SetNumberAt(&req, path, v);
+      auto checked = groups_->CheckRequest(req);
+      EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument) << field;
+      EXPECT_THAT(checked.status().message(),
+                  HasSubstr(absl::StrCat(field, ": expected a finite number, got ")));
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // per device, serves benchd.v1.Bench (+ health, reflection) and /metrics, and
 // stops in order on SIGTERM/SIGINT.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/artifacts.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -21,6 +23,7 @@
 #include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/metrics.h"
+#include "server/private_dir.h"
 #include "server/store.h"
 #include "server/supervisor.h"
 
@@ -34,16 +37,29 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-// Unix socket paths are limited to 107 bytes; a deep data dir falls back to /tmp.
-std::string RunDir(const fs::path& data_dir) {
-  fs::path run = data_dir / "run";
-  if (run.string().size() + sizeof("/worker-cuda-999.sock") <= 107) return run.string();
-  return absl::StrCat("/tmp/benchd-run-", getuid(), "-", getpid());
-}
+// Unix socket paths are limited to 107 bytes; a deep data dir falls back to
+// a new private folder (mkdtemp) under $XDG_RUNTIME_DIR, /run/user/<uid> or
+// /tmp, removed at stop.
+constexpr size_t kSocketNameBytes = sizeof("/worker-cuda-999.sock");
+
+bool FitsSocketPath(const fs::path& run) { return run.string().size() + kSocketNameBytes <= 107; }
+
+// Removes the fallback run folder when main returns, whichever way.
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Whatever the caller's umask: what the daemon and its workers (who inherit
+  // it) create is for this user only: folders 0700, files 0600, sockets in a
+  // 0700 folder.
+  umask(077);
   CLI::App app{"benchd: GPU benchmarking and profiling daemon"};
   DaemonConfig config;
   std::string config_file, listen, metrics, data_dir, worker;
@@ -85,10 +101,24 @@ int main(int argc, char** argv) {
 
   std::error_code ec;
   const fs::path data = fs::absolute(config.data_dir);
-  const std::string run_dir = RunDir(data);
-  for (const fs::path& dir : {data, data / "logs", data / "artifacts", fs::path(run_dir)}) {
-    fs::create_directories(dir, ec);
-    if (ec) return Fail(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  fs::create_directories(data, ec);  // 0700 for what it makes (umask 077)
+  if (ec) return Fail(absl::StrCat("cannot create ", data.string(), ": ", ec.message()));
+  for (const fs::path& dir : {data / "logs", data / "artifacts"}) {
+    if (auto s = benchd::server::MakePrivateDir(dir.string()); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  RemoveOnExit temporary_run_dir;
+  std::string run_dir = (data / "run").string();
+  if (FitsSocketPath(run_dir)) {
+    if (auto s = benchd::server::MakePrivateDir(run_dir); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  } else {
+    auto made = benchd::server::MakeTemporaryRunDir(benchd::server::RuntimeDirCandidates(),
+                                                    kSocketNameBytes);
+    if (!made.ok()) return Fail(std::string(made.status().message()));
+    run_dir = temporary_run_dir.path = *made;
   }
 
   // SIGTERM/SIGINT are taken by sigwait below; every thread inherits the mask.
@@ -143,10 +173,10 @@ int main(int argc, char** argv) {
                               {"metrics", registry->BoundAddress()},
                               {"pid", getpid()},
                               {"devices", config.devices}};
-  {
-    const fs::path tmp = data / "endpoints.json.tmp";
-    std::ofstream(tmp) << endpoints.dump() << "\n";
-    fs::rename(tmp, data / "endpoints.json", ec);
+  if (auto s =
+          benchd::WriteFileAtomically((data / "endpoints.json").string(), endpoints.dump() + "\n");
+      !s.ok()) {
+    fprintf(stderr, "benchd: %s\n", std::string(s.message()).c_str());
   }
   fprintf(stderr, "benchd: serving gRPC on %s, /metrics on %s, devices %s, data in %s\n",
           bound.c_str(),

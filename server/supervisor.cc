@@ -92,8 +92,10 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   posix_spawn_file_actions_init(&files);
   posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+                                   O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
   posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  // The worker makes its socket and artifacts under the daemon's umask (077,
+  // set in main), in folders that are 0700.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // The daemon blocks SIGTERM/SIGINT in all threads to sigwait for them; the

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
 #include "common/model_config.h"
 #include "common/options.h"
 #include "worker/autocast_guard.h"
@@ -10,27 +11,9 @@
 namespace benchd::worker {
 
 absl::Status CheckOptionsForDevice(const v1::BenchmarkSpec& spec, const WorkerDevice& device) {
-  if (spec.cuda_graph() && !device.is_cuda()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device.name));
-  }
-  const v1::AttentionImpl a = spec.attention();
-  if (!device.is_cuda() &&
-      (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ",
-        device.name,
-        " is a CPU; on a CPU use faithful, sdpa, flash (ATen's CPU flash-attention kernel) or "
-        "math"));
-  }
-  if (device.is_cuda() && spec.precision() == v1::PRECISION_FP32 &&
-      (a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("benchmark.attention: the ", AttentionName(a),
-                     " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ",
-                     device.name, "; use precision bf16 or fp16, or attention efficient or math"));
-  }
-  return absl::OkStatus();
+  // The daemon's rule at Submit (common/job_spec.h), checked again here: the
+  // worker never trusts its caller.
+  return CheckStepOptionsForDevice(spec, device.name);
 }
 
 Tf32Guard::Tf32Guard(bool allow_tf32) {

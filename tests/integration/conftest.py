@@ -36,16 +36,17 @@ class Daemon:
     """One benchd process. Keeps its data dir across restart() so tests can
     check what survives a restart."""
 
-    def __init__(self, data_dir, extra_args=()):
+    def __init__(self, data_dir, extra_args=(), preexec_fn=None, env=None, log_path=None):
         self.data_dir = data_dir
         self.extra_args = list(extra_args)
+        self.preexec_fn, self.env = preexec_fn, env
         self.proc = None
         self.address = None
         self.metrics_address = None
-        self.log_path = os.path.join(data_dir, "benchd.log")
+        self.log_path = log_path or os.path.join(data_dir, "benchd.log")
 
     def start(self, timeout=60):
-        os.makedirs(self.data_dir, exist_ok=True)
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         endpoints = os.path.join(self.data_dir, "endpoints.json")
         if os.path.exists(endpoints):
             os.remove(endpoints)
@@ -53,7 +54,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "benchd"), "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
              "--data-dir", self.data_dir, "--device", "cpu:0"] + self.extra_args,
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec_fn, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -89,3 +89,34 @@ def test_health_and_reflection(daemon):
                                         response_deserializer=lambda b: b)
     reply = next(iter(info(iter([None]), timeout=10)))
     assert b"benchd.v1.Bench" in reply
+
+
+@pytest.mark.parametrize("value,text", [(float("inf"), "inf"), (float("-inf"), "-inf"),
+                                        (float("nan"), "nan")])
+def test_non_finite_numbers_are_refused_at_submit(daemon, value, text):
+    spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
+        model=bench_pb2.ModelConfig(preset="tiny", rope_theta=value)))
+    with pytest.raises(grpc.RpcError) as e:
+        daemon.stub.Submit(bench_pb2.SubmitRequest(spec=spec))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details() == f"benchmark.model.rope_theta: expected a finite number, got {text}"
+
+
+@pytest.mark.parametrize("options,field", [
+    (dict(cuda_graph=True), "benchmark.cuda_graph: CUDA graphs need a CUDA device"),
+    (dict(attention=bench_pb2.ATTENTION_IMPL_SDPA_EFFICIENT, precision=bench_pb2.PRECISION_BF16),
+     "benchmark.attention: the"),
+    (dict(attention=bench_pb2.ATTENTION_IMPL_SDPA_CUDNN, precision=bench_pb2.PRECISION_BF16),
+     "benchmark.attention: the"),
+])
+def test_cuda_only_options_are_refused_at_submit_on_a_cpu(daemon, options, field):
+    spec = bench_pb2.JobSpec(device="cpu:0", benchmark=bench_pb2.BenchmarkSpec(
+        model=bench_pb2.ModelConfig(preset="tiny"), **options))
+    jobs_before = len(daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs)
+    with pytest.raises(grpc.RpcError) as e:
+        daemon.stub.Submit(bench_pb2.SubmitRequest(spec=spec))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details().startswith(field), e.value.details()
+    assert "cpu:0" in e.value.details()
+    # Nothing was queued.
+    assert len(daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs) == jobs_before

@@ -161,11 +161,14 @@ def test_fused_ops_give_the_faithful_losses(daemon):
     (["--attention", "efficient"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
     (["--attention", "cudnn"], "benchmark.attention", "is a CUDA kernel and cpu:0 is a CPU"),
 ])
-def test_cuda_only_options_fail_on_a_cpu_worker(daemon, args, field, text):
-    job = submit(daemon, "--warmup-steps", "2", "--steps", "1", *args)
-    assert job.state == bench_pb2.JOB_STATE_FAILED
-    assert job.error_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert field in job.error_message and text in job.error_message, job.error_message
+def test_cuda_only_options_are_refused_at_submit_on_a_cpu(daemon, args, field, text):
+    # Refused by the daemon (common/job_spec.cc CheckStepOptionsForDevice),
+    # not queued to fail in the worker.
+    before = len(daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs)
+    r = daemon.benchctl("submit", "benchmark", *TINY, "--warmup-steps", "2", "--steps", "1",
+                        *args, check=2)
+    assert field in r.stderr and text in r.stderr, r.stderr
+    assert len(daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs) == before
 
 
 @pytest.mark.parametrize("args,text", [
