@@ -1,5 +1,6 @@
 """Fixtures for end-to-end tests: a real benchd on port 0 with a real CPU worker,
 benchctl run as a subprocess, and Python gRPC stubs generated from proto/."""
+import contextlib
 import json
 import os
 import signal
@@ -107,6 +108,35 @@ class Daemon:
                 f"benchctl {' '.join(args)} exited {r.returncode}, wanted {check}\n"
                 f"stdout: {r.stdout}\nstderr: {r.stderr}\ndaemon: {self.log()}")
         return r
+
+
+@contextlib.contextmanager
+def cpu_daemon(devices, prefix):
+    """A daemon serving these cpu:N devices with every worker up, each worker on
+    one thread (they share this machine's cores); stopped after, and no worker
+    may outlive it."""
+    data = tempfile.mkdtemp(prefix=prefix)
+    old = os.environ.get("BENCHD_WORKER_THREADS")
+    os.environ["BENCHD_WORKER_THREADS"] = "1"
+    try:
+        extra = [a for dev in devices if dev != "cpu:0" for a in ("--device", dev)]
+        d = Daemon(data, extra).start()
+    finally:
+        if old is None:
+            del os.environ["BENCHD_WORKER_THREADS"]
+        else:
+            os.environ["BENCHD_WORKER_THREADS"] = old
+    try:
+        for dev in devices:
+            d.wait_worker_up(dev)
+        yield d
+    finally:
+        d.stop()
+        time.sleep(0.2)
+        leftovers = subprocess.run(["pgrep", "-f", f"benchd-worker.*{data}"],
+                                   capture_output=True, text=True).stdout.strip()
+        subprocess.run(["rm", "-rf", data])
+        assert leftovers == "", f"workers left running: {leftovers}"
 
 
 @pytest.fixture

@@ -5,14 +5,13 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.request
 
 import grpc
 import pytest
 
-from conftest import Daemon, bench_pb2, wait_for_state
+from conftest import bench_pb2, cpu_daemon, wait_for_state
 
 DEVICES = ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
 OPS = [bench_pb2.COLLECTIVE_OP_ALL_REDUCE, bench_pb2.COLLECTIVE_OP_ALL_GATHER,
@@ -22,26 +21,8 @@ OPS = [bench_pb2.COLLECTIVE_OP_ALL_REDUCE, bench_pb2.COLLECTIVE_OP_ALL_GATHER,
 
 @pytest.fixture(scope="module")
 def cpu4():
-    data = tempfile.mkdtemp(prefix="benchd-coll-")
-    # Four workers share this machine's cores: one thread each.
-    old = os.environ.get("BENCHD_WORKER_THREADS")
-    os.environ["BENCHD_WORKER_THREADS"] = "1"
-    try:
-        d = Daemon(data, ["--device", "cpu:1", "--device", "cpu:2", "--device", "cpu:3"]).start()
-    finally:
-        if old is None:
-            del os.environ["BENCHD_WORKER_THREADS"]
-        else:
-            os.environ["BENCHD_WORKER_THREADS"] = old
-    for dev in DEVICES:
-        d.wait_worker_up(dev)
-    yield d
-    d.stop()
-    time.sleep(0.2)
-    leftovers = subprocess.run(["pgrep", "-f", f"benchd-worker.*{data}"],
-                               capture_output=True, text=True).stdout.strip()
-    subprocess.run(["rm", "-rf", data])
-    assert leftovers == "", f"workers left running: {leftovers}"
+    with cpu_daemon(DEVICES, "benchd-coll-") as d:
+        yield d
 
 
 def create(d, devices, timeout_seconds=0.0):

@@ -3,14 +3,12 @@ devices) and a few create + destroy cycles on CPU workers end with the
 daemon's threads and memory maps where they started (give or take a few)."""
 import math
 import os
-import subprocess
-import tempfile
 import time
 
 import grpc
 import pytest
 
-from conftest import Daemon, bench_pb2
+from conftest import bench_pb2, cpu_daemon
 
 DEVICES = ["cpu:0", "cpu:1"]
 # gRPC and glibc keep a few threads and stack caches of their own.
@@ -20,21 +18,8 @@ MAPS_SLACK = 40
 
 @pytest.fixture(scope="module")
 def cpu2():
-    data = tempfile.mkdtemp(prefix="benchd-leaks-")
-    old = os.environ.get("BENCHD_WORKER_THREADS")
-    os.environ["BENCHD_WORKER_THREADS"] = "1"
-    try:
-        d = Daemon(data, ["--device", "cpu:1"]).start()
-    finally:
-        if old is None:
-            del os.environ["BENCHD_WORKER_THREADS"]
-        else:
-            os.environ["BENCHD_WORKER_THREADS"] = old
-    for dev in DEVICES:
-        d.wait_worker_up(dev)
-    yield d
-    d.stop()
-    subprocess.run(["rm", "-rf", data])
+    with cpu_daemon(DEVICES, "benchd-leaks-") as d:
+        yield d
 
 
 def threads(pid):

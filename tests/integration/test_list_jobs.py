@@ -2,13 +2,11 @@
 another, filters by state, kind and device (a collective counts on each of
 its devices), and refusals that name the field."""
 import json
-import os
-import tempfile
 
 import grpc
 import pytest
 
-from conftest import Daemon, bench_pb2, wait_for_state
+from conftest import bench_pb2, cpu_daemon, wait_for_state
 
 TINY = bench_pb2.BenchmarkSpec(model=bench_pb2.ModelConfig(preset="tiny"), batch_size=1,
                                context_length=8, warmup_steps=0, measure_steps=1)
@@ -17,29 +15,20 @@ FINAL = [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED, bench_pb2.JO
 
 @pytest.fixture(scope="module")
 def two_cpus():
-    data = tempfile.mkdtemp(prefix="benchd-list-")
-    os.environ["BENCHD_WORKER_THREADS"] = "1"
-    try:
-        d = Daemon(data, ["--device", "cpu:1"]).start()
-    finally:
-        del os.environ["BENCHD_WORKER_THREADS"]
-    for dev in ("cpu:0", "cpu:1"):
-        d.wait_worker_up(dev)
-    ids = {}
+    with cpu_daemon(["cpu:0", "cpu:1"], "benchd-list-") as d:
+        ids = {}
 
-    def submit(name, spec):
-        ids[name] = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec), timeout=30).id
-        wait_for_state(d.stub, ids[name], FINAL, timeout=120)
+        def submit(name, spec):
+            ids[name] = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec), timeout=30).id
+            wait_for_state(d.stub, ids[name], FINAL, timeout=120)
 
-    submit("b0", bench_pb2.JobSpec(device="cpu:0", benchmark=TINY))
-    submit("b1", bench_pb2.JobSpec(device="cpu:1", benchmark=TINY))
-    submit("coll", bench_pb2.JobSpec(collective=bench_pb2.CollectiveSpec(
-        devices=["cpu:0", "cpu:1"], sizes_bytes=[4096], warmup_iters=0, iters=1)))
-    submit("p0", bench_pb2.JobSpec(device="cpu:0", profile=bench_pb2.ProfileSpec(step=TINY)))
-    submit("b0b", bench_pb2.JobSpec(device="cpu:0", benchmark=TINY))
-    yield d, ids
-    d.stop()
-    os.system(f"rm -rf {data}")
+        submit("b0", bench_pb2.JobSpec(device="cpu:0", benchmark=TINY))
+        submit("b1", bench_pb2.JobSpec(device="cpu:1", benchmark=TINY))
+        submit("coll", bench_pb2.JobSpec(collective=bench_pb2.CollectiveSpec(
+            devices=["cpu:0", "cpu:1"], sizes_bytes=[4096], warmup_iters=0, iters=1)))
+        submit("p0", bench_pb2.JobSpec(device="cpu:0", profile=bench_pb2.ProfileSpec(step=TINY)))
+        submit("b0b", bench_pb2.JobSpec(device="cpu:0", benchmark=TINY))
+        yield d, ids
 
 
 def list_ids(d, **request):
