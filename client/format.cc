@@ -93,6 +93,8 @@ std::string WorkerStateName(v1::WorkerState state) {
       return "up";
     case v1::WORKER_STATE_DOWN:
       return "down";
+    case v1::WORKER_STATE_UNRESPONSIVE:
+      return "unresponsive";
     default:
       return "-";
   }

@@ -149,6 +149,20 @@ TEST(ListViews, NodeView) {
   EXPECT_THAT(view, HasSubstr("Metrics   -\n"));
   EXPECT_THAT(view,
               HasSubstr("cuda:0  NVIDIA H100  9.0     79.00      80.00  up      1234         0\n"));
+  EXPECT_THAT(view, Not(HasSubstr("worker ")));
+}
+
+TEST(ListViews, NodeViewSaysWhyAWorkerIsNotUp) {
+  v1::NodeInfo node;
+  v1::Device* d = node.add_devices();
+  d->set_name("cuda:1");
+  d->set_worker_state(v1::WORKER_STATE_UNRESPONSIVE);
+  d->set_worker_pid(77);
+  d->set_worker_detail("has not answered its heartbeat for 12.0 s (bound 10 s)");
+  const std::string view = NodeView(node);
+  EXPECT_THAT(view, HasSubstr("unresponsive"));
+  EXPECT_THAT(view,
+              HasSubstr("cuda:1: worker has not answered its heartbeat for 12.0 s (bound 10 s)\n"));
 }
 
 TEST(JobView, ParityBundlePathWhenExported) {

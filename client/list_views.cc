@@ -76,7 +76,12 @@ std::string NodeView(const v1::NodeInfo& node) {
                   d.worker_pid() > 0 ? std::to_string(d.worker_pid()) : "-",
                   std::to_string(d.worker_restarts())});
   }
-  return out + table.Render();
+  out += table.Render();
+  // Why a worker is not up, under the table (a sentence does not fit a column).
+  for (const v1::Device& d : node.devices()) {
+    if (!d.worker_detail().empty()) out += d.name() + ": worker " + d.worker_detail() + "\n";
+  }
+  return out;
 }
 
 }  // namespace benchd::client

@@ -35,8 +35,9 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   echo "setup: installing torch==$TORCH_VERSION into .venv (large download, once)"
   .venv/bin/pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-.venv/bin/python -c "import numpy, grpc, grpc_tools, pytest, pytest_timeout" 2>/dev/null ||
-  .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools pytest pytest-timeout
+.venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout" 2>/dev/null ||
+  .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
+    grpcio-health-checking grpcio-reflection pytest pytest-timeout
 
 # 3. Build.
 TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')

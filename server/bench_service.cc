@@ -12,6 +12,7 @@
 #include "common/job_id.h"
 #include "common/version.h"
 #include "server/config.h"
+#include "server/model_calls.h"
 #include "server/page_token.h"
 
 namespace benchd::server {
@@ -249,17 +250,72 @@ grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* BenchService::ListModels(grpc::CallbackServerContext* ctx,
                                                    const v1::ListModelsRequest* req,
                                                    v1::ListModelsResponse* resp) {
-  auto models = jobs_->ListModels(req->device());
-  if (models.ok()) *resp = *models;
-  return Done(ctx, ToGrpc(models.status()));
+  if (!req->device().empty()) {
+    if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
+      return Done(ctx, ToGrpc(s));
+    }
+  }
+  auto* reactor = ctx->DefaultReactor();
+  ListModelsOnWorkers(workers_, DeviceNames(), req->device(),
+                      [reactor, resp](absl::StatusOr<v1::ListModelsResponse> models) {
+                        if (models.ok()) *resp = *std::move(models);
+                        reactor->Finish(ToGrpc(models.status()));
+                      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* ctx,
                                                    const v1::EvictModelRequest* req,
                                                    v1::EvictModelResponse* resp) {
-  auto evicted = jobs_->EvictModel(*req);
-  if (evicted.ok()) *resp = *evicted;
-  return Done(ctx, ToGrpc(evicted.status()));
+  if (!req->device().empty()) {
+    if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
+      return Done(ctx, ToGrpc(s));
+    }
+  }
+  auto* reactor = ctx->DefaultReactor();
+  EvictModelOnWorkers(workers_, DeviceNames(), *req,
+                      [this, reactor, resp](absl::StatusOr<v1::EvictModelResponse> evicted) {
+                        if (evicted.ok()) *resp = *std::move(evicted);
+                        if (on_evicted_) on_evicted_();
+                        reactor->Finish(ToGrpc(evicted.status()));
+                      });
+  return reactor;
+}
+
+std::vector<std::string> BenchService::DeviceNames() const {
+  std::vector<std::string> names;
+  for (const v1::Device& d : workers_->Devices()) names.push_back(d.name());
+  return names;
+}
+
+absl::Status BenchService::CheckMembersServing(const google::protobuf::RepeatedPtrField<std::string>& devices) {
+  for (const std::string& d : devices) {
+    if (auto s = AcceptingJobs(workers_->Health(d), d, workers_->LogPath(d)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+bool BenchService::StartGroupOperation(grpc::ServerUnaryReactor* reactor,
+                                       std::function<grpc::Status()> operation) {
+  {
+    std::lock_guard<std::mutex> lock(setups_mu_);
+    if (setups_ >= kMaxGroupOperations) return false;
+    ++setups_;
+  }
+  std::thread([this, reactor, operation = std::move(operation)] {
+    reactor->Finish(operation());
+    // Last: after this the service may be gone.
+    std::lock_guard<std::mutex> lock(setups_mu_);
+    if (--setups_ == 0) setups_done_.notify_all();
+  }).detach();
+  return true;
+}
+
+grpc::Status BenchService::TooManyGroupOperations() {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat(kMaxGroupOperations,
+                                   " group operations (create, destroy) are under way; "
+                                   "try again when one has ended"));
 }
 
 BenchService::~BenchService() {
@@ -272,22 +328,19 @@ grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext*
                                                     v1::Group* resp) {
   if (groups_ == nullptr)
     return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
-  // Bad input is refused here, before any thread starts.
+  // Bad input, and members that could not take part, are refused here,
+  // before any thread starts.
   auto checked = groups_->CheckRequest(*req);
   if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
+  if (auto s = CheckMembersServing(checked->devices()); !s.ok()) return Done(ctx, ToGrpc(s));
   auto* reactor = ctx->DefaultReactor();
-  {
-    std::lock_guard<std::mutex> lock(setups_mu_);
-    ++setups_;
+  if (!StartGroupOperation(reactor, [this, request = *std::move(checked), resp] {
+        auto group = groups_->Create(request);
+        if (group.ok()) *resp = *group;
+        return ToGrpc(group.status());
+      })) {
+    reactor->Finish(TooManyGroupOperations());
   }
-  std::thread([this, reactor, request = *std::move(checked), resp] {
-    auto group = groups_->Create(request);
-    if (group.ok()) *resp = *group;
-    reactor->Finish(ToGrpc(group.status()));
-    // Last: after this the service may be gone.
-    std::lock_guard<std::mutex> lock(setups_mu_);
-    if (--setups_ == 0) setups_done_.notify_all();
-  }).detach();
   return reactor;
 }
 
@@ -309,9 +362,16 @@ grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext
     return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   "group: expected a group id (benchctl groups list)"));
   }
-  auto group = groups_->Destroy(req->group());
-  if (group.ok()) *resp->mutable_group() = *group;
-  return Done(ctx, ToGrpc(group.status()));
+  // Leaving waits for each member's worker (up to kLeaveGroupTimeout).
+  auto* reactor = ctx->DefaultReactor();
+  if (!StartGroupOperation(reactor, [this, id = req->group(), resp] {
+        auto group = groups_->Destroy(id);
+        if (group.ok()) *resp->mutable_group() = *group;
+        return ToGrpc(group.status());
+      })) {
+    reactor->Finish(TooManyGroupOperations());
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext* ctx,
@@ -320,44 +380,16 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   resp->set_hostname(host);
-  for (v1::Device d : workers_->Devices()) *resp->add_devices() = std::move(d);
+  for (v1::Device& d : workers_->Devices()) *resp->add_devices() = std::move(d);
   *resp->mutable_versions() = workers_->WorkerVersions();
   resp->mutable_versions()->set_benchd(kVersion);
   resp->set_data_dir(node_.data_dir);
   resp->set_metrics_address(node_.metrics_address);
 
-  // Free memory changes: ask each worker that is up, briefly. The last answer
-  // (or failure: the device then keeps what the worker said at its start)
-  // fills in the figures and finishes the call, on whichever thread it comes.
-  auto* reactor = ctx->DefaultReactor();
-  const std::vector<std::shared_ptr<WorkerClient>> up = workers_->UpWorkers();
-  if (up.empty()) {
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  struct Pending {
-    std::mutex mu;
-    size_t out;
-    std::map<std::string, internal::WorkerInfo> fresh;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->out = up.size();
-  for (const auto& w : up) {
-    w->GetInfoAsync(kNodeInfoTimeout, [pending, reactor, resp, device = w->device()](
-                                          absl::StatusOr<internal::WorkerInfo> info) {
-      std::lock_guard<std::mutex> lock(pending->mu);
-      if (info.ok()) pending->fresh[device] = *std::move(info);
-      if (--pending->out > 0) return;
-      for (v1::Device& d : *resp->mutable_devices()) {
-        if (auto it = pending->fresh.find(d.name()); it != pending->fresh.end()) {
-          d.set_free_memory_bytes(it->second.device().free_memory_bytes());
-          d.set_total_memory_bytes(it->second.device().total_memory_bytes());
-        }
-      }
-      reactor->Finish(grpc::Status::OK);
-    });
-  }
-  return reactor;
+  // All from what the daemon holds (the supervisor's heartbeat keeps each
+  // worker's state and free memory): no worker is asked, so a hung one
+  // cannot hold this call.
+  return Done(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,

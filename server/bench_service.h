@@ -4,6 +4,7 @@
 #define BENCHD_SERVER_BENCH_SERVICE_H_
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,14 +49,16 @@ class BenchService final : public v1::Bench::CallbackService {
                                      v1::ListJobsResponse* resp) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
                                       const v1::CancelJobRequest* req, v1::Job* resp) override;
+  // ListModels and EvictModel ask the workers without blocking a server
+  // thread (server/model_calls.h).
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
                                        const v1::ListModelsRequest* req,
                                        v1::ListModelsResponse* resp) override;
   grpc::ServerUnaryReactor* EvictModel(grpc::CallbackServerContext* ctx,
                                        const v1::EvictModelRequest* req,
                                        v1::EvictModelResponse* resp) override;
-  // Asks every worker that is up for its free memory (WorkerClient's async
-  // GetInfo) and finishes when the last one answers: no server thread waits.
+  // From the daemon's own state (the supervisor's heartbeat keeps each
+  // worker's state and free memory): answers whatever the workers do.
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
                                         const v1::GetNodeInfoRequest* req,
                                         v1::NodeInfo* resp) override;
@@ -65,9 +68,10 @@ class BenchService final : public v1::Bench::CallbackService {
   grpc::ServerWriteReactor<v1::ArtifactChunk>* FetchArtifact(
       grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
   // Process groups (server/group_registry.h). A request that fails
-  // GroupRegistry::CheckRequest is refused on the calling thread; a good one
-  // is set up on a thread of its own (the rendezvous and NCCL's set-up take
-  // seconds) that ends with the call.
+  // GroupRegistry::CheckRequest, or names a worker that cannot serve, is
+  // refused on the calling thread; a good one is set up on a thread of its
+  // own (the rendezvous and NCCL's set-up take seconds) that ends with the
+  // call, kMaxGroupOperations at most (creates and destroys together).
   grpc::ServerUnaryReactor* CreateGroup(grpc::CallbackServerContext* ctx,
                                         const v1::CreateGroupRequest* req,
                                         v1::Group* resp) override;
@@ -78,14 +82,30 @@ class BenchService final : public v1::Bench::CallbackService {
                                          const v1::DestroyGroupRequest* req,
                                          v1::DestroyGroupResponse* resp) override;
 
+  // Runs after every EvictModel (the daemon refreshes its resident-model
+  // metrics there). Set before serving.
+  void SetOnEvicted(std::function<void()> on_evicted) { on_evicted_ = std::move(on_evicted); }
+
+  static constexpr int kMaxGroupOperations = 4;
+
  private:
+  std::vector<std::string> DeviceNames() const;  // served here, in order
+  // UNAVAILABLE naming the first device whose worker cannot take part.
+  absl::Status CheckMembersServing(const google::protobuf::RepeatedPtrField<std::string>& devices);
+  // Runs `operation` on a thread of its own and finishes `reactor` with its
+  // status; false (nothing started) when kMaxGroupOperations are under way.
+  bool StartGroupOperation(grpc::ServerUnaryReactor* reactor,
+                           std::function<grpc::Status()> operation);
+  static grpc::Status TooManyGroupOperations();
+
   JobManager* const jobs_;
   EventHub* const hub_;
   Workers* const workers_;
   const NodeDetails node_;
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;
-  // CreateGroup set-ups under way: each runs on a detached thread (nothing is
+  std::function<void()> on_evicted_;
+  // Group operations under way: each runs on a detached thread (nothing is
   // left behind when it ends) that counts itself out last; the destructor
   // waits for the count to reach zero.
   std::mutex setups_mu_;

@@ -39,12 +39,13 @@ class BenchServiceTest : public ::testing::Test {
   std::unique_ptr<v1::Bench::Stub> stub_;
 };
 
-TEST_F(BenchServiceTest, NodeInfoHasEveryDeviceWithFreshFiguresFromWorkersThatAnswer) {
-  workers_.Up("cpu:0")->get_info.Return(Free(111));
-  workers_.Up("cpu:1")->get_info.MissDeadline();
-  // cpu:2's worker is down: not asked.
-  auto down = workers_.Up("cpu:2");
-  workers_.Exit("cpu:2", "exited with code 1");
+// GetNodeInfo answers from what the daemon holds: no worker is asked, so a
+// stopped one cannot hold it; each device says where its worker stands.
+TEST_F(BenchServiceTest, NodeInfoAnswersFromHeldStateWithoutAskingWorkers) {
+  auto up = workers_.Up("cpu:0");
+  auto silent = workers_.Up("cpu:1");
+  workers_.SetUnresponsive("cpu:1", "has not answered its heartbeat for 12.0 s");
+  workers_.FailStarts("cpu:2", "exited with code 1");
 
   grpc::ClientContext ctx;
   v1::NodeInfo info;
@@ -52,53 +53,87 @@ TEST_F(BenchServiceTest, NodeInfoHasEveryDeviceWithFreshFiguresFromWorkersThatAn
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(info.devices_size(), 3);
   EXPECT_EQ(info.devices(0).name(), "cpu:0");
-  EXPECT_EQ(info.devices(0).free_memory_bytes(), 111);
-  EXPECT_EQ(info.devices(0).total_memory_bytes(), 222);
   EXPECT_EQ(info.devices(0).worker_state(), v1::WORKER_STATE_UP);
-  EXPECT_EQ(info.devices(1).free_memory_bytes(), 0);  // did not answer in time
+  EXPECT_EQ(info.devices(1).worker_state(), v1::WORKER_STATE_UNRESPONSIVE);
   EXPECT_EQ(info.devices(2).worker_state(), v1::WORKER_STATE_DOWN);
-  EXPECT_EQ(down->get_info.calls(), 0u);
+  EXPECT_EQ(up->get_info.calls() + silent->get_info.calls(), 0u);
   EXPECT_EQ(info.versions().torch(), "fake-torch");
   EXPECT_FALSE(info.versions().benchd().empty());
   EXPECT_EQ(info.data_dir(), "/data");
-  EXPECT_EQ(workers_.client("cpu:0")->get_info.timeouts().at(0),
-            std::chrono::milliseconds(kNodeInfoTimeout));
 }
 
-TEST_F(BenchServiceTest, NodeInfoWaitsForTheLastWorkerWithoutHoldingTheOthers) {
+// ListModels asks every worker at once and finishes with the last answer;
+// while one holds its answer, the service answers other calls.
+TEST_F(BenchServiceTest, ListModelsWaitsForTheLastWorkerWithoutHoldingTheService) {
   Gate release;
-  workers_.Up("cpu:0")->get_info.Return(Free(1));
+  v1::ListModelsResponse one;
+  one.add_models()->set_key("cpu:0/tiny/fp32");
+  workers_.Up("cpu:0")->list_models.Return(one);
   auto held = workers_.Up("cpu:1");
-  held->get_info.Set([&](const internal::GetInfoRequest&) -> absl::StatusOr<internal::WorkerInfo> {
-    if (!release.Wait()) return absl::DeadlineExceededError("Deadline Exceeded");
-    return Free(2);
-  });
-  workers_.Up("cpu:2")->get_info.Return(Free(3));
+  held->list_models.Set(
+      [&](const v1::ListModelsRequest&) -> absl::StatusOr<v1::ListModelsResponse> {
+        if (!release.Wait()) return absl::DeadlineExceededError("Deadline Exceeded");
+        v1::ListModelsResponse r;
+        r.add_models()->set_key("cpu:1/tiny/fp32");
+        return r;
+      });
+  // cpu:2's worker is down: it holds nothing and is not asked.
 
   Gate done;
   grpc::ClientContext ctx;
-  const v1::GetNodeInfoRequest req;
-  v1::NodeInfo info;
+  const v1::ListModelsRequest req;
+  v1::ListModelsResponse models;
   grpc::Status status;
-  stub_->async()->GetNodeInfo(&ctx, &req, &info, [&](grpc::Status s) {
+  stub_->async()->ListModels(&ctx, &req, &models, [&](grpc::Status s) {
     status = std::move(s);
     done.Open();
   });
-  // Every worker has been asked while cpu:1 still holds its answer, and the
-  // call is not finished before it answers.
-  ASSERT_TRUE(workers_.client("cpu:2")->get_info.WaitForCalls(1));
-  ASSERT_TRUE(held->get_info.WaitForCalls(1));
+  ASSERT_TRUE(held->list_models.WaitForCalls(1));
   EXPECT_FALSE(done.is_open());
-  // Meanwhile the service answers other calls.
   grpc::ClientContext other;
-  v1::ListGroupsResponse groups;
-  EXPECT_TRUE(stub_->ListGroups(&other, v1::ListGroupsRequest(), &groups).ok());
+  v1::NodeInfo info;
+  EXPECT_TRUE(stub_->GetNodeInfo(&other, v1::GetNodeInfoRequest(), &info).ok());
   release.Open();
   ASSERT_TRUE(done.Wait());
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_EQ(info.devices_size(), 3);
-  EXPECT_EQ(info.devices(1).free_memory_bytes(), 2);
-  EXPECT_EQ(info.devices(2).free_memory_bytes(), 3);
+  ASSERT_EQ(models.models_size(), 2);
+  EXPECT_EQ(models.models(0).key(), "cpu:0/tiny/fp32");
+  EXPECT_EQ(models.models(1).key(), "cpu:1/tiny/fp32");
+  EXPECT_EQ(workers_.client("cpu:0")->list_models.timeouts().at(0),
+            std::chrono::milliseconds(kListModelsTimeout));
+}
+
+// A worker that stopped answering fails the calls that need it at once,
+// naming it, instead of holding them until a deadline.
+TEST_F(BenchServiceTest, CallsNeedingAnUnresponsiveWorkerFailAtOnce) {
+  workers_.UpAll();
+  workers_.SetUnresponsive("cpu:1", "has not answered its heartbeat for 12.0 s");
+  for (const std::string& device : {std::string(), std::string("cpu:1")}) {
+    grpc::ClientContext ctx;
+    v1::ListModelsRequest req;
+    req.set_device(device);
+    v1::ListModelsResponse models;
+    const grpc::Status s = stub_->ListModels(&ctx, req, &models);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(s.error_message(),
+                ::testing::HasSubstr("the worker for cpu:1 (pid 1101) has not answered"));
+  }
+  grpc::ClientContext evict_ctx;
+  v1::EvictModelRequest evict;
+  evict.set_key("cpu:1/tiny/fp32");
+  v1::EvictModelResponse evicted;
+  EXPECT_EQ(stub_->EvictModel(&evict_ctx, evict, &evicted).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(workers_.client("cpu:1")->list_models.calls(), 0u);
+  EXPECT_EQ(workers_.client("cpu:1")->evict_model.calls(), 0u);
+  // Another device's model is still evicted.
+  v1::EvictModelResponse one;
+  one.set_evicted(1);
+  workers_.client("cpu:0")->evict_model.Return(one);
+  grpc::ClientContext ok_ctx;
+  evict.set_key("cpu:0/tiny/fp32");
+  ASSERT_TRUE(stub_->EvictModel(&ok_ctx, evict, &evicted).ok());
+  EXPECT_EQ(evicted.evicted(), 1);
 }
 
 // Every request of the Bench service whose float or double fields some
@@ -157,6 +192,76 @@ TEST_F(BenchServiceTest, RefusedCreateGroupLeavesNoThread) {
   // A good one runs on its own thread, which ends with the call.
   EXPECT_TRUE(call(0).ok());
   EXPECT_EQ(groups.List().size(), 1u);
+  server->Shutdown();
+}
+
+// Group operations wait on workers (the rendezvous, leaving): each runs on a
+// thread of its own, a bounded number at once; beyond that, and for a member
+// that does not answer, the call is refused at once.
+TEST_F(BenchServiceTest, GroupOperationsAreBoundedAndRefuseAnUnresponsiveMember) {
+  workers_.UpAll();
+  GroupRegistry groups(&workers_, nullptr, {"cpu:0", "cpu:1", "cpu:2"});
+  BenchService service(nullptr, nullptr, &workers_, {"/data", "", "/data/artifacts"}, &groups);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  auto stub = v1::Bench::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
+  Gate release;
+  workers_.client("cpu:0")->prepare_group.Set(
+      [&](const internal::PrepareGroupRequest&) -> absl::StatusOr<internal::PrepareGroupResponse> {
+        release.Wait();
+        internal::PrepareGroupResponse r;
+        r.set_store_host("127.0.0.1");
+        r.set_store_port(29500);
+        return r;
+      });
+  v1::CreateGroupRequest req;
+  req.add_devices("cpu:0");
+  req.add_devices("cpu:1");
+  struct Pending {
+    grpc::ClientContext ctx;
+    v1::Group group;
+    grpc::Status status;
+    Gate done;
+  };
+  std::vector<std::unique_ptr<Pending>> pending;
+  for (int i = 0; i < BenchService::kMaxGroupOperations; ++i) {
+    auto p = std::make_unique<Pending>();
+    Pending* raw = p.get();
+    stub->async()->CreateGroup(&raw->ctx, &req, &raw->group, [raw](grpc::Status s) {
+      raw->status = std::move(s);
+      raw->done.Open();
+    });
+    pending.push_back(std::move(p));
+  }
+  ASSERT_TRUE(workers_.client("cpu:0")->prepare_group.WaitForCalls(
+      static_cast<size_t>(BenchService::kMaxGroupOperations)));
+  grpc::ClientContext over_ctx;
+  v1::Group over;
+  const grpc::Status refused = stub->CreateGroup(&over_ctx, req, &over);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("group operations"));
+  grpc::ClientContext destroy_ctx;
+  v1::DestroyGroupRequest destroy;
+  destroy.set_group("g1");
+  v1::DestroyGroupResponse destroyed;
+  EXPECT_EQ(stub->DestroyGroup(&destroy_ctx, destroy, &destroyed).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  release.Open();
+  for (auto& p : pending) {
+    ASSERT_TRUE(p->done.Wait());
+    EXPECT_TRUE(p->status.ok()) << p->status.error_message();
+  }
+
+  workers_.SetUnresponsive("cpu:2", "has not answered its heartbeat for 12.0 s");
+  v1::CreateGroupRequest with_silent;
+  with_silent.add_devices("cpu:0");
+  with_silent.add_devices("cpu:2");
+  grpc::ClientContext silent_ctx;
+  v1::Group silent;
+  const grpc::Status unavailable = stub->CreateGroup(&silent_ctx, with_silent, &silent);
+  EXPECT_EQ(unavailable.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(unavailable.error_message(), ::testing::HasSubstr("the worker for cpu:2"));
   server->Shutdown();
 }
 

@@ -2,6 +2,8 @@
 // rows from every rank, a member that dies, a cancel, ranks that disagree.
 #include "server/collective_job.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,14 +50,25 @@ class CollectiveJobTest : public JobManagerFixture {
 
 TEST_F(CollectiveJobTest, RowsAggregateEveryRankAsEachSizeCompletes) {
   const v1::Group group = MakeGroup({"cpu:0", "cpu:1"});
-  workers_.client("cpu:0")->QueueRun(fake::Stream(
+  // Rank 0 waits until the test watches (a finished job's history is dropped).
+  Gate watching;
+  auto rank0 = fake::Stream(
       {fake::RankSize(0, 1024, {1.0, 3.0}, 0, 256), fake::RankSize(0, 4096, {4.0, 4.0})},
-      fake::CollectiveResult()));
+      fake::CollectiveResult());
+  workers_.client("cpu:0")->QueueRun([&, rank0](FakeRun& run) {
+    if (!watching.Wait()) return fake::Broken(absl::InternalError("nobody watched"));
+    return rank0(run);
+  });
   workers_.client("cpu:1")->QueueRun(fake::Stream(
       {fake::RankSize(1, 1024, {2.0, 1.0}, 1, 256), fake::RankSize(1, 4096, {5.0, 3.0})},
       fake::CollectiveResult()));
   const std::string id = Submit(OnGroup(group.id(), {1024, 4096}));
+  std::atomic<int> rows{0};
+  auto sub = hub_.Subscribe(id, [&](const v1::JobEvent& e) { rows += e.has_collective_row(); });
+  ASSERT_NE(sub.id, 0u);
+  watching.Open();
   const v1::Job job = WaitFinal(id);
+  hub_.Unsubscribe(id, sub.id);
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
   EXPECT_THAT(job.devices(), ElementsAre("cpu:0", "cpu:1"));
   const v1::CollectiveResult& result = job.result().collective();
@@ -73,8 +86,6 @@ TEST_F(CollectiveJobTest, RowsAggregateEveryRankAsEachSizeCompletes) {
   ASSERT_EQ(result.groups_size(), 1);
   EXPECT_TRUE(result.groups(0).was_resident());
   // Each row went out as it completed.
-  int rows = 0;
-  for (const auto& e : History(id)) rows += e.has_collective_row();
   EXPECT_EQ(rows, 2);
   // Both members ran their part on the group.
   for (const char* d : {"cpu:0", "cpu:1"}) {

@@ -44,11 +44,13 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
         config->worker_path = value.get<std::string>();
       else if (key == "worker_start_timeout_s")
         config->worker_start_timeout_s = value.get<int>();
+      else if (key == "worker_heartbeat_timeout_s")
+        config->worker_heartbeat_timeout_s = value.get<int>();
       else
         return absl::InvalidArgumentError(absl::StrCat(
             "config file '", path, "': unknown key '", key,
             "'; expected listen_address, metrics_address, data_dir, devices, worker_path, "
-            "worker_start_timeout_s"));
+            "worker_start_timeout_s, worker_heartbeat_timeout_s"));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));

@@ -20,10 +20,14 @@ struct DaemonConfig {
   std::string worker_path;  // "" = benchd-worker beside the benchd binary
   // Seconds a starting worker may take to answer (LibTorch + CUDA init).
   int worker_start_timeout_s = 180;
+  // Seconds a worker that is up may leave its heartbeat (a ping every
+  // second) unanswered before it is shown UNRESPONSIVE and refused work.
+  int worker_heartbeat_timeout_s = 10;
 };
 
 // Reads a JSON file with any of the keys listen_address, metrics_address,
-// data_dir, devices (list), worker_path, worker_start_timeout_s into `config`.
+// data_dir, devices (list), worker_path, worker_start_timeout_s,
+// worker_heartbeat_timeout_s into `config`.
 // Unknown keys and wrong types are errors naming the key.
 absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 

@@ -6,23 +6,41 @@ bool IsTerminal(const v1::JobEvent& e) {
   return e.has_result() || e.has_failed() || e.has_cancelled() || e.has_interrupted();
 }
 
-EventHub::EventHub(size_t max_finished_histories) : max_finished_(max_finished_histories) {}
+EventHub::EventHub(size_t max_finished, size_t max_finished_bytes, size_t max_history_bytes)
+    : max_finished_(max_finished),
+      max_finished_bytes_(max_finished_bytes),
+      max_history_bytes_(max_history_bytes) {}
 
 void EventHub::Publish(const v1::JobEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   JobHistory& h = jobs_[event.job_id()];
   if (h.finished) return;  // nothing follows a terminal event
   h.events.push_back(event);
+  h.bytes += event.ByteSizeLong();
   for (auto& [id, cb] : h.subscribers) cb(event);
   if (IsTerminal(event)) {
     h.finished = true;
-    finished_order_.push_back(event.job_id());
-    while (finished_order_.size() > max_finished_) {
-      auto it = jobs_.find(finished_order_.front());
-      // A history with live watchers stays until they are gone.
-      if (it != jobs_.end() && it->second.subscribers.empty()) jobs_.erase(it);
-      finished_order_.pop_front();
+    h.subscribers.clear();  // they have had everything
+    if (h.bytes > max_history_bytes_) {
+      // A long run (100,000 steps): later watchers read the store.
+      std::vector<v1::JobEvent>().swap(h.events);
+      h.bytes = 0;
     }
+    finished_bytes_ += h.bytes;
+    finished_order_.push_back(event.job_id());
+    DropOldFinished();
+  }
+}
+
+void EventHub::DropOldFinished() {
+  while (!finished_order_.empty() &&
+         (finished_order_.size() > max_finished_ || finished_bytes_ > max_finished_bytes_)) {
+    auto it = jobs_.find(finished_order_.front());
+    if (it != jobs_.end()) {
+      finished_bytes_ -= it->second.bytes;
+      jobs_.erase(it);
+    }
+    finished_order_.pop_front();
   }
 }
 
@@ -30,15 +48,19 @@ EventHub::Subscription EventHub::Subscribe(const std::string& job_id, Callback c
   std::lock_guard<std::mutex> lock(mu_);
   Subscription sub;
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return sub;
+  if (it == jobs_.end() || (it->second.finished && it->second.events.empty())) return sub;
   sub.history = it->second.events;
-  if (!it->second.finished) {
-    sub.id = next_id_++;
-    it->second.subscribers.emplace(sub.id, std::move(cb));
-  } else {
-    sub.id = next_id_++;  // nothing more will come; no registration needed
-  }
+  sub.id = next_id_++;
+  // A finished job's history is whole; nothing more will come.
+  if (!it->second.finished) it->second.subscribers.emplace(sub.id, std::move(cb));
   return sub;
+}
+
+size_t EventHub::HeldEvents() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, h] : jobs_) n += h.events.size();
+  return n;
 }
 
 void EventHub::Unsubscribe(const std::string& job_id, uint64_t id) {

@@ -247,6 +247,10 @@ void FakeWorkerClient::GetInfoAsync(Timeout timeout, Done<internal::WorkerInfo> 
   Answer(get_info, internal::GetInfoRequest(), timeout, std::move(done));
 }
 
+void FakeWorkerClient::PingAsync(Timeout timeout, Done<internal::PingResponse> done) {
+  Answer(ping, internal::PingRequest(), timeout, std::move(done));
+}
+
 void FakeWorkerClient::ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                                        Done<v1::ListModelsResponse> done) {
   Answer(list_models, request, timeout, std::move(done));
@@ -286,6 +290,8 @@ std::shared_ptr<FakeWorkerClient> FakeWorkers::Up(const std::string& device) {
   const pid_t pid = static_cast<pid_t>(1000 + 100 * slot.index + slot.generation);
   slot.client = std::make_shared<FakeWorkerClient>(device, slot.generation, pid);
   slot.up = true;
+  slot.unresponsive.clear();
+  slot.failing_start.clear();
   cv_.notify_all();
   return slot.client;
 }
@@ -313,6 +319,35 @@ void FakeWorkers::Exit(const std::string& device, const std::string& how) {
   if (listener) listener(device, generation, pid, how);
 }
 
+void FakeWorkers::SetUnresponsive(const std::string& device, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_.at(device).unresponsive = detail;
+  cv_.notify_all();
+}
+
+void FakeWorkers::FailStarts(const std::string& device, const std::string& how) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_.at(device);
+  slot.up = false;
+  slot.failing_start = how;
+  cv_.notify_all();
+}
+
+WorkerHealth FakeWorkers::Health(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Slot& slot = slots_.at(device);
+  WorkerHealth health;
+  if (slot.up) {
+    health.client = slot.client;
+    health.state = slot.unresponsive.empty() ? v1::WORKER_STATE_UP : v1::WORKER_STATE_UNRESPONSIVE;
+    health.detail = slot.unresponsive;
+  } else {
+    health.failing_to_start = !slot.failing_start.empty();
+    health.detail = slot.failing_start;
+  }
+  return health;
+}
+
 std::shared_ptr<FakeWorkerClient> FakeWorkers::client(const std::string& device) {
   std::lock_guard<std::mutex> lock(mu_);
   return slots_.at(device).client;
@@ -329,8 +364,9 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> FakeWorkers::WaitUntilUp(
   auto it = slots_.find(device);
   if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no worker for device ", device));
   Slot& slot = it->second;
-  cv_.wait_for(lock, timeout, [&] { return slot.up; });
-  if (slot.up) return std::shared_ptr<WorkerClient>(slot.client);
+  auto serving = [&] { return slot.up && slot.unresponsive.empty(); };
+  cv_.wait_for(lock, timeout, serving);
+  if (serving()) return std::shared_ptr<WorkerClient>(slot.client);
   return absl::UnavailableError(absl::StrCat("the worker for ", device, " is not running"));
 }
 
@@ -347,7 +383,7 @@ std::vector<std::shared_ptr<WorkerClient>> FakeWorkers::UpWorkers() {
   std::vector<std::shared_ptr<WorkerClient>> out;
   for (const auto& d : devices_) {
     const Slot& slot = slots_.at(d);
-    if (slot.up) out.push_back(slot.client);
+    if (slot.up && slot.unresponsive.empty()) out.push_back(slot.client);
   }
   return out;
 }
@@ -359,7 +395,9 @@ std::vector<v1::Device> FakeWorkers::Devices() {
     const Slot& slot = slots_.at(d);
     v1::Device device;
     device.set_name(d);
-    device.set_worker_state(slot.up ? v1::WORKER_STATE_UP : v1::WORKER_STATE_DOWN);
+    device.set_worker_state(!slot.up                   ? v1::WORKER_STATE_DOWN
+                            : slot.unresponsive.empty() ? v1::WORKER_STATE_UP
+                                                        : v1::WORKER_STATE_UNRESPONSIVE);
     device.set_worker_pid(slot.up ? slot.client->pid() : 0);
     device.set_worker_restarts(slot.restarts);
     out.push_back(std::move(device));

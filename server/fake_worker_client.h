@@ -172,6 +172,7 @@ class FakeWorkerClient final : public WorkerClient {
   RunEnd Run(const internal::RunRequest& request, CancelHandle& cancel,
              const EventCallback& on_event) override;
   void GetInfoAsync(Timeout timeout, Done<internal::WorkerInfo> done) override;
+  void PingAsync(Timeout timeout, Done<internal::PingResponse> done) override;
   void ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                        Done<v1::ListModelsResponse> done) override;
   void EvictModelAsync(const v1::EvictModelRequest& request, Timeout timeout,
@@ -184,6 +185,7 @@ class FakeWorkerClient final : public WorkerClient {
                        Done<internal::LeaveGroupResponse> done) override;
 
   FakeUnary<internal::GetInfoRequest, internal::WorkerInfo> get_info;
+  FakeUnary<internal::PingRequest, internal::PingResponse> ping;
   FakeUnary<v1::ListModelsRequest, v1::ListModelsResponse> list_models;
   FakeUnary<v1::EvictModelRequest, v1::EvictModelResponse> evict_model;
   FakeUnary<internal::PrepareGroupRequest, internal::PrepareGroupResponse> prepare_group;
@@ -223,6 +225,11 @@ class FakeWorkers final : public Workers {
   // (SIGKILL: Killed)"): down, WaitForExit on it answers `how`, and the exit
   // listener runs (on this thread, no lock held).
   void Exit(const std::string& device, const std::string& how);
+  // The current incarnation stops answering its heartbeat (`detail` says
+  // since when), or (`detail` empty) answers again.
+  void SetUnresponsive(const std::string& device, const std::string& detail);
+  // `device`'s worker is down and its starts fail (`how`), until the next Up.
+  void FailStarts(const std::string& device, const std::string& how);
   // The current (or last) incarnation's client; nullptr before the first Up.
   std::shared_ptr<FakeWorkerClient> client(const std::string& device);
   void SetExitListener(ExitListener listener);
@@ -231,6 +238,7 @@ class FakeWorkers final : public Workers {
       const std::string& device, std::chrono::milliseconds timeout) override;
   std::string WaitForExit(const std::string& device, uint64_t generation,
                           std::chrono::milliseconds timeout) override;
+  WorkerHealth Health(const std::string& device) override;
   std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
@@ -240,6 +248,8 @@ class FakeWorkers final : public Workers {
   struct Slot {
     int index = 0;
     bool up = false;
+    std::string unresponsive;  // why, while up but not answering
+    std::string failing_start;  // how its starts fail, while down
     uint64_t generation = 0;
     int restarts = 0;
     std::shared_ptr<FakeWorkerClient> client;

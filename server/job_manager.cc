@@ -9,8 +9,11 @@
 #include "common/collective_math.h"
 #include "common/job_spec.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/artifact_owner.h"
 #include "server/collective_job.h"
 #include "server/config.h"
+#include "server/job_summary.h"
+#include "server/result_bounds.h"
 
 namespace benchd::server {
 namespace {
@@ -43,7 +46,16 @@ JobManager::JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* m
       metrics_(metrics),
       devices_(std::move(devices)),
       queue_(devices_),
-      tickets_(devices_) {}
+      tickets_(devices_),
+      pending_(
+          store, [this](const v1::Job& job) { Announce(job); },
+          [this](size_t n) {
+            if (metrics_) metrics_->SetUnstoredResults(static_cast<int64_t>(n));
+          }) {
+  store_->SetBadRowListener([this](int64_t, const std::string&) {
+    if (metrics_) metrics_->StoreBadRow();
+  });
+}
 
 JobManager::~JobManager() { Stop(); }
 
@@ -56,6 +68,9 @@ void JobManager::Publish(const v1::Job& job, const std::function<void(v1::JobEve
 }
 
 absl::Status JobManager::Start() {
+  if (!artifacts_dir_.empty()) {
+    if (auto s = ClaimArtifactsDir(*store_, artifacts_dir_); !s.ok()) return s;
+  }
   auto queued = store_->Recover();
   if (!queued.ok()) return queued.status();
   for (const v1::Job& job : *queued) {
@@ -92,6 +107,29 @@ void JobManager::Stop() {
   tickets_.Poke();
   for (auto& t : dispatchers_) t.join();
   dispatchers_.clear();
+  pending_.Flush();
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& id) {
+  auto job = store_->Get(id);
+  if (!job.ok()) return job.status();
+  if (!IsFinal(job->state())) {
+    if (auto why = pending_.Reason(id)) job->set_result_pending(*why);
+  }
+  return job;
+}
+
+absl::StatusOr<JobPage> JobManager::List(const JobFilter& filter, int page_size,
+                                         int64_t before_id) {
+  auto page = store_->List(filter, page_size, before_id);
+  if (!page.ok()) return page.status();
+  for (v1::Job& job : page->jobs) {
+    if (!IsFinal(job.state())) {
+      if (auto why = pending_.Reason(job.id())) job.set_result_pending(*why);
+    }
+    job = SummarizeJob(std::move(job));
+  }
+  return page;
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
@@ -111,6 +149,10 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
     job_devices = {spec->device()};
   }
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
+  // A worker that cannot start, or stopped answering, would only hold the job.
+  for (const std::string& d : job_devices) {
+    if (auto s = AcceptingJobs(workers_->Health(d), d, workers_->LogPath(d)); !s.ok()) return s;
+  }
   v1::Job job;
   *job.mutable_spec() = *spec;
   job.set_state(v1::JOB_STATE_QUEUED);
@@ -137,6 +179,10 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   std::unique_lock<std::mutex> lock(mu_);
   auto job = store_->Get(id);
   if (!job.ok()) return job.status();
+  if (auto why = pending_.Reason(id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " has already ended; nothing to cancel (", *why, ")"));
+  }
   if (IsFinal(job->state())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", id, " has already ended (", JobStateName(job->state()), "); nothing to cancel"));
@@ -380,12 +426,26 @@ bool JobManager::MarkRunning(v1::Job& job) {
 
 void JobManager::Finish(v1::Job job) {
   *job.mutable_finished() = Now();
+  if (auto s = BoundJobResult(&job, artifacts_dir_); !s.ok()) {
+    fprintf(stderr, "benchd: job %s: part of its result is not kept: %s\n", job.id().c_str(),
+            std::string(s.message()).c_str());
+  }
   if (auto s = store_->Update(job); !s.ok()) {
-    // The store failing is the daemon's problem, not the job's: say so loudly
-    // and still tell the watchers how the job ended.
+    if (s.code() != absl::StatusCode::kNotFound) {
+      // Nobody is told the job is done before it is stored: kept and retried.
+      fprintf(stderr, "benchd: job %s ended (%s) but cannot be stored yet: %s; kept and retried\n",
+              job.id().c_str(), JobStateName(job.state()).c_str(),
+              std::string(s.message()).c_str());
+      pending_.Add(std::move(job), s);
+      return;
+    }
     fprintf(stderr, "benchd: cannot store job %s: %s\n", job.id().c_str(),
             std::string(s.message()).c_str());
   }
+  Announce(job);
+}
+
+void JobManager::Announce(const v1::Job& job) {
   Publish(job, [&](v1::JobEvent* e) { SetTerminalEvent(job, e); });
   if (metrics_) {
     const double seconds = job.has_started() ? Seconds(job.started(), job.finished()) : -1;

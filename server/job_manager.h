@@ -21,6 +21,7 @@
 #include "server/job_queue.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
+#include "server/pending_results.h"
 #include "server/store.h"
 #include "server/worker_client.h"
 
@@ -36,25 +37,31 @@ class JobManager {
 
   // Collective jobs run on the registry's groups; their plots go to
   // <artifacts_dir>/<job id>/. Call before Start. Without it collective jobs
-  // are refused (UNIMPLEMENTED).
+  // are refused (UNIMPLEMENTED). The artifacts dir also takes what a finished
+  // job's result is cut of (server/result_bounds.h), and Start claims it for
+  // the store (server/artifact_owner.h).
   void EnableCollectives(GroupRegistry* groups, std::string artifacts_dir) {
     groups_ = groups;
     artifacts_dir_ = std::move(artifacts_dir);
   }
 
-  // Takes up the jobs a previous daemon left queued and starts the dispatchers.
+  // Claims the artifacts dir for the store (refused: FAILED_PRECONDITION
+  // naming both), takes up the jobs a previous daemon left queued and starts
+  // the dispatchers.
   absl::Status Start();
   // Stops taking jobs; running ones are cancelled and marked INTERRUPTED; queued
-  // ones stay QUEUED in the store for the next start.
+  // ones stay QUEUED in the store for the next start; results not stored yet
+  // get a last try (PendingResults::Flush).
   void Stop();
 
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
   // A queued job is cancelled at once; a running one stops at its next step.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
-  absl::StatusOr<v1::Job> Get(const std::string& id) { return store_->Get(id); }
-  absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id) {
-    return store_->List(filter, page_size, before_id);
-  }
+  // The stored job; one that has ended but waits to be stored says so in
+  // result_pending.
+  absl::StatusOr<v1::Job> Get(const std::string& id);
+  // One page of summaries (server/job_summary.h): no result arrays.
+  absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id);
   const std::vector<std::string>& devices() const { return devices_; }
 
   // Resident models of every worker that is up (or of one device).
@@ -77,6 +84,8 @@ class JobManager {
   // it (the job is then FAILED and finished).
   bool MarkRunning(v1::Job& job);
   void Finish(v1::Job job);
+  // After the final job is stored: the terminal event, the metrics, Cancel's wait.
+  void Announce(const v1::Job& job);
   void Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill);
   void RefreshResidentModels(const std::string& device);
 
@@ -97,6 +106,8 @@ class JobManager {
       running_;  // by RunningKey ("cpu:0"; "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running
   std::vector<std::thread> dispatchers_;
+  // Last: its thread calls Announce, so it goes first.
+  PendingResults pending_;
 };
 
 }  // namespace benchd::server

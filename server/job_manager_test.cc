@@ -2,10 +2,15 @@
 // dies, deadlines of unary calls, stopping. A real Store and EventHub.
 #include "server/job_manager.h"
 
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_test_util.h"
+#include "server/result_bounds.h"
 
 namespace benchd::server {
 namespace {
@@ -63,18 +68,36 @@ TEST_F(JobManagerTest, PublishesTheWorkersEventsAndStoresTheResult) {
   workers_.UpAll();
   internal::WorkerEvent warmup = fake::Step(0, 0.02);
   *warmup.mutable_warmup_step() = warmup.step();
-  workers_.client("cpu:0")->QueueRun(
-      fake::Stream({fake::Log("building tiny"), warmup, fake::Step(1, 0.03)},
-                   fake::BenchmarkResult("cpu:0", 0.03)));
+  Gate started, release;
+  auto stream = fake::Stream({fake::Log("building tiny"), warmup, fake::Step(1, 0.03)},
+                             fake::BenchmarkResult("cpu:0", 0.03));
+  workers_.client("cpu:0")->QueueRun([&, stream](FakeRun& run) {
+    started.Open();
+    if (!release.Wait()) return fake::Broken(absl::InternalError("never released"));
+    return stream(run);
+  });
   StartJobs();
   const std::string id = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  // Watch live, from its start.
+  std::mutex mu;
+  std::vector<v1::JobEvent> events;
+  auto sub = hub_.Subscribe(id, [&](const v1::JobEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  });
+  ASSERT_NE(sub.id, 0u);
+  events.insert(events.begin(), sub.history.begin(), sub.history.end());
+  release.Open();
   const v1::Job job = WaitFinal(id);
+  hub_.Unsubscribe(id, sub.id);
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
   EXPECT_EQ(job.result().benchmark().step().median(), 0.03);
   EXPECT_TRUE(job.has_started());
   EXPECT_TRUE(job.has_finished());
   std::vector<v1::JobEvent::EventCase> kinds;
-  for (const auto& e : History(id)) kinds.push_back(e.event_case());
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& e : events) kinds.push_back(e.event_case());
   EXPECT_THAT(kinds,
               ElementsAre(v1::JobEvent::kQueued, v1::JobEvent::kStarted, v1::JobEvent::kLog,
                           v1::JobEvent::kWarmupStep, v1::JobEvent::kStep, v1::JobEvent::kResult));
@@ -241,6 +264,92 @@ TEST_F(JobManagerTest, EvictModelAsksTheKeysDeviceOnly) {
   EXPECT_THAT(missed.status().message(), HasSubstr("the worker for cpu:0 did not answer"));
   EXPECT_EQ(workers_.client("cpu:0")->evict_model.timeouts().back(),
             std::chrono::milliseconds(kEvictModelTimeout));
+}
+
+// A job that ends while the store cannot take its record (a full disk):
+// nobody is told it is done until it is stored; then it is, once.
+TEST_F(JobManagerTest, AResultTheStoreRefusesIsAnnouncedOnlyOnceStored) {
+  workers_.UpAll();
+  Gate started, release;
+  workers_.client("cpu:0")->QueueRun([&](FakeRun&) {
+    started.Open();
+    if (!release.Wait()) return fake::Broken(absl::InternalError("never released"));
+    internal::WorkerEvent result = fake::BenchmarkResult("cpu:0", 0.02);
+    result.mutable_result()->mutable_benchmark()->set_device_name(std::string(300000, 'x'));
+    return fake::Last(result);
+  });
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  std::atomic<int> terminal{0};
+  auto sub = hub_.Subscribe(id, [&](const v1::JobEvent& e) { terminal += IsTerminal(e); });
+  ASSERT_NE(sub.id, 0u);
+  ASSERT_TRUE(store_->LimitPagesForTesting(1).ok());  // the disk fills
+  release.Open();
+  std::string pending;
+  for (int i = 0; i < 500 && pending.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pending = jobs_->Get(id)->result_pending();
+  }
+  EXPECT_THAT(pending, HasSubstr("ended succeeded"));
+  EXPECT_THAT(pending, HasSubstr(dir_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(terminal, 0);
+  EXPECT_EQ(jobs_->Get(id)->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(jobs_->Cancel(id).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Reads go on; a new job is refused naming the data dir.
+  EXPECT_TRUE(jobs_->List(JobFilter(), 10, 0).ok());
+  absl::StatusOr<v1::Job> refused;
+  refused = jobs_->Submit(Benchmark("cpu:1"));
+  for (int i = 0; i < 200 && refused.ok(); ++i) refused = jobs_->Submit(Benchmark("cpu:1"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr(absl::StrCat("the data dir '", dir_, "'")));
+
+  ASSERT_TRUE(store_->LimitPagesForTesting(0).ok());  // space again
+  const v1::Job job = WaitFinal(id);
+  hub_.Unsubscribe(id, sub.id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.result().benchmark().device_name().size(), 300000u);
+  EXPECT_EQ(terminal, 1);
+  EXPECT_EQ(jobs_->Get(id)->result_pending(), "");
+}
+
+TEST_F(JobManagerTest, ListAnswersSummariesAndGetTheWholeJob) {
+  workers_.UpAll();
+  internal::WorkerEvent result = fake::BenchmarkResult("cpu:0", 0.02);
+  for (int i = 0; i < 10; ++i) result.mutable_result()->mutable_benchmark()->add_steps();
+  workers_.client("cpu:0")->QueueRun(fake::Stream({}, result));
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:0"));
+  ASSERT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
+  auto page = jobs_->List(JobFilter(), 10, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_TRUE(page->jobs[0].summary());
+  EXPECT_EQ(page->jobs[0].result().benchmark().steps_size(), 0);
+  EXPECT_EQ(page->jobs[0].result().benchmark().step().median(), 0.02);
+  const v1::Job whole = *jobs_->Get(id);
+  EXPECT_FALSE(whole.summary());
+  EXPECT_EQ(whole.result().benchmark().steps_size(), 10);
+}
+
+// More steps than a result keeps: the first ones stay, every one goes to the
+// job's steps.csv, and the terminal event carries the cut result.
+TEST_F(JobManagerTest, ALongRunsStepsBeyondTheBoundGoToAnArtifact) {
+  workers_.UpAll();
+  internal::WorkerEvent result = fake::BenchmarkResult("cpu:0", 0.02);
+  for (int i = 0; i < kMaxResultSteps + 500; ++i) {
+    result.mutable_result()->mutable_benchmark()->add_steps()->set_index(i);
+  }
+  workers_.client("cpu:0")->QueueRun(fake::Stream({}, result));
+  StartJobs(/*collectives=*/true);  // gives the manager its artifacts dir
+  const std::string id = Submit(Benchmark("cpu:0"));
+  const v1::Job job = WaitFinal(id);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.result().benchmark().steps_size(), kMaxResultSteps);
+  EXPECT_EQ(job.result().benchmark().steps_total(), kMaxResultSteps + 500);
+  EXPECT_EQ(job.result().benchmark().steps_artifact(), "steps.csv");
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir_, "/artifacts/", id, "/steps.csv")));
 }
 
 }  // namespace

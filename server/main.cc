@@ -1,5 +1,6 @@
 // benchd: the daemon. Parses its settings, opens the store, starts one worker
-// per device, serves benchd.v1.Bench (+ health, reflection) and /metrics, and
+// per device, serves benchd.v1.Bench (+ health, reflection of the public API
+// only) and /metrics, and
 // stops in order on SIGTERM/SIGINT.
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/artifacts.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
@@ -21,9 +21,11 @@
 #include "server/config.h"
 #include "server/event_hub.h"
 #include "server/group_registry.h"
+#include "server/health.h"
 #include "server/job_manager.h"
 #include "server/metrics.h"
 #include "server/private_dir.h"
+#include "server/public_reflection.h"
 #include "server/store.h"
 #include "server/supervisor.h"
 
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   std::string config_file, listen, metrics, data_dir, worker;
   std::vector<std::string> devices;
   int start_timeout = 0;
+  int heartbeat_timeout = 0;
   app.add_option("--config", config_file, "JSON config file (flags override it)");
   app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
   app.add_option("--metrics", metrics,
@@ -74,6 +77,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", devices, "a device to serve (cpu:0, cuda:N); repeat; default: detect");
   app.add_option("--worker", worker, "benchd-worker binary (default: beside benchd)");
   app.add_option("--worker-start-timeout", start_timeout, "seconds a worker may take to start");
+  app.add_option("--worker-heartbeat-timeout", heartbeat_timeout,
+                 "seconds a worker may leave its heartbeat unanswered before it is shown "
+                 "UNRESPONSIVE (default 10)");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_file.empty()) {
@@ -87,6 +93,11 @@ int main(int argc, char** argv) {
   if (!devices.empty()) config.devices = devices;
   if (!worker.empty()) config.worker_path = worker;
   if (start_timeout > 0) config.worker_start_timeout_s = start_timeout;
+  if (heartbeat_timeout != 0) config.worker_heartbeat_timeout_s = heartbeat_timeout;
+  if (config.worker_heartbeat_timeout_s < 1 || config.worker_heartbeat_timeout_s > 3600) {
+    return Fail(absl::StrCat("worker heartbeat timeout: expected 1..3600 seconds, got ",
+                             config.worker_heartbeat_timeout_s));
+  }
   if (config.devices.empty()) config.devices = benchd::server::DetectDevices();
   for (const auto& d : config.devices) {
     if (auto s = benchd::server::CheckDeviceName(d); !s.ok()) return Fail(std::string(s.message()));
@@ -136,10 +147,14 @@ int main(int argc, char** argv) {
   auto& registry = *metrics_or;
 
   benchd::server::EventHub hub;
-  benchd::server::Supervisor supervisor(
-      {config.worker_path, run_dir, (data / "logs").string(),
-       std::chrono::seconds(config.worker_start_timeout_s), (data / "artifacts").string()},
-      config.devices, registry.get());
+  benchd::server::Supervisor::Options supervisor_options;
+  supervisor_options.worker_path = config.worker_path;
+  supervisor_options.run_dir = run_dir;
+  supervisor_options.log_dir = (data / "logs").string();
+  supervisor_options.start_timeout = std::chrono::seconds(config.worker_start_timeout_s);
+  supervisor_options.artifacts_dir = (data / "artifacts").string();
+  supervisor_options.heartbeat_timeout = std::chrono::seconds(config.worker_heartbeat_timeout_s);
+  benchd::server::Supervisor supervisor(supervisor_options, config.devices, registry.get());
   benchd::server::GroupRegistry groups(&supervisor, registry.get(), config.devices);
   supervisor.SetExitListener(
       [&groups](const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
@@ -152,11 +167,13 @@ int main(int argc, char** argv) {
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::unique_ptr<benchd::server::PublicReflection> reflection(
+      benchd::server::NewPublicReflection());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  builder.RegisterService(reflection.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return Fail(absl::StrCat("cannot listen on ", config.listen_address,
@@ -165,6 +182,16 @@ int main(int argc, char** argv) {
   const std::string host = config.listen_address.substr(0, config.listen_address.rfind(':'));
   const std::string bound = absl::StrCat(host, ":", port);
 
+  // Health: "" and "benchd.v1.Bench" are SERVING while every device's worker
+  // is UP; "benchd.v1.Bench/<device>" follows that device's worker.
+  benchd::server::NodeHealth health(
+      config.devices, [hc = server->GetHealthCheckService()](const std::string& name,
+                                                              bool serving) {
+        hc->SetServingStatus(name, serving);
+      });
+  supervisor.SetHealthListener([&health](const std::string& device, bool serving) {
+    health.Set(device, serving);
+  });
   supervisor.Start();
   if (auto s = jobs.Start(); !s.ok()) return Fail(std::string(s.message()));
 

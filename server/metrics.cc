@@ -119,6 +119,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                  .Name("benchd_process_groups")
                  .Help("Resident process groups by backend and state.")
                  .Register(r);
+  store_bad_rows_ =
+      &BuildCounter()
+           .Name("benchd_store_bad_rows_total")
+           .Help("Stored job records found damaged (listed with an error, never run), once each.")
+           .Register(r);
+  store_bad_rows_->Add({});
+  unstored_results_ =
+      &BuildGauge()
+           .Name("benchd_unstored_results")
+           .Help("Finished jobs whose final record waits to be stored (e.g. a full data disk).")
+           .Register(r);
+  unstored_results_->Add({}).Set(0);
 }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& address,
@@ -202,6 +214,12 @@ void Metrics::SetCollectiveBusBandwidth(const std::string& op, const std::string
 
 void Metrics::SetGroups(const std::string& backend, const std::string& state, int64_t count) {
   groups_->Add({{"backend", backend}, {"state", state}}).Set(static_cast<double>(count));
+}
+
+void Metrics::StoreBadRow() { store_bad_rows_->Add({}).Increment(); }
+
+void Metrics::SetUnstoredResults(int64_t count) {
+  unstored_results_->Add({}).Set(static_cast<double>(count));
 }
 
 std::string Metrics::Serialize() const {

@@ -44,6 +44,10 @@ class Metrics {
                                  int64_t size_bytes, double bytes_per_second);
   // Process groups by backend and state ("ready", "broken").
   void SetGroups(const std::string& backend, const std::string& state, int64_t count);
+  // A stored job record that does not parse (counted once per row and run).
+  void StoreBadRow();
+  // Finished jobs whose final record waits to be stored (a full data disk).
+  void SetUnstoredResults(int64_t count);
 
   // The text exposition of everything, as /metrics serves it.
   std::string Serialize() const;
@@ -71,6 +75,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* build_info_;
   prometheus::Family<prometheus::Gauge>* collective_busbw_;
   prometheus::Family<prometheus::Gauge>* groups_;
+  prometheus::Family<prometheus::Counter>* store_bad_rows_;
+  prometheus::Family<prometheus::Gauge>* unstored_results_;
 };
 
 // The label value for a model: its preset name, or "custom".

@@ -1,6 +1,9 @@
 #include "server/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,27 +19,35 @@
 #include "absl/strings/str_split.h"
 #include "common/job_id.h"
 #include "common/job_spec.h"
+#include "server/disk_space.h"
 #include "server/job_state.h"
 
 namespace benchd::server {
 namespace {
 
 // Bump with a new step in Migrate whenever the table layout changes.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // Long enough to ride out another process's checkpoint, short enough that a
 // stuck lock surfaces as an error instead of a hung RPC.
 constexpr int kBusyTimeoutMs = 5000;
 
+// SQLITE_FULL (a write that found the disk full) is RESOURCE_EXHAUSTED, which
+// Store::Explain completes with the data dir's figures; the rest are INTERNAL.
+absl::Status ErrorFor(int code, std::string msg) {
+  if ((code & 0xff) == SQLITE_FULL) return absl::ResourceExhaustedError(std::move(msg));
+  return absl::InternalError(std::move(msg));
+}
+
 absl::Status SqliteError(sqlite3* db, const std::string& op) {
-  return absl::InternalError(absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
+  return ErrorFor(sqlite3_extended_errcode(db), absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
 }
 
 absl::Status Exec(sqlite3* db, const std::string& op, const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err != nullptr ? err : sqlite3_errmsg(db);
     sqlite3_free(err);
-    return absl::InternalError(absl::StrCat("store: ", op, ": ", msg));
+    return ErrorFor(rc, absl::StrCat("store: ", op, ": ", msg));
   }
   return absl::OkStatus();
 }
@@ -138,14 +149,53 @@ absl::Status NotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
 }
 
-// The row's proto, with the id from its key (the key is the authority).
-absl::StatusOr<v1::Job> ReadJob(Statement& stmt) {
-  const int64_t id = stmt.Int(0);
+// Every query that reads jobs selects these columns, in this order.
+constexpr char kJobColumns[] = "id, job, kind, device, state, created_unix_ms";
+
+// One row read: the job, or (damaged) what its query columns still say.
+struct Row {
   v1::Job job;
-  if (!job.ParseFromString(stmt.Blob(1))) {
-    return absl::InternalError(
-        absl::StrCat("store: ", stmt.op(), ": the stored record of job ", id, " does not parse"));
+  bool damaged = false;
+};
+
+// A row whose record does not parse: the job as its query columns describe
+// it, so that a listing still shows it (with why) and the others stay readable.
+Row DamagedRow(Statement& stmt, int64_t id, size_t bytes) {
+  Row row;
+  row.damaged = true;
+  v1::Job& job = row.job;
+  job.set_id(absl::StrCat(id));
+  const std::string kind = stmt.Blob(2);
+  for (int k = v1::JobKind_MIN; k <= v1::JobKind_MAX; ++k) {
+    if (v1::JobKind_IsValid(k) && JobKindName(static_cast<v1::JobKind>(k)) == kind) {
+      job.set_kind(static_cast<v1::JobKind>(k));
+    }
   }
+  for (absl::string_view d : absl::StrSplit(stmt.Blob(3), ',', absl::SkipEmpty())) {
+    job.add_devices(std::string(d));
+  }
+  const int64_t state = stmt.Int(4);
+  job.set_state(v1::JobState_IsValid(static_cast<int>(state)) && state != 0
+                    ? static_cast<v1::JobState>(state)
+                    : v1::JOB_STATE_FAILED);
+  const int64_t created_ms = stmt.Int(5);
+  job.mutable_created()->set_seconds(created_ms / 1000);
+  job.mutable_created()->set_nanos(static_cast<int32_t>(created_ms % 1000) * 1'000'000);
+  job.set_error_code(static_cast<int>(absl::StatusCode::kDataLoss));
+  job.set_error_message(absl::StrCat(
+      "the stored record of job ", id, " is damaged (", bytes,
+      " bytes that do not parse as a Job): its spec and result are lost; it is listed from its "
+      "index columns and skipped by the scheduler"));
+  return row;
+}
+
+// The row's proto, with the id from its key (the key is the authority).
+Row ReadJob(Statement& stmt) {
+  const int64_t id = stmt.Int(0);
+  Row row;
+  v1::Job& job = row.job;
+  const std::string bytes = stmt.Blob(1);
+  if (!job.ParseFromString(bytes)) return DamagedRow(stmt, id, bytes.size());
   job.set_id(absl::StrCat(id));
   // Records written before the kind was an enum and the devices a list.
   if (job.kind() == v1::JOB_KIND_UNSPECIFIED) job.set_kind(JobKindOf(job.spec()));
@@ -154,18 +204,16 @@ absl::StatusOr<v1::Job> ReadJob(Statement& stmt) {
     job.clear_devices();
     for (const auto& d : devices) job.add_devices(d);
   }
-  return job;
+  return row;
 }
 
-absl::StatusOr<std::vector<v1::Job>> ReadAll(Statement& stmt) {
-  std::vector<v1::Job> jobs;
+absl::StatusOr<std::vector<Row>> ReadAll(Statement& stmt) {
+  std::vector<Row> rows;
   while (true) {
-    absl::StatusOr<bool> row = stmt.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return jobs;
-    absl::StatusOr<v1::Job> job = ReadJob(stmt);
-    if (!job.ok()) return job.status();
-    jobs.push_back(*std::move(job));
+    absl::StatusOr<bool> more = stmt.Step();
+    if (!more.ok()) return more.status();
+    if (!*more) return rows;
+    rows.push_back(ReadJob(stmt));
   }
 }
 
@@ -192,10 +240,11 @@ absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1
   return sqlite3_changes(db) > 0;
 }
 
-absl::StatusOr<std::vector<v1::Job>> JobsInState(sqlite3* db, const std::string& op,
-                                                 v1::JobState state) {
-  absl::StatusOr<Statement> stmt =
-      Statement::Prepare(db, op, "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY id ASC");
+absl::StatusOr<std::vector<Row>> JobsInState(sqlite3* db, const std::string& op,
+                                            v1::JobState state) {
+  const std::string sql =
+      absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE state = ?1 ORDER BY id ASC");
+  absl::StatusOr<Statement> stmt = Statement::Prepare(db, op, sql.c_str());
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, static_cast<int64_t>(state));
   return ReadAll(*stmt);
@@ -216,11 +265,14 @@ absl::Status InsertJobDevice(sqlite3* db, const std::string& op, int64_t id,
 std::string ListSql(const JobFilter& f, bool explain) {
   std::string sql = explain ? "EXPLAIN QUERY PLAN " : "";
   if (f.device.empty()) {
-    absl::StrAppend(&sql, "SELECT j.id, j.job FROM jobs j WHERE j.id < ?4");
+    absl::StrAppend(&sql,
+                    "SELECT j.id, j.job, j.kind, j.device, j.state, j.created_unix_ms "
+                    "FROM jobs j WHERE j.id < ?4");
   } else {
     // CROSS JOIN keeps job_devices outside: its key walks one device's jobs in id order.
     absl::StrAppend(&sql,
-                    "SELECT j.id, j.job FROM job_devices d CROSS JOIN jobs j ON j.id = d.job_id "
+                    "SELECT j.id, j.job, j.kind, j.device, j.state, j.created_unix_ms "
+                    "FROM job_devices d CROSS JOIN jobs j ON j.id = d.job_id "
                     "WHERE d.device = ?3 AND d.job_id < ?4");
   }
   if (f.state != v1::JOB_STATE_UNSPECIFIED) absl::StrAppend(&sql, " AND j.state = ?1");
@@ -297,6 +349,17 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
       }
     }
   }
+  if (version < 3) {
+    // The store's identity: artifacts/<job id>/ folders are claimed by it
+    // (server/artifact_owner.h), so a new store is never served an old one's.
+    absl::Status s = Exec(db, op,
+                          "CREATE TABLE IF NOT EXISTS meta ("
+                          "  key TEXT PRIMARY KEY,"
+                          "  value TEXT NOT NULL) WITHOUT ROWID;"
+                          "INSERT OR IGNORE INTO meta (key, value) "
+                          "  VALUES ('store_id', lower(hex(randomblob(16))));");
+    if (!s.ok()) return s;
+  }
   // Later versions add `if (version < N)` steps here.
   if (version != kSchemaVersion) {
     absl::Status s = Exec(db, op, absl::StrCat("PRAGMA user_version = ", kSchemaVersion));
@@ -321,7 +384,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   const int rc =
       sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   // Owns the handle from here on, so every early return below closes it.
-  std::unique_ptr<Store> store(new Store(db));
+  std::unique_ptr<Store> store(new Store(db, path));
   if (rc != SQLITE_OK) {
     return absl::InternalError(absl::StrCat(
         "store: open '", path, "': ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
@@ -331,16 +394,47 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // WAL: readers (Watch, ListJobs) never wait for the writer. NORMAL sync is
   // safe from corruption in WAL mode; a power cut may lose the last commits.
   if (absl::Status s = Exec(db, op + ": journal_mode", "PRAGMA journal_mode = WAL"); !s.ok()) {
-    return s;
+    return store->Explain(s);
   }
   if (absl::Status s = Exec(db, op + ": synchronous", "PRAGMA synchronous = NORMAL"); !s.ok()) {
-    return s;
+    return store->Explain(s);
   }
-  if (absl::Status s = Migrate(db, path); !s.ok()) return s;
+  if (absl::Status s = Migrate(db, path); !s.ok()) return store->Explain(s);
+  absl::StatusOr<Statement> meta =
+      Statement::Prepare(db, op + ": store id", "SELECT value FROM meta WHERE key = 'store_id'");
+  if (!meta.ok()) return meta.status();
+  absl::StatusOr<bool> row = meta->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) {
+    return absl::DataLossError(absl::StrCat("store: '", path, "' has no store id in its meta table"));
+  }
+  store->store_id_ = meta->Blob(0);
+  store->RestoreReserve();
   return store;
 }
 
+Store::Store(sqlite3* db, std::string path)
+    : path_(std::move(path)),
+      dir_(std::filesystem::path(path_).parent_path().string()),
+      db_(db) {}
+
 Store::~Store() { sqlite3_close_v2(db_); }
+
+absl::Status Store::Explain(absl::Status s) const {
+  if (s.code() != absl::StatusCode::kResourceExhausted) return s;
+  return DataDirFullError(dir_.empty() ? "." : dir_, std::string(s.message()));
+}
+
+void Store::SetBadRowListener(std::function<void(int64_t id, const std::string& what)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bad_row_listener_ = std::move(listener);
+}
+
+void Store::ReportBadRow(int64_t id, const std::string& what) {
+  if (!reported_bad_rows_.insert(id).second) return;  // once per row and process
+  fprintf(stderr, "benchd: store '%s': %s\n", path_.c_str(), what.c_str());
+  if (bad_row_listener_) bad_row_listener_(id, what);
+}
 
 absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -348,19 +442,19 @@ absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
   // The proto must carry its own id, which exists only once the row does:
   // insert a placeholder row, then write the job into it, atomically.
   Transaction txn(db_);
-  if (absl::Status s = txn.Begin(op); !s.ok()) return s;
+  if (absl::Status s = txn.Begin(op); !s.ok()) return Explain(s);
   absl::StatusOr<Statement> stmt = Statement::Prepare(
       db_, op,
       "INSERT INTO jobs (kind, device, state, created_unix_ms, job) VALUES ('', '', 0, 0, x'')");
-  if (!stmt.ok()) return stmt.status();
-  if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) return row.status();
+  if (!stmt.ok()) return Explain(stmt.status());
+  if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) return Explain(row.status());
   const int64_t id = sqlite3_last_insert_rowid(db_);
   absl::StatusOr<bool> written = WriteJob(db_, op, id, job);
-  if (!written.ok()) return written.status();
+  if (!written.ok()) return Explain(written.status());
   for (const std::string& d : job.devices()) {
-    if (absl::Status s = InsertJobDevice(db_, op, id, d); !s.ok()) return s;
+    if (absl::Status s = InsertJobDevice(db_, op, id, d); !s.ok()) return Explain(s);
   }
-  if (absl::Status s = txn.Commit(op); !s.ok()) return s;
+  if (absl::Status s = txn.Commit(op); !s.ok()) return Explain(s);
   return absl::StrCat(id);
 }
 
@@ -369,7 +463,7 @@ absl::Status Store::Update(const v1::Job& job) {
   if (!id.ok()) return id.status();
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<bool> written = WriteJob(db_, "update", *id, job);
-  if (!written.ok()) return written.status();
+  if (!written.ok()) return Explain(written.status());
   return *written ? absl::OkStatus() : NotFound(job.id());
 }
 
@@ -377,14 +471,16 @@ absl::StatusOr<v1::Job> Store::Get(const std::string& id) {
   absl::StatusOr<int64_t> key = ParseId(id);
   if (!key.ok()) return key.status();
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<Statement> stmt =
-      Statement::Prepare(db_, "get", "SELECT id, job FROM jobs WHERE id = ?1");
+  const std::string sql = absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE id = ?1");
+  absl::StatusOr<Statement> stmt = Statement::Prepare(db_, "get", sql.c_str());
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, *key);
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return NotFound(id);
-  return ReadJob(*stmt);
+  absl::StatusOr<bool> more = stmt->Step();
+  if (!more.ok()) return more.status();
+  if (!*more) return NotFound(id);
+  Row row = ReadJob(*stmt);
+  if (row.damaged) ReportBadRow(*key, row.job.error_message());
+  return std::move(row.job);
 }
 
 absl::StatusOr<JobPage> Store::List(const JobFilter& filter, int page_size, int64_t before_id) {
@@ -393,10 +489,13 @@ absl::StatusOr<JobPage> Store::List(const JobFilter& filter, int page_size, int6
   // Ids follow insertion order, unlike `created`, which follows the wall clock.
   absl::StatusOr<Statement> stmt = PrepareList(db_, filter, false, before_id, page_size + 1);
   if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<std::vector<v1::Job>> jobs = ReadAll(*stmt);
-  if (!jobs.ok()) return jobs.status();
+  absl::StatusOr<std::vector<Row>> rows = ReadAll(*stmt);
+  if (!rows.ok()) return rows.status();
   JobPage page;
-  page.jobs = *std::move(jobs);
+  for (Row& row : *rows) {
+    if (row.damaged) ReportBadRow(*ParseId(row.job.id()), row.job.error_message());
+    page.jobs.push_back(std::move(row.job));
+  }
   if (page.jobs.size() > static_cast<size_t>(page_size)) {
     page.jobs.pop_back();
     page.next_before_id = *ParseId(page.jobs.back().id());
@@ -421,11 +520,28 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string op = "recover";
   Transaction txn(db_);
-  if (absl::Status s = txn.Begin(op); !s.ok()) return s;
-  absl::StatusOr<std::vector<v1::Job>> running = JobsInState(db_, op, v1::JOB_STATE_RUNNING);
+  if (absl::Status s = txn.Begin(op); !s.ok()) return Explain(s);
+  // A damaged row cannot run again (its spec is gone): it leaves the queue
+  // through its state column, its record kept as found.
+  auto fail_damaged = [&](const Row& row) -> absl::Status {
+    const int64_t id = *ParseId(row.job.id());
+    ReportBadRow(id, row.job.error_message());
+    absl::StatusOr<Statement> stmt =
+        Statement::Prepare(db_, op, "UPDATE jobs SET state = ?1 WHERE id = ?2");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, static_cast<int64_t>(v1::JOB_STATE_FAILED));
+    stmt->Bind(2, id);
+    return stmt->Step().status();
+  };
+  absl::StatusOr<std::vector<Row>> running = JobsInState(db_, op, v1::JOB_STATE_RUNNING);
   if (!running.ok()) return running.status();
   const google::protobuf::Timestamp now = Now();
-  for (v1::Job& job : *running) {
+  for (Row& row : *running) {
+    if (row.damaged) {
+      if (absl::Status s = fail_damaged(row); !s.ok()) return Explain(s);
+      continue;
+    }
+    v1::Job& job = row.job;
     job.set_state(v1::JOB_STATE_INTERRUPTED);
     *job.mutable_finished() = now;
     job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
@@ -433,12 +549,75 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
     absl::StatusOr<int64_t> id = ParseId(job.id());
     if (!id.ok()) return id.status();
     absl::StatusOr<bool> written = WriteJob(db_, op, *id, job);
-    if (!written.ok()) return written.status();
+    if (!written.ok()) return Explain(written.status());
   }
-  absl::StatusOr<std::vector<v1::Job>> queued = JobsInState(db_, op, v1::JOB_STATE_QUEUED);
+  absl::StatusOr<std::vector<Row>> queued = JobsInState(db_, op, v1::JOB_STATE_QUEUED);
   if (!queued.ok()) return queued.status();
-  if (absl::Status s = txn.Commit(op); !s.ok()) return s;
-  return queued;
+  std::vector<v1::Job> jobs;
+  for (Row& row : *queued) {
+    if (row.damaged) {
+      if (absl::Status s = fail_damaged(row); !s.ok()) return Explain(s);
+      continue;
+    }
+    jobs.push_back(std::move(row.job));
+  }
+  if (absl::Status s = txn.Commit(op); !s.ok()) return Explain(s);
+  return jobs;
+}
+
+absl::StatusOr<int64_t> Store::LastId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Statement> stmt = Statement::Prepare(
+      db_, "last id",
+      "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0), "
+      "COALESCE((SELECT max(id) FROM jobs), 0))");
+  if (!stmt.ok()) return stmt.status();
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  return *row ? stmt->Int(0) : 0;
+}
+
+absl::Status Store::ReserveIdsThrough(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string op = absl::StrCat("reserve ids through ", id);
+  Transaction txn(db_);
+  if (absl::Status s = txn.Begin(op); !s.ok()) return Explain(s);
+  // AUTOINCREMENT hands out max(seq, max(id)) + 1; sqlite_sequence may be
+  // written (https://sqlite.org/autoinc.html), and has no row before the first insert.
+  absl::StatusOr<Statement> update = Statement::Prepare(
+      db_, op, "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'jobs'");
+  if (!update.ok()) return update.status();
+  update->Bind(1, id);
+  if (absl::StatusOr<bool> r = update->Step(); !r.ok()) return Explain(r.status());
+  if (sqlite3_changes(db_) == 0) {
+    absl::StatusOr<Statement> insert = Statement::Prepare(
+        db_, op, "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)");
+    if (!insert.ok()) return insert.status();
+    insert->Bind(1, id);
+    if (absl::StatusOr<bool> r = insert->Step(); !r.ok()) return Explain(r.status());
+  }
+  return Explain(txn.Commit(op));
+}
+
+absl::Status Store::LimitPagesForTesting(int64_t pages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Exec(db_, "max_page_count",
+              absl::StrCat("PRAGMA max_page_count = ", pages > 0 ? pages : 2147483646));
+}
+
+bool Store::ReleaseReserve() { return unlink((path_ + ".reserve").c_str()) == 0; }
+
+void Store::RestoreReserve() {
+  const std::string reserve = path_ + ".reserve";
+  struct stat st;
+  if (stat(reserve.c_str(), &st) == 0 && st.st_size >= kDiskReserveBytes) return;
+  absl::StatusOr<DiskSpace> space = GetDiskSpace(dir_.empty() ? "." : dir_);
+  if (!space.ok() || space->free_bytes < 2 * static_cast<uint64_t>(kDiskReserveBytes)) return;
+  const int fd = open(reserve.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  const bool made = posix_fallocate(fd, 0, kDiskReserveBytes) == 0;
+  close(fd);
+  if (!made) unlink(reserve.c_str());
 }
 
 }  // namespace benchd::server

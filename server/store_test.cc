@@ -404,3 +404,147 @@ TEST_F(StoreTest, EveryFilterIsServedByAnIndexWithoutSorting) {
 
 }  // namespace
 }  // namespace benchd::server
+
+namespace benchd::server {
+namespace {
+
+// Overwrites job `id`'s record with bytes that do not parse as a Job.
+void Damage(const std::string& path, const std::string& id) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql = absl::StrCat("UPDATE jobs SET job = x'ffffffff0a' WHERE id = ", id);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, ADamagedRowIsListedWithAnErrorAndTheOthersStayReadable) {
+  std::string good1, bad, good2;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    v1::Job done = MakeJob(v1::JOB_STATE_SUCCEEDED, "cpu:0");
+    done.mutable_result()->mutable_benchmark()->set_tokens_per_second(123);
+    good1 = *store->Insert(done);
+    bad = *store->Insert(MakeJob(v1::JOB_STATE_SUCCEEDED, "cpu:0"));
+    good2 = *store->Insert(done);
+  }
+  Damage(path_, bad);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<int64_t> reported;
+  store->SetBadRowListener([&](int64_t id, const std::string&) { reported.push_back(id); });
+
+  for (int round = 0; round < 2; ++round) {
+    auto page = store->List(JobFilter(), 0);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(Ids(page->jobs), (std::vector<std::string>{good2, bad, good1}));
+    EXPECT_EQ(page->jobs[0].result().benchmark().tokens_per_second(), 123);
+    EXPECT_EQ(page->jobs[2].result().benchmark().tokens_per_second(), 123);
+    const v1::Job& damaged = page->jobs[1];
+    EXPECT_EQ(damaged.error_code(), static_cast<int>(absl::StatusCode::kDataLoss));
+    EXPECT_PRED_FORMAT2(IsSubstring, absl::StrCat("the stored record of job ", bad, " is damaged"),
+                        damaged.error_message());
+    // What its index columns still say.
+    EXPECT_EQ(damaged.state(), v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(damaged.kind(), v1::JOB_KIND_BENCHMARK);
+    EXPECT_EQ(damaged.devices().size(), 1);
+    EXPECT_EQ(damaged.devices(0), "cpu:0");
+    EXPECT_EQ(damaged.created().seconds(), 1700000000);
+  }
+  // Filters still work around it; Get answers it too.
+  JobFilter by_device;
+  by_device.device = "cpu:0";
+  EXPECT_EQ(store->List(by_device, 0)->jobs.size(), 3u);
+  auto got = store->Get(bad);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->error_code(), static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_TRUE(store->Get(good1)->has_result());
+  // Reported once however often it is read.
+  EXPECT_EQ(reported, std::vector<int64_t>{std::stoll(bad)});
+}
+
+TEST_F(StoreTest, ADamagedQueuedOrRunningRowIsFailedNotTakenUp) {
+  std::string queued_bad, running_bad, queued_good;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    queued_bad = *store->Insert(MakeJob(v1::JOB_STATE_QUEUED));
+    running_bad = *store->Insert(MakeJob(v1::JOB_STATE_RUNNING));
+    queued_good = *store->Insert(MakeJob(v1::JOB_STATE_QUEUED));
+  }
+  Damage(path_, queued_bad);
+  Damage(path_, running_bad);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int reported = 0;
+  store->SetBadRowListener([&](int64_t, const std::string&) { ++reported; });
+  auto queued = store->Recover();
+  ASSERT_TRUE(queued.ok()) << queued.status();  // the daemon starts
+  EXPECT_EQ(Ids(*queued), std::vector<std::string>{queued_good});
+  EXPECT_EQ(reported, 2);
+  for (const std::string& id : {queued_bad, running_bad}) {
+    const v1::Job job = *store->Get(id);
+    EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED) << id;
+    EXPECT_PRED_FORMAT2(IsSubstring, "is damaged", job.error_message());
+  }
+  EXPECT_EQ(Ids(*ListJobs(*store, 0, v1::JOB_STATE_FAILED)),
+            (std::vector<std::string>{running_bad, queued_bad}));
+  EXPECT_EQ(Ids(*store->Recover()), std::vector<std::string>{queued_good});
+}
+
+TEST_F(StoreTest, AFullStoreIsResourceExhaustedNamingTheDataDirAndReadsGoOn) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const std::string first = *store->Insert(MakeJob(v1::JOB_STATE_RUNNING));
+  ASSERT_TRUE(store->LimitPagesForTesting(1).ok());  // = its current size
+  v1::Job big = *store->Get(first);
+  big.set_state(v1::JOB_STATE_SUCCEEDED);
+  big.mutable_result()->mutable_benchmark()->set_device_name(std::string(200000, 'x'));
+  absl::Status s = store->Update(big);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_PRED_FORMAT2(IsSubstring, absl::StrCat("the data dir '", dir_, "' ("),
+                      std::string(s.message()));
+  EXPECT_PRED_FORMAT2(IsSubstring, " free of ", std::string(s.message()));
+  absl::StatusOr<std::string> inserted = std::string();
+  for (int i = 0; i < 1000 && inserted.ok(); ++i) inserted = store->Insert(big);
+  EXPECT_EQ(inserted.status().code(), absl::StatusCode::kResourceExhausted);
+  // Reads keep working.
+  EXPECT_EQ(store->Get(first)->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_TRUE(store->List(JobFilter(), 0).ok());
+  // Space again: the same write goes through.
+  ASSERT_TRUE(store->LimitPagesForTesting(0).ok());
+  EXPECT_TRUE(store->Update(big).ok());
+  EXPECT_EQ(store->Get(first)->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(StoreTest, EachStoreHasItsOwnIdAndIdsCanBeReservedAhead) {
+  std::string id;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    id = store->store_id();
+    EXPECT_EQ(id.size(), 32u);
+    EXPECT_EQ(*store->LastId(), 0);
+    ASSERT_TRUE(store->ReserveIdsThrough(41).ok());  // before any insert
+    EXPECT_EQ(*store->LastId(), 41);
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "42");
+    ASSERT_TRUE(store->ReserveIdsThrough(10).ok());  // never lowers
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "43");
+    ASSERT_TRUE(store->ReserveIdsThrough(99).ok());
+    EXPECT_EQ(*store->Insert(MakeJob(v1::JOB_STATE_QUEUED)), "100");
+  }
+  {
+    auto store = OpenStore();  // the same file: the same store
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->store_id(), id);
+    EXPECT_EQ(*store->LastId(), 100);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
+  auto store = OpenStore();  // a new file: a new store
+  ASSERT_NE(store, nullptr);
+  EXPECT_NE(store->store_id(), id);
+  EXPECT_EQ(*store->LastId(), 0);
+}
+
+}  // namespace
+}  // namespace benchd::server

@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "grpcpp/grpcpp.h"
+#include "server/job_state.h"
 #include "server/metrics.h"
 
 extern char** environ;
@@ -59,10 +62,113 @@ std::string Supervisor::LogPath(const std::string& device) const {
 }
 
 void Supervisor::Start() {
+  if (health_listener_) {
+    for (const auto& d : device_order_) health_listener_(d, false);
+  }
   for (auto& [device, slot] : slots_) {
     Slot* s = slot.get();
     s->thread = std::thread([this, s] { Supervise(s); });
   }
+  heartbeat_ = std::thread([this] { Heartbeat(); });
+}
+
+void Supervisor::Heartbeat() {
+  struct Change {
+    std::string device;
+    bool serving;
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    std::vector<std::pair<std::shared_ptr<WorkerClient>, uint64_t>> to_ping;
+    std::vector<Change> changes;
+    const Clock::time_point now = Clock::now();
+    for (const auto& name : device_order_) {
+      Slot& slot = *slots_.at(name);
+      const bool up = slot.state == State::kUp && slot.client;
+      if (up) {
+        if (!slot.ping_in_flight) {
+          slot.ping_in_flight = true;
+          ++heartbeat_calls_;
+          to_ping.emplace_back(slot.client, slot.generation);
+        }
+        slot.unresponsive = now - slot.last_answer > options_.heartbeat_timeout;
+      }
+      const bool serving = up && !slot.unresponsive;
+      if (serving != slot.reported_serving) {
+        slot.reported_serving = serving;
+        changes.push_back({name, serving});
+      }
+      if (metrics_) {
+        metrics_->SetWorkerUp(name, serving);
+      }
+    }
+    lock.unlock();
+    for (auto& [client, generation] : to_ping) {
+      client->PingAsync(options_.heartbeat_timeout,
+                        [this, device = client->device(), generation = generation](
+                            absl::StatusOr<internal::PingResponse> answer) {
+                          OnPing(device, generation, std::move(answer));
+                        });
+    }
+    for (const Change& c : changes) {
+      fprintf(stderr, "benchd: the worker for %s %s\n", c.device.c_str(),
+              c.serving ? "is serving" : "is not serving");
+      if (health_listener_) health_listener_(c.device, c.serving);
+    }
+    lock.lock();
+    cv_.wait_for(lock, options_.heartbeat_interval, [&] { return stopping_; });
+  }
+  cv_.wait(lock, [&] { return heartbeat_calls_ == 0; });
+}
+
+void Supervisor::OnPing(const std::string& device, uint64_t generation,
+                        absl::StatusOr<internal::PingResponse> answer) {
+  std::shared_ptr<WorkerClient> refresh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& slot = *slots_.at(device);
+    if (slot.generation == generation) {
+      slot.ping_in_flight = false;
+      if (answer.ok()) {
+        const Clock::time_point now = Clock::now();
+        slot.last_answer = now;
+        slot.last_heartbeat = Now();
+        slot.unresponsive = false;
+        // Free memory is asked for only while no job runs: the worker reads
+        // it from the device, which a job's CUDA graph capture forbids.
+        if (answer->running_job_id().empty() && !slot.memory_refresh_in_flight && !stopping_ &&
+            now - slot.last_memory_refresh >= options_.memory_refresh_interval && slot.client) {
+          slot.memory_refresh_in_flight = true;
+          ++heartbeat_calls_;
+          refresh = slot.client;
+        }
+      }
+    }
+  }
+  if (refresh) {
+    refresh->GetInfoAsync(kMemoryInfoTimeout, [this, device, generation](
+                                                  absl::StatusOr<internal::WorkerInfo> info) {
+      OnMemoryInfo(device, generation, std::move(info));
+    });
+  }
+  // Last: once the count is zero Stop may return and this object go.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--heartbeat_calls_ == 0) cv_.notify_all();
+}
+
+void Supervisor::OnMemoryInfo(const std::string& device, uint64_t generation,
+                              absl::StatusOr<internal::WorkerInfo> info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = *slots_.at(device);
+  if (slot.generation == generation) {
+    slot.memory_refresh_in_flight = false;
+    slot.last_memory_refresh = Clock::now();
+    if (info.ok()) {
+      slot.info.mutable_device()->set_free_memory_bytes(info->device().free_memory_bytes());
+      slot.info.mutable_device()->set_total_memory_bytes(info->device().total_memory_bytes());
+    }
+  }
+  if (--heartbeat_calls_ == 0) cv_.notify_all();
 }
 
 absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
@@ -138,6 +244,7 @@ void Supervisor::Supervise(Slot* slot) {
       std::unique_lock<std::mutex> lock(mu_);
       slot->last_exit = std::string(pid.status().message());
       slot->state = State::kDown;
+      ++slot->failed_starts;
       cv_.notify_all();
       cv_.wait_for(lock, std::chrono::seconds(5), [&] { return stopping_; });
       continue;
@@ -178,6 +285,11 @@ void Supervisor::Supervise(Slot* slot) {
       if (info.ok()) slot->info = *std::move(info);
       slot->client = std::move(client);
       slot->state = State::kUp;
+      slot->failed_starts = 0;
+      slot->unresponsive = false;
+      slot->ping_in_flight = slot->memory_refresh_in_flight = false;
+      slot->last_answer = slot->last_memory_refresh = Clock::now();
+      slot->last_heartbeat = Now();
       if (metrics_) metrics_->SetWorkerUp(slot->device, true);
       cv_.notify_all();
     } else if (!exited) {
@@ -190,6 +302,8 @@ void Supervisor::Supervise(Slot* slot) {
     slot->exited = true;
     slot->state = State::kDown;
     slot->client.reset();
+    slot->unresponsive = false;
+    if (!ready) ++slot->failed_starts;
     slot->last_exit = (ready || exited || stopping_)
                           ? DescribeExit(status)
                           : absl::StrCat("did not answer within ", options_.start_timeout.count(),
@@ -235,6 +349,7 @@ void Supervisor::Stop(std::chrono::seconds grace) {
   for (auto& [device, slot] : slots_) {
     if (slot->thread.joinable()) slot->thread.join();
   }
+  if (heartbeat_.joinable()) heartbeat_.join();
 }
 
 absl::StatusOr<std::shared_ptr<WorkerClient>> Supervisor::WaitUntilUp(
@@ -243,13 +358,51 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> Supervisor::WaitUntilUp(
   auto it = slots_.find(device);
   if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no worker for device ", device));
   Slot* slot = it->second.get();
-  cv_.wait_for(lock, timeout, [&] { return stopping_ || slot->state == State::kUp; });
-  if (slot->state == State::kUp && slot->client) return slot->client;
+  auto serving = [&] { return slot->state == State::kUp && slot->client && !slot->unresponsive; };
+  cv_.wait_for(lock, timeout, [&] { return stopping_ || serving(); });
+  if (serving()) return slot->client;
   if (stopping_) return absl::UnavailableError("the daemon is stopping");
-  return absl::UnavailableError(
-      absl::StrCat("the worker for ", device, " is not running",
-                   slot->last_exit.empty() ? "" : absl::StrCat(" (last one ", slot->last_exit, ")"),
-                   "; see ", LogPath(device)));
+  return ServingWorker(HealthLocked(*slot), device, LogPath(device)).status();
+}
+
+WorkerHealth Supervisor::HealthLocked(const Slot& slot) const {
+  WorkerHealth health;
+  health.failing_to_start = slot.failed_starts > 0 && slot.state != State::kUp;
+  switch (slot.state) {
+    case State::kUp:
+      health.client = slot.client;
+      if (slot.unresponsive) {
+        health.state = v1::WORKER_STATE_UNRESPONSIVE;
+        const double silent =
+            std::chrono::duration<double>(Clock::now() - slot.last_answer).count();
+        health.detail =
+            absl::StrCat("has not answered its heartbeat for ", absl::StrFormat("%.1f", silent),
+                         " s (bound ", options_.heartbeat_timeout.count() / 1000.0, " s)");
+      } else {
+        health.state = v1::WORKER_STATE_UP;
+      }
+      break;
+    case State::kStarting:
+      health.state = v1::WORKER_STATE_STARTING;
+      health.detail = slot.last_exit;
+      break;
+    case State::kDown:
+      health.state = v1::WORKER_STATE_DOWN;
+      health.detail = slot.last_exit;
+      break;
+  }
+  return health;
+}
+
+WorkerHealth Supervisor::Health(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  if (it == slots_.end()) {
+    WorkerHealth none;
+    none.detail = "is not a device of this daemon";
+    return none;
+  }
+  return HealthLocked(*it->second);
 }
 
 std::string Supervisor::WaitForExit(const std::string& device, uint64_t generation,
@@ -269,10 +422,11 @@ std::vector<v1::Device> Supervisor::Devices() {
   for (const auto& name : device_order_) {
     const Slot& slot = *slots_.at(name);
     v1::Device d = slot.info.device();
+    const WorkerHealth health = HealthLocked(slot);
     d.set_name(name);
-    d.set_worker_state(slot.state == State::kUp         ? v1::WORKER_STATE_UP
-                       : slot.state == State::kStarting ? v1::WORKER_STATE_STARTING
-                                                        : v1::WORKER_STATE_DOWN);
+    d.set_worker_state(health.state);
+    d.set_worker_detail(health.detail);
+    if (slot.last_heartbeat.seconds() > 0) *d.mutable_last_heartbeat() = slot.last_heartbeat;
     d.set_worker_pid(slot.state == State::kDown ? 0 : slot.pid);
     d.set_worker_restarts(slot.restarts);
     out.push_back(std::move(d));
@@ -285,7 +439,9 @@ std::vector<std::shared_ptr<WorkerClient>> Supervisor::UpWorkers() {
   std::vector<std::shared_ptr<WorkerClient>> out;
   for (const auto& name : device_order_) {
     const Slot& slot = *slots_.at(name);
-    if (slot.state == State::kUp && slot.client) out.push_back(slot.client);
+    if (slot.state == State::kUp && slot.client && !slot.unresponsive) {
+      out.push_back(slot.client);
+    }
   }
   return out;
 }

@@ -38,6 +38,13 @@ class Supervisor final : public Workers {
     std::string log_dir;  // worker-<device>.log
     std::chrono::seconds start_timeout{180};
     std::string artifacts_dir;  // files jobs write (parity bundles); "" = none
+    // Every worker that is up is pinged this often; one whose pings have gone
+    // unanswered for heartbeat_timeout is UNRESPONSIVE until one is answered.
+    // So a hung worker shows within heartbeat_timeout + heartbeat_interval.
+    std::chrono::milliseconds heartbeat_interval{1000};
+    std::chrono::milliseconds heartbeat_timeout{10000};
+    // While idle, a worker's free memory is refreshed this often.
+    std::chrono::milliseconds memory_refresh_interval{5000};
   };
   Supervisor(Options options, std::vector<std::string> devices, Metrics* metrics);
   ~Supervisor() override;
@@ -51,6 +58,7 @@ class Supervisor final : public Workers {
       const std::string& device, std::chrono::milliseconds timeout) override;
   std::string WaitForExit(const std::string& device, uint64_t generation,
                           std::chrono::milliseconds timeout) override;
+  WorkerHealth Health(const std::string& device) override;
   std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
@@ -62,6 +70,12 @@ class Supervisor final : public Workers {
   using ExitListener = std::function<void(const std::string& device, uint64_t generation, pid_t pid,
                                           const std::string& how)>;
   void SetExitListener(ExitListener listener) { exit_listener_ = std::move(listener); }
+
+  // Called (on the heartbeat thread, no lock held) when a device's worker
+  // starts or stops serving (UP, versus anything else), and once per device
+  // at Start (not serving). Set before Start.
+  using HealthListener = std::function<void(const std::string& device, bool serving)>;
+  void SetHealthListener(HealthListener listener) { health_listener_ = std::move(listener); }
 
  private:
   enum class State { kStarting, kUp, kDown };
@@ -76,9 +90,26 @@ class Supervisor final : public Workers {
     std::shared_ptr<WorkerClient> client;  // while up
     internal::WorkerInfo info;
     std::thread thread;
+    // Heartbeat (see Options): guarded by mu_.
+    std::chrono::steady_clock::time_point last_answer;  // ping, or coming up
+    google::protobuf::Timestamp last_heartbeat;         // the same, as wall time
+    std::chrono::steady_clock::time_point last_memory_refresh;
+    bool ping_in_flight = false;
+    bool memory_refresh_in_flight = false;
+    bool unresponsive = false;
+    bool reported_serving = false;  // what the health listener heard last
+    int failed_starts = 0;          // starts in a row that never answered
   };
 
   void Supervise(Slot* slot);
+  // The heartbeat thread: pings, marks silent workers UNRESPONSIVE, tells the
+  // health listener and the metrics about changes.
+  void Heartbeat();
+  void OnPing(const std::string& device, uint64_t generation,
+              absl::StatusOr<internal::PingResponse> answer);
+  void OnMemoryInfo(const std::string& device, uint64_t generation,
+                    absl::StatusOr<internal::WorkerInfo> info);
+  WorkerHealth HealthLocked(const Slot& slot) const;
   absl::StatusOr<pid_t> Spawn(const Slot& slot);
   std::string SocketPath(const std::string& device) const;
 
@@ -90,6 +121,9 @@ class Supervisor final : public Workers {
   std::map<std::string, std::unique_ptr<Slot>> slots_;
   std::vector<std::string> device_order_;
   ExitListener exit_listener_;
+  HealthListener health_listener_;
+  std::thread heartbeat_;
+  int heartbeat_calls_ = 0;  // pings and memory refreshes in flight; Stop waits for none
 };
 
 }  // namespace benchd::server

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "benchd/internal/worker.grpc.pb.h"
+#include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 
 namespace benchd::server {
@@ -131,29 +132,37 @@ struct GrpcWorkerClient::Stub {
   std::unique_ptr<internal::Worker::Stub> stub;
 };
 
-namespace {
-
 // One unary call through the stub's callback API. The call owns its context,
 // request and response until gRPC calls back, so the caller need not wait;
 // it also holds the channel, so the connection outlives a client dropped
 // while its calls are out.
 template <typename Req, typename Resp, typename Start>
-void CallAsync(std::shared_ptr<grpc::Channel> channel, const Req& request,
-               WorkerClient::Timeout timeout, WorkerClient::Done<Resp> done, Start start) {
+void GrpcWorkerClient::CallAsync(const Req& request, Timeout timeout, Done<Resp> done,
+                                 Start start) {
+  if (in_flight_->fetch_add(1) >= kMaxUnaryCallsInFlight) {
+    in_flight_->fetch_sub(1);
+    done(absl::ResourceExhaustedError(absl::StrCat(
+        "the worker for ", device(), " (pid ", pid(), ") already has ", kMaxUnaryCallsInFlight,
+        " calls waiting for an answer; it may be hung (benchctl node shows its state)")));
+    return;
+  }
   struct Call {
     std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<std::atomic<int>> in_flight;
     grpc::ClientContext context;
     Req request;
     Resp response;
-    WorkerClient::Done<Resp> done;
+    Done<Resp> done;
   };
   auto* call = new Call;
-  call->channel = std::move(channel);
+  call->channel = channel_;
+  call->in_flight = in_flight_;
   call->request = request;
   call->done = std::move(done);
   call->context.set_deadline(std::chrono::system_clock::now() + timeout);
   start(&call->context, &call->request, &call->response, [call](grpc::Status status) {
     std::unique_ptr<Call> owned(call);
+    owned->in_flight->fetch_sub(1);
     if (status.ok()) {
       owned->done(std::move(owned->response));
     } else {
@@ -161,6 +170,8 @@ void CallAsync(std::shared_ptr<grpc::Channel> channel, const Req& request,
     }
   });
 }
+
+namespace {
 
 // One unary call through the stub's synchronous API, on the calling thread.
 template <typename Resp, typename Call>
@@ -213,16 +224,24 @@ RunEnd GrpcWorkerClient::Run(const internal::RunRequest& request, CancelHandle& 
 
 void GrpcWorkerClient::GetInfoAsync(Timeout timeout, Done<internal::WorkerInfo> done) {
   CallAsync<internal::GetInfoRequest, internal::WorkerInfo>(
-      channel_, internal::GetInfoRequest(), timeout, std::move(done),
+      internal::GetInfoRequest(), timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->GetInfo(ctx, req, resp, std::move(cb));
+      });
+}
+
+void GrpcWorkerClient::PingAsync(Timeout timeout, Done<internal::PingResponse> done) {
+  CallAsync<internal::PingRequest, internal::PingResponse>(
+      internal::PingRequest(), timeout, std::move(done),
+      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+        stub_->stub->async()->Ping(ctx, req, resp, std::move(cb));
       });
 }
 
 void GrpcWorkerClient::ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                                        Done<v1::ListModelsResponse> done) {
   CallAsync<v1::ListModelsRequest, v1::ListModelsResponse>(
-      channel_, request, timeout, std::move(done),
+      request, timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->ListModels(ctx, req, resp, std::move(cb));
       });
@@ -231,7 +250,7 @@ void GrpcWorkerClient::ListModelsAsync(const v1::ListModelsRequest& request, Tim
 void GrpcWorkerClient::EvictModelAsync(const v1::EvictModelRequest& request, Timeout timeout,
                                        Done<v1::EvictModelResponse> done) {
   CallAsync<v1::EvictModelRequest, v1::EvictModelResponse>(
-      channel_, request, timeout, std::move(done),
+      request, timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->EvictModel(ctx, req, resp, std::move(cb));
       });
@@ -241,7 +260,7 @@ void GrpcWorkerClient::PrepareGroupAsync(const internal::PrepareGroupRequest& re
                                          Timeout timeout,
                                          Done<internal::PrepareGroupResponse> done) {
   CallAsync<internal::PrepareGroupRequest, internal::PrepareGroupResponse>(
-      channel_, request, timeout, std::move(done),
+      request, timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->PrepareGroup(ctx, req, resp, std::move(cb));
       });
@@ -250,7 +269,7 @@ void GrpcWorkerClient::PrepareGroupAsync(const internal::PrepareGroupRequest& re
 void GrpcWorkerClient::JoinGroupAsync(const internal::JoinGroupRequest& request, Timeout timeout,
                                       Done<internal::JoinGroupResponse> done) {
   CallAsync<internal::JoinGroupRequest, internal::JoinGroupResponse>(
-      channel_, request, timeout, std::move(done),
+      request, timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->JoinGroup(ctx, req, resp, std::move(cb));
       });
@@ -259,7 +278,7 @@ void GrpcWorkerClient::JoinGroupAsync(const internal::JoinGroupRequest& request,
 void GrpcWorkerClient::LeaveGroupAsync(const internal::LeaveGroupRequest& request, Timeout timeout,
                                        Done<internal::LeaveGroupResponse> done) {
   CallAsync<internal::LeaveGroupRequest, internal::LeaveGroupResponse>(
-      channel_, request, timeout, std::move(done),
+      request, timeout, std::move(done),
       [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->LeaveGroup(ctx, req, resp, std::move(cb));
       });
@@ -300,6 +319,52 @@ absl::StatusOr<internal::LeaveGroupResponse> GrpcWorkerClient::LeaveGroup(
     const internal::LeaveGroupRequest& request, Timeout timeout) {
   return CallBlocking<internal::LeaveGroupResponse>(
       timeout, [&](auto* ctx, auto* resp) { return stub_->stub->LeaveGroup(ctx, request, resp); });
+}
+
+}  // namespace benchd::server
+
+namespace benchd::server {
+
+absl::StatusOr<std::shared_ptr<WorkerClient>> ServingWorker(const WorkerHealth& health,
+                                                            const std::string& device,
+                                                            const std::string& log_path) {
+  if (health.state == v1::WORKER_STATE_UP && health.client) return health.client;
+  switch (health.state) {
+    case v1::WORKER_STATE_STARTING:
+      return absl::UnavailableError(absl::StrCat(
+          "the worker for ", device, " is starting",
+          health.failing_to_start ? absl::StrCat(" again (the last start failed: ", health.detail,
+                                                 "; see ", log_path, ")")
+                                  : "",
+          "; try again in a few seconds"));
+    case v1::WORKER_STATE_UNRESPONSIVE:
+      return absl::UnavailableError(absl::StrCat("the worker for ", device, " (pid ",
+                                                 health.client ? health.client->pid() : 0, ") ",
+                                                 health.detail, " (stopped or hung?); see ",
+                                                 log_path));
+    default:
+      return absl::UnavailableError(absl::StrCat(
+          "the worker for ", device, " is not running",
+          health.detail.empty() ? "" : absl::StrCat(" (the last one ", health.detail, ")"),
+          "; see ", log_path));
+  }
+}
+
+absl::Status AcceptingJobs(const WorkerHealth& health, const std::string& device,
+                           const std::string& log_path) {
+  if (health.state == v1::WORKER_STATE_UNRESPONSIVE) {
+    return absl::UnavailableError(absl::StrCat(
+        "device: the worker for ", device, " ", health.detail,
+        " (stopped or hung?); jobs for it are refused until it answers or is restarted; see ",
+        log_path));
+  }
+  if (health.state != v1::WORKER_STATE_UP && health.failing_to_start) {
+    return absl::UnavailableError(absl::StrCat("device: the worker for ", device,
+                                               " cannot start (", health.detail,
+                                               "); jobs for it are refused until it does; see ",
+                                               log_path));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace benchd::server

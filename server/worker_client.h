@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -43,12 +44,18 @@ namespace benchd::server {
 // from memory in milliseconds; only EvictModel frees device memory, and only
 // JoinGroup waits for other processes (the group's own timeout, plus this).
 inline constexpr std::chrono::seconds kStartupInfoTimeout{30};  // first GetInfo of a new worker
-inline constexpr std::chrono::seconds kNodeInfoTimeout{2};      // GetNodeInfo's fresh free memory
+inline constexpr std::chrono::seconds kMemoryInfoTimeout{2};  // the supervisor's free-memory refresh
 inline constexpr std::chrono::seconds kListModelsTimeout{5};
 inline constexpr std::chrono::seconds kEvictModelTimeout{30};
 inline constexpr std::chrono::seconds kPrepareGroupTimeout{30};
 inline constexpr std::chrono::seconds kJoinGroupSlack{30};
 inline constexpr std::chrono::seconds kLeaveGroupTimeout{10};
+
+// Async unary calls in flight to one worker incarnation, at most: past this a
+// call fails at once (RESOURCE_EXHAUSTED naming the device) rather than pile
+// up behind a worker that stopped answering. Each answers in milliseconds
+// from a healthy worker, so 16 at once is already a worker in trouble.
+inline constexpr int kMaxUnaryCallsInFlight = 16;
 
 // Cancels the Run calls registered with it, now and later: a call that
 // registers after Cancel is cancelled at once. One handle may serve several
@@ -117,6 +124,8 @@ class WorkerClient {
   // (DEADLINE_EXCEEDED past `timeout`, UNAVAILABLE for a worker gone, or the
   // worker's own error), its message as gRPC gives it.
   virtual void GetInfoAsync(Timeout timeout, Done<internal::WorkerInfo> done) = 0;
+  // The supervisor's heartbeat (answered from the worker's memory).
+  virtual void PingAsync(Timeout timeout, Done<internal::PingResponse> done) = 0;
   virtual void ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                                Done<v1::ListModelsResponse> done) = 0;
   virtual void EvictModelAsync(const v1::EvictModelRequest& request, Timeout timeout,
@@ -167,6 +176,7 @@ class GrpcWorkerClient final : public WorkerClient {
   RunEnd Run(const internal::RunRequest& request, CancelHandle& cancel,
              const EventCallback& on_event) override;
   void GetInfoAsync(Timeout timeout, Done<internal::WorkerInfo> done) override;
+  void PingAsync(Timeout timeout, Done<internal::PingResponse> done) override;
   void ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                        Done<v1::ListModelsResponse> done) override;
   void EvictModelAsync(const v1::EvictModelRequest& request, Timeout timeout,
@@ -191,13 +201,44 @@ class GrpcWorkerClient final : public WorkerClient {
 
  private:
   struct Stub;  // the generated stub, kept out of this header
+  // One async unary call: admitted under kMaxUnaryCallsInFlight, then started.
+  template <typename Req, typename Resp, typename Start>
+  void CallAsync(const Req& request, Timeout timeout, Done<Resp> done, Start start);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Stub> stub_;
+  // Shared with the calls, which may end after this client is dropped.
+  std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);
 };
 
 // A channel to the worker that listens on the Unix socket `socket_path`,
 // taking answers as large as a long run's result.
 std::shared_ptr<grpc::Channel> WorkerChannel(const std::string& socket_path);
+
+// Where one device's worker stands: what GetNodeInfo, the health service,
+// Submit and the calls that need a worker go by.
+struct WorkerHealth {
+  // STARTING, UP, UNRESPONSIVE (up, but its heartbeat has gone unanswered
+  // past the supervisor's bound) or DOWN.
+  v1::WorkerState state = v1::WORKER_STATE_DOWN;
+  std::shared_ptr<WorkerClient> client;  // while UP or UNRESPONSIVE
+  // Why it is not UP, for messages: "exited with code 1", "has not answered
+  // its heartbeat for 12.0 s"; "" when UP.
+  std::string detail;
+  // Its last start failed (it never answered) and it is being retried.
+  bool failing_to_start = false;
+};
+
+// The client of `device`'s worker when it is UP, else UNAVAILABLE naming the
+// device, its state and why (with its log), for calls that need the worker now.
+absl::StatusOr<std::shared_ptr<WorkerClient>> ServingWorker(const WorkerHealth& health,
+                                                            const std::string& device,
+                                                            const std::string& log_path);
+// OK unless jobs for `device` would only wait on a worker that cannot serve
+// them: one failing to start, or one not answering. A worker that is starting
+// or restarting after an exit accepts (its jobs wait for it).
+absl::Status AcceptingJobs(const WorkerHealth& health, const std::string& device,
+                           const std::string& log_path);
 
 // The workers of this node, as the rest of the daemon sees them. Supervisor
 // implements it over processes; FakeWorkers in tests.
@@ -205,8 +246,8 @@ class Workers {
  public:
   virtual ~Workers() = default;
 
-  // The client of `device`'s worker once it answers, or UNAVAILABLE after
-  // `timeout` naming how its last incarnation ended.
+  // The client of `device`'s worker once it is UP (answering, heartbeat
+  // included), or UNAVAILABLE after `timeout` naming why not.
   virtual absl::StatusOr<std::shared_ptr<WorkerClient>> WaitUntilUp(
       const std::string& device, std::chrono::milliseconds timeout) = 0;
   // After a failed call to incarnation `generation`: waits up to `timeout`
@@ -214,7 +255,9 @@ class Workers {
   // Killed)"), or "" if it is still running.
   virtual std::string WaitForExit(const std::string& device, uint64_t generation,
                                   std::chrono::milliseconds timeout) = 0;
-  // Clients of the workers that are up now, in device order.
+  // Where `device`'s worker stands now, without waiting.
+  virtual WorkerHealth Health(const std::string& device) = 0;
+  // Clients of the workers that are UP now, in device order.
   virtual std::vector<std::shared_ptr<WorkerClient>> UpWorkers() = 0;
   // Every device with its worker's state, pid and restarts.
   virtual std::vector<v1::Device> Devices() = 0;

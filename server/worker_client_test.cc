@@ -5,7 +5,9 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <thread>
 
@@ -77,7 +79,7 @@ class TestWorker final : public internal::Worker::CallbackService {
   std::vector<internal::WorkerEvent> run_events;
   std::optional<grpc::Status> run_end = grpc::Status::OK;
   Gate run_cancelled;
-  bool get_info_hangs = false;
+  std::atomic<bool> get_info_hangs{false};
 
   grpc::ServerWriteReactor<internal::WorkerEvent>* Run(grpc::CallbackServerContext*,
                                                        const internal::RunRequest*) override {
@@ -229,6 +231,54 @@ TEST_F(GrpcWorkerClientTest, AsyncFormHasItsDeadlineToo) {
                         });
   ASSERT_TRUE(done.Wait());
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+}
+
+// A worker that stops answering cannot collect unbounded calls: past
+// kMaxUnaryCallsInFlight the next one fails at once, naming the device, and
+// calls go through again once the stuck ones have ended.
+TEST_F(GrpcWorkerClientTest, CallsInFlightAreBoundedPerWorker) {
+  worker_.get_info_hangs = true;
+  std::mutex mu;
+  std::condition_variable cv;
+  int ended = 0;
+  for (int i = 0; i < kMaxUnaryCallsInFlight; ++i) {
+    client_->GetInfoAsync(std::chrono::seconds(2), [&](absl::StatusOr<internal::WorkerInfo> r) {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+      std::lock_guard<std::mutex> lock(mu);
+      ++ended;
+      cv.notify_all();
+    });
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto refused = client_->ListModels(v1::ListModelsRequest(), std::chrono::seconds(30));
+  client_->PingAsync(std::chrono::seconds(30), [&](absl::StatusOr<internal::PingResponse> r) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  });
+  Gate async_refused;
+  absl::Status async_status;
+  client_->ListModelsAsync(v1::ListModelsRequest(), std::chrono::seconds(30),
+                           [&](absl::StatusOr<v1::ListModelsResponse> r) {
+                             async_status = r.status();
+                             async_refused.Open();
+                           });
+  ASSERT_TRUE(async_refused.Wait(std::chrono::seconds(1)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(async_status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(async_status.message(), HasSubstr("the worker for cpu:0 (pid 4242) already has 16"));
+  // The blocking form uses the synchronous stub: not counted, and answered.
+  EXPECT_TRUE(refused.ok()) << refused.status();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10),
+                            [&] { return ended == kMaxUnaryCallsInFlight; }));
+  }
+  worker_.get_info_hangs = false;
+  Gate answered;
+  client_->GetInfoAsync(std::chrono::seconds(5), [&](absl::StatusOr<internal::WorkerInfo> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    answered.Open();
+  });
+  EXPECT_TRUE(answered.Wait());
 }
 
 TEST_F(GrpcWorkerClientTest, AsyncFormCallsBackOnAnotherThread) {

@@ -1,6 +1,12 @@
 #include "worker/process_groups.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -22,6 +28,27 @@ constexpr const char* kStoreHost = "127.0.0.1";
 
 std::chrono::milliseconds TimeoutOf(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>((seconds > 0 ? seconds : 300) * 1000));
+}
+
+// A TCP socket listening on kStoreHost at a free port, for the TCPStore
+// server to take over (TCPStoreOptions::masterListenFd): left to itself the
+// store listens on every interface, and a group of this node's workers needs
+// none but loopback. The store owns the fd from then on.
+absl::StatusOr<std::pair<int, uint16_t>> ListenOnLoopback() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  inet_pton(AF_INET, kStoreHost, &addr.sin_addr);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("listening on ", kStoreHost, ": ", strerror(err)));
+  }
+  return std::make_pair(fd, ntohs(addr.sin_port));
 }
 
 bool LooksLikeTimeout(const std::string& what) {
@@ -55,8 +82,11 @@ absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
         absl::StrCat("PrepareGroup: expected a group id and 2 or more ranks, got '",
                      request.group(), "' with ", request.world_size()));
   }
+  auto listening = ListenOnLoopback();
+  if (!listening.ok()) return listening.status();
   c10d::TCPStoreOptions options;
-  options.port = 0;  // a free port, read back below
+  options.masterListenFd = listening->first;
+  options.port = listening->second;
   options.isServer = true;
   options.numWorkers = static_cast<size_t>(request.world_size());
   options.waitWorkers = false;  // the members connect during JoinGroup

@@ -105,6 +105,10 @@ WorkerService::WorkerService(const WorkerDevice& device, std::string artifacts_d
 grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::RunRequest* request,
                                 grpc::ServerWriter<internal::WorkerEvent>* writer) {
   std::lock_guard<std::mutex> lock(run_mu_);
+  {
+    std::lock_guard<std::mutex> running(running_mu_);
+    running_job_id_ = request->job_id();
+  }
   internal::WorkerEvent last;
   try {
     last = RunJob(context, *request, writer);
@@ -114,6 +118,10 @@ grpc::Status WorkerService::Run(grpc::ServerContext* context, const internal::Ru
     last = Failure(absl::StatusCode::kInternal, e.what());
   } catch (...) {
     last = Failure(absl::StatusCode::kInternal, "unknown exception");
+  }
+  {
+    std::lock_guard<std::mutex> running(running_mu_);
+    running_job_id_.clear();
   }
   writer->Write(last);
   return grpc::Status::OK;
@@ -272,6 +280,14 @@ grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const internal::GetInf
   *response->mutable_device() = DescribeDevice(device_);
   *response->mutable_versions() = WorkerVersions();
   response->set_pid(getpid());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Ping(grpc::ServerContext*, const internal::PingRequest*,
+                                 internal::PingResponse* response) {
+  response->set_pid(getpid());
+  std::lock_guard<std::mutex> running(running_mu_);
+  response->set_running_job_id(running_job_id_);
   return grpc::Status::OK;
 }
 

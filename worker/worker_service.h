@@ -28,6 +28,9 @@ class WorkerService final : public internal::Worker::Service {
                    grpc::ServerWriter<internal::WorkerEvent>* writer) override;
   grpc::Status GetInfo(grpc::ServerContext* context, const internal::GetInfoRequest* request,
                        internal::WorkerInfo* response) override;
+  // From memory only: the pid and the job running now.
+  grpc::Status Ping(grpc::ServerContext* context, const internal::PingRequest* request,
+                    internal::PingResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
   grpc::Status EvictModel(grpc::ServerContext* context, const v1::EvictModelRequest* request,
@@ -64,6 +67,8 @@ class WorkerService final : public internal::Worker::Service {
   ProcessGroups groups_;
   DevicePeaks peaks_;  // measured on first use, kept for the worker's life
   std::mutex run_mu_;  // one job at a time
+  std::mutex running_mu_;
+  std::string running_job_id_;  // guarded by running_mu_; "" when idle
   std::atomic<bool> stopping_{false};
 };
 

@@ -1,0 +1,35 @@
+"""benchd: the Python client of benchd, the GPU benchmarking daemon.
+
+    import benchd
+    c = benchd.Client()                      # $BENCHD_ADDRESS, else 127.0.0.1:7531
+    c.node()                                 # devices, workers, versions
+    job = c.benchmark(preset="small", mode="train_step", precision="bf16", steps=10)
+    res = job.wait().result                  # a progress bar in a notebook or terminal
+    res.to_pandas()                          # one row per step: step_ms, forward_ms, ...
+
+Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
+collective; and jobs/job/cancel, models/evict, node, create_group/groups/
+destroy_group, artifacts/download. Plots: benchd.plots (pip install
+'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
+"""
+from ._aio import AsyncClient, AsyncJob
+from ._client import Client, Job, JobList
+from ._common import DEFAULT_ADDRESS, Event, JobState, load_snapshot
+from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Cancelled,
+                      DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
+                      JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
+                      Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
+from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
+                       Records, Result)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
+    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result", "Node",
+    "Records", "load_snapshot", "DEFAULT_ADDRESS",
+    "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
+    "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",
+    "Unauthenticated", "DeadlineExceeded", "Cancelled", "Aborted", "Unimplemented", "Internal",
+    "JobFailed", "JobNotDone", "WaitTimeout",
+]

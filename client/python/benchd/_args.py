@@ -1,0 +1,409 @@
+"""Keyword arguments of the request kinds, checked before any RPC, and the
+JobSpec each kind's arguments make. The names are benchctl's flags with '_'
+for '-' (client/main.cc): `benchctl submit benchmark --preset small --mode
+train_step --steps 10` is `client.benchmark(preset="small", mode="train_step",
+steps=10)`.
+
+Each kind has a TypedDict (what a type checker and an IDE see) and a table of
+checkers (what runs): tests/test_args.py checks the two agree.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import re
+from typing import Any, Callable, Mapping, Sequence, TypedDict, Union, cast
+
+from . import _enums as E
+from ._errors import ArgumentError, ArgumentTypeError
+from .v1 import bench_pb2 as pb
+
+Size = Union[int, str]  # bytes, or "64KiB", "1MiB", "1GB" as benchctl reads them
+
+
+class StepArgs(TypedDict, total=False):
+    """What one step is (benchmark, profile and memory share them)."""
+    device: str              # "cuda:0", "cpu:0"; default: the node's first device
+    preset: str              # tiny, mini, small, medium, large, xl, 2.7B
+    vocab_size: int
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    rope_theta: float
+    mode: str                # forward | forward_backward | train_step
+    precision: str           # fp32 | bf16 | fp16
+    batch_size: int          # default 4
+    context_length: int      # default 128
+    warmup_steps: int        # default 5
+    seed: int
+    warmup: Union[int, str]  # "auto" (until step times settle) or N (= warmup_steps N)
+    warmup_max_steps: int    # with warmup="auto" (default 50)
+    attention: str           # faithful | sdpa | flash | efficient | cudnn | math
+    optimizer: str           # faithful | foreach | fused (train_step)
+    tf32: bool
+    weight_copies: bool
+    fused_ops: bool
+    autograd: bool
+
+
+class BenchmarkArgs(StepArgs, total=False):
+    steps: int               # measured steps (default 10)
+    export_parity: bool
+    cuda_graph: bool
+
+
+class ProfileArgs(StepArgs, total=False):
+    steps: int               # measured steps of the unprofiled reference run (default 10)
+    profile_steps: int       # steps recorded by the profiler (default 3)
+    activities: Union[str, Sequence[str]]  # "cpu", "cuda", ["cpu", "cuda"], "cpu,cuda"
+    record_shapes: bool
+    profile_memory: bool
+
+
+class MemoryArgs(StepArgs, total=False):
+    record_steps: int        # steps recorded after the warm-up (default 2)
+    max_entries: int         # allocator history entries per run (default 100000)
+    stacks: str              # none | cpp | all
+    top: int                 # largest allocations listed per run (default 10)
+    contexts: Union[str, Sequence[int]]     # sweep: [128, 256, 512] or "128,256,512"
+    modes: Union[str, Sequence[str]]        # sweep: ["forward", "train_step"]
+    precisions: Union[str, Sequence[str]]   # sweep: ["fp32", "bf16"]
+
+
+class CollectiveArgs(TypedDict, total=False):
+    group: str               # a resident group id, or:
+    devices: Union[str, Sequence[str]]      # rank order: ["cpu:0", "cpu:1"] or "cpu:0,cpu:1"
+    backend: str             # nccl | gloo (default: nccl on cuda, gloo on cpu)
+    backends: Union[str, Sequence[str]]     # sweep: one series per backend
+    world_sizes: Union[str, Sequence[int]]  # sweep: the first N devices
+    op: str                  # all_reduce | all_gather | reduce_scatter | broadcast | all_to_all
+    dtype: str               # fp32 | fp16 | bf16 | fp64 | int32
+    min: Size                # smallest message (default 1MiB)
+    max: Size                # largest message (default min)
+    factor: int              # size multiplier (default 2)
+    sizes: Union[Size, Sequence[Size]]      # a list instead of min..max
+    warmup: int              # warm-up iterations per size (default 5)
+    iters: int               # measured iterations per size (default 20)
+    in_place: bool
+    group_timeout: float     # seconds before a hung collective is aborted (default 300)
+
+
+# ------------------------------------------------------------------ checkers
+
+def _type_error(argument: str, value: object, expected: str) -> ArgumentTypeError:
+    return ArgumentTypeError(argument, value, expected,
+                             f"{argument}: expected {expected}, got {type(value).__name__} "
+                             f"{value!r}")
+
+
+def as_int(argument: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _type_error(argument, value, "an int")
+    return int(value)
+
+
+def as_float(argument: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _type_error(argument, value, "a number")
+    f = float(value)
+    if not math.isfinite(f):
+        raise ArgumentError(argument, value, "a finite number",
+                            f"{argument}: expected a finite number, got {value!r}")
+    return f
+
+
+def as_bool(argument: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _type_error(argument, value, "True or False")
+    return value
+
+
+def as_str(argument: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _type_error(argument, value, "a string")
+    return value
+
+
+def as_list(argument: str, value: object, item: Callable[[str, object], Any]) -> list[Any]:
+    """A list/tuple of items, or one string of items separated by commas
+    (as benchctl's flags take them); a lone item counts as a list of one."""
+    if isinstance(value, str):
+        parts: Sequence[object] = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, (list, tuple)):
+        parts = value
+    else:
+        parts = [value]
+    return [item(f"{argument}[{i}]", p) for i, p in enumerate(parts)]
+
+
+def _int_or_digits(argument: str, value: object) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return as_int(argument, value)
+
+
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([a-zA-Z]*)$")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+SIZE_HELP = ("bytes (an int) or a string with an optional unit, e.g. 4096, '64KiB', '1MiB', "
+             "'1GiB' (KiB/MiB/GiB = 2^10/2^20/2^30; KB/MB/GB = 10^3/10^6/10^9)")
+
+
+def as_size(argument: str, value: object) -> int:
+    """Bytes, as benchctl's --min/--max/--sizes read them."""
+    if isinstance(value, str):
+        m = _SIZE.match(value.replace(" ", ""))
+        if m and m.group(2).lower() in _UNITS:
+            b = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if b == math.floor(b) and b <= 9e18:
+                return int(b)
+        raise ArgumentError(argument, value, SIZE_HELP,
+                            f"{argument}: {value!r} is not a size; expected {SIZE_HELP}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _type_error(argument, value, SIZE_HELP)
+    return int(value)
+
+
+def _enum(e: E.EnumArg) -> Callable[[str, object], int]:
+    return lambda argument, value: e.parse(argument, value)
+
+
+def _enum_list(e: E.EnumArg) -> Callable[[str, object], list[int]]:
+    return lambda argument, value: as_list(argument, value, e.parse)
+
+
+def _warmup(argument: str, value: object) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(argument, value, ["auto", "a number of steps"],
+                                f"{argument}: expected 'auto' or a number of steps (0 or more), "
+                                f"got {value!r}")
+    if int(value) < 0:
+        raise ArgumentError(argument, value, ["auto", "a number of steps"],
+                            f"{argument}: expected 'auto' or a number of steps (0 or more), "
+                            f"got {value!r}")
+    return int(value)
+
+
+Checker = Callable[[str, object], Any]
+
+STEP_CHECKS: dict[str, Checker] = {
+    "device": as_str, "preset": as_str, "vocab_size": as_int, "d_model": as_int, "d_ff": as_int,
+    "num_layers": as_int, "num_heads": as_int, "rope_theta": as_float, "mode": _enum(E.MODE),
+    "precision": _enum(E.PRECISION), "batch_size": as_int, "context_length": as_int,
+    "warmup_steps": as_int, "seed": as_int, "warmup": _warmup, "warmup_max_steps": as_int,
+    "attention": _enum(E.ATTENTION), "optimizer": _enum(E.OPTIMIZER), "tf32": as_bool,
+    "weight_copies": as_bool, "fused_ops": as_bool, "autograd": as_bool,
+}
+BENCHMARK_CHECKS: dict[str, Checker] = {
+    **STEP_CHECKS, "steps": as_int, "export_parity": as_bool, "cuda_graph": as_bool}
+PROFILE_CHECKS: dict[str, Checker] = {
+    **STEP_CHECKS, "steps": as_int, "profile_steps": as_int,
+    "activities": _enum_list(E.ACTIVITY), "record_shapes": as_bool, "profile_memory": as_bool}
+MEMORY_CHECKS: dict[str, Checker] = {
+    **STEP_CHECKS, "record_steps": as_int, "max_entries": as_int, "stacks": _enum(E.STACKS),
+    "top": as_int, "contexts": lambda a, v: as_list(a, v, _int_or_digits),
+    "modes": _enum_list(E.MODE), "precisions": _enum_list(E.PRECISION)}
+COLLECTIVE_CHECKS: dict[str, Checker] = {
+    "group": as_str, "devices": lambda a, v: as_list(a, v, as_str), "backend": _enum(E.BACKEND),
+    "backends": _enum_list(E.BACKEND),
+    "world_sizes": lambda a, v: as_list(a, v, _int_or_digits), "op": _enum(E.OP),
+    "dtype": _enum(E.DTYPE), "min": as_size, "max": as_size, "factor": as_int,
+    "sizes": lambda a, v: as_list(a, v, as_size), "warmup": as_int, "iters": as_int,
+    "in_place": as_bool, "group_timeout": as_float,
+}
+
+# Keywords another kind takes, with what to give here instead.
+_HINTS: dict[str, dict[str, str]] = {
+    "memory": {
+        "steps": "a memory request records record_steps steps after the warm-up; give that",
+        "export_parity": "only benchmark() writes parity bundles",
+        "cuda_graph": "not supported by a memory request (a graph replays its own memory pool)",
+    },
+    "profile": {
+        "export_parity": "only benchmark() writes parity bundles",
+        "cuda_graph": "not supported by a profile request (a graph replay has no operators or "
+                      "ranges to attribute its kernels to)",
+    },
+}
+
+
+def check(call: str, checks: Mapping[str, Checker], given: Mapping[str, object]) -> dict[str, Any]:
+    """Every keyword known and well typed: the converted values (None = not given)."""
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if name not in checks:
+            hint = _HINTS.get(call, {}).get(name)
+            close = difflib.get_close_matches(name, list(checks), n=1)
+            why = (f"; {hint}" if hint else
+                   f"; did you mean {close[0]!r}?" if close else "")
+            raise ArgumentTypeError(
+                name, value, sorted(checks),
+                f"{call}() got an unexpected keyword argument {name!r}{why} (accepted: "
+                f"{', '.join(checks)})")
+        if value is None:
+            continue
+        out[name] = checks[name](name, value)
+    return out
+
+
+def check_positionals(call: str, args: Sequence[object], checks: Mapping[str, Checker]) -> None:
+    if args:
+        raise ArgumentTypeError(
+            "*args", args, list(checks),
+            f"{call}() takes keyword arguments only, got {len(args)} positional "
+            f"({', '.join(repr(a) for a in args)}); accepted: {', '.join(checks)}")
+
+
+# ------------------------------------------------------------------ specs
+
+def _benchmark_spec(a: Mapping[str, Any]) -> tuple[str, pb.BenchmarkSpec]:
+    b = pb.BenchmarkSpec()
+    m = b.model
+    m.preset = a.get("preset", "")
+    for name in ("vocab_size", "d_model", "d_ff", "num_layers", "num_heads", "rope_theta"):
+        if name in a:
+            setattr(m, name, a[name])
+    if "mode" in a:
+        b.mode = a["mode"]
+    if "precision" in a:
+        b.precision = a["precision"]
+    for name in ("batch_size", "context_length", "warmup_steps", "warmup_max_steps"):
+        if name in a:
+            setattr(b, name, a[name])
+    if "seed" in a:
+        if a["seed"] < 0:
+            raise ArgumentError("seed", a["seed"], "0 or more",
+                                f"seed: must be 0 or more, got {a['seed']}")
+        b.seed = a["seed"]
+    if "warmup" in a:
+        if "warmup_steps" in a:
+            raise ArgumentError("warmup", a["warmup"], ["auto", "a number of steps"],
+                                "warmup: give warmup ('auto' or N) or warmup_steps N, not both")
+        if a["warmup"] == "auto":
+            b.warmup_auto = True
+        else:
+            b.warmup_steps = a["warmup"]
+    if "attention" in a:
+        b.attention = a["attention"]
+    if "optimizer" in a:
+        b.optimizer_impl = a["optimizer"]
+    b.allow_tf32 = a.get("tf32", False)
+    b.weight_copies = a.get("weight_copies", False)
+    b.fused_ops = a.get("fused_ops", False)
+    b.autograd = a.get("autograd", False)
+    if "steps" in a:
+        b.measure_steps = a["steps"]
+    b.export_parity = a.get("export_parity", False)
+    b.cuda_graph = a.get("cuda_graph", False)
+    return a.get("device", ""), b
+
+
+def benchmark_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("benchmark", BENCHMARK_CHECKS, given)
+    device, b = _benchmark_spec(a)
+    return pb.JobSpec(device=device, benchmark=b)
+
+
+def profile_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("profile", PROFILE_CHECKS, given)
+    device, b = _benchmark_spec(a)
+    p = pb.ProfileSpec(step=b, record_shapes=a.get("record_shapes", False),
+                       profile_memory=a.get("profile_memory", False))
+    if "profile_steps" in a:
+        p.profile_steps = a["profile_steps"]
+    p.activities.extend(a.get("activities", []))
+    return pb.JobSpec(device=device, profile=p)
+
+
+def memory_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("memory", MEMORY_CHECKS, given)
+    device, b = _benchmark_spec(a)
+    m = pb.MemorySpec(step=b)
+    for name, field in (("record_steps", "record_steps"), ("max_entries", "max_entries"),
+                        ("top", "top_allocations")):
+        if name in a:
+            setattr(m, field, a[name])
+    if "stacks" in a:
+        m.stacks = a["stacks"]
+    m.context_lengths.extend(a.get("contexts", []))
+    m.modes.extend(a.get("modes", []))
+    m.precisions.extend(a.get("precisions", []))
+    return pb.JobSpec(device=device, memory=m)
+
+
+def collective_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("collective", COLLECTIVE_CHECKS, given)
+    if a.get("group") and a.get("devices"):
+        raise ArgumentError("group", a["group"], ["group", "devices"],
+                            "group and devices: give one (a resident group, or devices and a "
+                            "backend)")
+    c = pb.CollectiveSpec(group=a.get("group", ""), devices=a.get("devices", []),
+                          backends=a.get("backends", []), world_sizes=a.get("world_sizes", []),
+                          sizes_bytes=a.get("sizes", []), in_place=a.get("in_place", False))
+    if "backend" in a:
+        c.backend = a["backend"]
+    if "op" in a:
+        c.op = a["op"]
+    if "dtype" in a:
+        c.dtype = a["dtype"]
+    for name, field in (("min", "min_bytes"), ("max", "max_bytes"), ("factor", "factor"),
+                        ("warmup", "warmup_iters"), ("iters", "iters"),
+                        ("group_timeout", "timeout_seconds")):
+        if name in a:
+            setattr(c, field, a[name])
+    return pb.JobSpec(collective=c)
+
+
+# ------------------------------------------------------------------ other calls
+
+def job_id(value: object) -> str:
+    """A job id: "12" or 12 (the daemon checks the rest)."""
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
+        raise _type_error("job_id", value, "a job id (str or int)")
+    return str(value)
+
+
+def list_filters(state: object, kind: object, device: object) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if state is not None:
+        out["state"] = E.JOB_STATE.parse("state", state)
+    if kind is not None:
+        out["kind"] = E.JOB_KIND.parse("kind", kind)
+    if device is not None:
+        out["device"] = as_str("device", device)
+    return out
+
+
+def create_group_request(devices: object, backend: object,
+                         group_timeout: object) -> pb.CreateGroupRequest:
+    if devices is None:
+        raise ArgumentError("devices", None, "2 or more devices, e.g. ['cpu:0', 'cpu:1']",
+                            "devices: required, rank order, e.g. ['cpu:0', 'cpu:1']")
+    r = pb.CreateGroupRequest(devices=as_list("devices", devices, as_str))
+    if backend is not None:
+        r.backend = cast(Any, E.BACKEND.parse("backend", backend))
+    if group_timeout is not None:
+        r.timeout_seconds = as_float("group_timeout", group_timeout)
+    return r
+
+
+def evict_request(key: object, device: object, all: object) -> pb.EvictModelRequest:
+    given = [n for n, v in (("key", key), ("device", device), ("all", all or None)) if v is not None]
+    if len(given) != 1:
+        raise ArgumentError("key", key, ["key", "device", "all=True"],
+                            "evict: give exactly one of a model key, device=D or all=True"
+                            + (f" (got {', '.join(given)})" if given else ""))
+    if all is not None:
+        as_bool("all", all)
+    r = pb.EvictModelRequest()
+    if key is not None:
+        r.key = as_str("key", key)
+    if device is not None:
+        r.device = as_str("device", device)
+    return r

@@ -1,0 +1,559 @@
+"""benchd.Client: the blocking client, and Job, the handle of a submitted job."""
+from __future__ import annotations
+
+import html
+import os
+import threading
+import time
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
+
+import grpc
+import pandas as pd
+from typing_extensions import Unpack
+
+from . import _args as A
+from ._common import (CHANNEL_OPTIONS, Event, JobState, Progress, error_code, jobs_frame,
+                      jobs_html, kind_of, load_snapshot, resolve_address, result_of,
+                      show_progress, snapshot_name, translate, unreachable, write_atomically)
+from ._errors import (ArgumentError, BenchdError, DeadlineExceeded, RpcError, Unavailable,
+                      WaitTimeout)
+from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
+                       Records, Result, artifacts_records, groups_records, models_records)
+from .v1 import bench_pb2 as pb
+from .v1 import bench_pb2_grpc as pb_grpc
+
+R = TypeVar("R", bound=Result)
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+# Watch ends like this when the daemon goes away mid-stream (stopped, killed,
+# restarted); the job's fate is then asked again once it is back.
+LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
+              grpc.StatusCode.INTERNAL)
+
+
+class _Connectivity:
+    """Follows the channel's state so a call can fail at once when nothing
+    answers at the address (TRANSIENT_FAILURE after an attempt) instead of
+    waiting for its deadline."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._state: grpc.ChannelConnectivity | None = None
+        self._changes = 0
+        channel.subscribe(self._on_change, try_to_connect=True)
+
+    def _on_change(self, state: grpc.ChannelConnectivity) -> None:
+        with self._cond:
+            self._state = state
+            self._changes += 1
+            self._cond.notify_all()
+
+    @property
+    def ready(self) -> bool:
+        with self._cond:
+            return self._state == grpc.ChannelConnectivity.READY
+
+    def _poke(self) -> None:
+        def noop(_: grpc.ChannelConnectivity) -> None:
+            pass
+        self._channel.subscribe(noop, try_to_connect=True)
+        self._channel.unsubscribe(noop)
+
+    def wait_ready(self, timeout: float) -> str | None:
+        """None once READY; else why not: a connection attempt made after
+        this call began failed, or none succeeded within `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            start = self._changes
+            while True:
+                s = self._state
+                if s == grpc.ChannelConnectivity.READY:
+                    return None
+                if s == grpc.ChannelConnectivity.SHUTDOWN:
+                    return "the client is closed"
+                if s == grpc.ChannelConnectivity.TRANSIENT_FAILURE and self._changes > start:
+                    return "connection failed"
+                if s in (None, grpc.ChannelConnectivity.IDLE,
+                         grpc.ChannelConnectivity.TRANSIENT_FAILURE):
+                    self._cond.release()
+                    try:
+                        self._poke()
+                    finally:
+                        self._cond.acquire()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"no connection within {timeout:g} s"
+                self._cond.wait(min(left, 0.1))
+
+    def close(self) -> None:
+        try:
+            self._channel.unsubscribe(self._on_change)
+        except Exception:
+            pass
+        # grpcio's polling thread checks the channel every 0.2 s until it sees
+        # no subscriber; closing the channel before that makes it raise in
+        # its thread ("Channel closed!"). Let it notice first.
+        state = getattr(self._channel, "_connectivity_state", None)
+        deadline = time.monotonic() + 1.0
+        while getattr(state, "polling", False) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+class Client:
+    """A connection to one benchd daemon.
+
+        c = benchd.Client("gpu-node:7531")        # or $BENCHD_ADDRESS, else 127.0.0.1:7531
+        job = c.benchmark(preset="small", mode="train_step", precision="bf16")
+        job.wait().result.to_pandas()
+
+    timeout: seconds each call may take (Watch, i.e. Job.wait, excepted: it
+    takes wait(timeout=)). connect_timeout: seconds to connect before a call
+    fails with benchd.Unavailable naming the address (refused connections fail
+    at once). reconnect_timeout: how long Job.wait keeps trying to reach a
+    daemon that went away (a restart) before it gives up. credentials: a
+    grpc.ChannelCredentials for TLS (None: plain TCP, as benchd listens by
+    default). options: extra gRPC channel options.
+    """
+
+    def __init__(self, address: str | None = None, *, timeout: float = 30.0,
+                 connect_timeout: float = 5.0, reconnect_timeout: float = 60.0,
+                 credentials: grpc.ChannelCredentials | None = None,
+                 options: Sequence[tuple[str, Any]] = ()) -> None:
+        self.address = resolve_address(address)
+        self.timeout = A.as_float("timeout", timeout)
+        self.connect_timeout = A.as_float("connect_timeout", connect_timeout)
+        self.reconnect_timeout = A.as_float("reconnect_timeout", reconnect_timeout)
+        if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
+            raise A.ArgumentTypeError("credentials", credentials, "a grpc.ChannelCredentials",
+                                      "credentials: expected a grpc.ChannelCredentials "
+                                      "(grpc.ssl_channel_credentials(...)), got "
+                                      f"{type(credentials).__name__}")
+        opts = [*CHANNEL_OPTIONS, *options]
+        self._channel = (grpc.secure_channel(self.address, credentials, options=opts)
+                         if credentials is not None
+                         else grpc.insecure_channel(self.address, options=opts))
+        self._conn = _Connectivity(self._channel)
+        self._stub = pb_grpc.BenchStub(self._channel)
+
+    # ------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        self._conn.close()
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<benchd.Client {self.address}>"
+
+    def _ensure_connected(self, method: str) -> None:
+        why = self._conn.wait_ready(self.connect_timeout)
+        if why is not None:
+            raise unreachable(self.address, why, method)
+
+    def _error(self, err: grpc.RpcError, method: str, timeout: float | None) -> RpcError:
+        return translate(err, address=self.address, method=method, connected=self._conn.ready,
+                         timeout=timeout)
+
+    def _unary(self, method: str, call: Callable[..., Resp], request: Any,
+               timeout: float | None = None) -> Resp:
+        t = self.timeout if timeout is None else timeout
+        self._ensure_connected(method)
+        try:
+            return call(request, timeout=t, wait_for_ready=False)
+        except grpc.RpcError as e:
+            raise self._error(e, method, t) from None
+
+    def _watch(self, job_id: str, deadline: float | None) -> Iterator[Event]:
+        self._ensure_connected("Watch")
+        timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
+        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), timeout=timeout,
+                                  wait_for_ready=False)
+        try:
+            for ev in stream:
+                e = Event(ev)
+                yield e
+                if e.terminal:
+                    return
+        except grpc.RpcError as err:
+            raise self._error(err, "Watch", None) from None
+        finally:
+            cast(Any, stream).cancel()
+
+    def _job(self, proto: pb.Job) -> "Job[Any]":
+        return Job(self, proto)
+
+    def _submit(self, spec: pb.JobSpec) -> "Job[Any]":
+        return self._job(self._unary("Submit", self._stub.Submit, pb.SubmitRequest(spec=spec)))
+
+    # ------------------------------------------------------------ request kinds
+
+    def benchmark(self, *args: object, **kwargs: Unpack[A.BenchmarkArgs]) -> "Job[BenchmarkResult]":
+        """Queue a benchmark: `benchctl submit benchmark` (flags as keywords).
+
+        device, preset (tiny, mini, small, medium, large, xl, 2.7B), vocab_size,
+        d_model, d_ff, num_layers, num_heads, rope_theta, mode (forward,
+        forward_backward, train_step), precision (fp32, bf16, fp16), batch_size,
+        context_length, warmup_steps, seed, warmup ('auto' or N),
+        warmup_max_steps, attention (faithful, sdpa, flash, efficient, cudnn,
+        math), optimizer (faithful, foreach, fused), tf32, weight_copies,
+        fused_ops, autograd, steps, export_parity, cuda_graph.
+        Unset arguments take the daemon's defaults. Returns the Job."""
+        A.check_positionals("benchmark", args, A.BENCHMARK_CHECKS)
+        return self._submit(A.benchmark_spec(kwargs))
+
+    def profile(self, *args: object, **kwargs: Unpack[A.ProfileArgs]) -> "Job[ProfileResult]":
+        """Queue a profile: `benchctl submit profile`. The step's arguments
+        as benchmark() (steps = the unprofiled reference run's), plus
+        profile_steps, activities ('cpu', 'cuda' or both), record_shapes,
+        profile_memory."""
+        A.check_positionals("profile", args, A.PROFILE_CHECKS)
+        return self._submit(A.profile_spec(kwargs))
+
+    def memory(self, *args: object, **kwargs: Unpack[A.MemoryArgs]) -> "Job[MemoryResult]":
+        """Queue a memory request (CUDA only): `benchctl submit memory`. The
+        step's arguments as benchmark() (no steps), plus record_steps,
+        max_entries, stacks (none, cpp, all), top, and the sweep lists
+        contexts, modes, precisions."""
+        A.check_positionals("memory", args, A.MEMORY_CHECKS)
+        return self._submit(A.memory_spec(kwargs))
+
+    def collective(self, *args: object,
+                   **kwargs: Unpack[A.CollectiveArgs]) -> "Job[CollectiveResult]":
+        """Queue a collective benchmark: `benchctl submit collective`.
+
+        group, or devices (rank order) with backend (nccl, gloo) or backends;
+        world_sizes, op (all_reduce, all_gather, reduce_scatter, broadcast,
+        all_to_all), dtype (fp32, fp16, bf16, fp64, int32), min, max, factor
+        or sizes (bytes or '64KiB', '1MiB'), warmup, iters, in_place,
+        group_timeout."""
+        A.check_positionals("collective", args, A.COLLECTIVE_CHECKS)
+        return self._submit(A.collective_spec(kwargs))
+
+    # ------------------------------------------------------------ jobs
+
+    def job(self, job_id: str | int) -> "Job[Any]":
+        """The job with this id (GetJob)."""
+        return self._job(self._get_job(A.job_id(job_id)))
+
+    def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
+        return self._unary("GetJob", self._stub.GetJob, pb.GetJobRequest(job_id=job_id), timeout)
+
+    def jobs_page(self, *, page_size: int = 50, page_token: str = "", state: str | None = None,
+                  kind: str | None = None, device: str | None = None) -> "JobList":
+        """One ListJobs page, newest first; .next_page_token is '' on the last."""
+        request = pb.ListJobsRequest(page_size=A.as_int("page_size", page_size),
+                                     page_token=A.as_str("page_token", page_token),
+                                     **A.list_filters(state, kind, device))
+        resp = self._unary("ListJobs", self._stub.ListJobs, request)
+        return JobList([self._job(j) for j in resp.jobs], resp.next_page_token)
+
+    def iter_jobs(self, *, state: str | None = None, kind: str | None = None,
+                  device: str | None = None, page_size: int = 200) -> Iterator["Job[Any]"]:
+        """Every job matching the filters, newest first, fetched a page at a time."""
+        token = ""
+        while True:
+            page = self.jobs_page(page_size=page_size, page_token=token, state=state, kind=kind,
+                                  device=device)
+            yield from page
+            if not page.next_page_token or page.next_page_token == token:
+                return
+            token = page.next_page_token
+
+    def jobs(self, *, limit: int = 50, state: str | None = None, kind: str | None = None,
+             device: str | None = None) -> "JobList":
+        """`benchctl list`: the newest `limit` jobs (state: queued, running,
+        succeeded, failed, cancelled, interrupted; kind: benchmark, profile,
+        memory, collective; device: e.g. 'cuda:0')."""
+        n = A.as_int("limit", limit)
+        if n < 1:
+            raise ArgumentError("limit", limit, "1 or more",
+                                f"limit: expected a number of jobs, 1 or more; got {limit}")
+        out: list[Job[Any]] = []
+        for j in self.iter_jobs(state=state, kind=kind, device=device, page_size=min(n, 1000)):
+            out.append(j)
+            if len(out) == n:
+                break
+        return JobList(out, "")
+
+    def cancel(self, job_id: str | int) -> "Job[Any]":
+        """Cancel a queued or running job (CancelJob)."""
+        return self._job(self._unary("CancelJob", self._stub.CancelJob,
+                                     pb.CancelJobRequest(job_id=A.job_id(job_id))))
+
+    # ------------------------------------------------------------ models, node
+
+    def models(self, *, device: str | None = None) -> Records[pb.ResidentModel]:
+        """Models resident in the workers (ListModels)."""
+        r = pb.ListModelsRequest(device=A.as_str("device", device) if device else "")
+        return models_records(self._unary("ListModels", self._stub.ListModels, r).models)
+
+    def evict(self, key: str | None = None, *, device: str | None = None,
+              all: bool | None = None) -> int:
+        """Free resident models: one key, every model on device=, or all=True.
+        Returns how many were evicted."""
+        r = A.evict_request(key, device, all)
+        return self._unary("EvictModel", self._stub.EvictModel, r).evicted
+
+    def node(self) -> Node:
+        """The node: devices, their workers, versions (GetNodeInfo)."""
+        return Node(self._unary("GetNodeInfo", self._stub.GetNodeInfo, pb.GetNodeInfoRequest()))
+
+    # ------------------------------------------------------------ groups
+
+    def create_group(self, *, devices: str | Sequence[str], backend: str | None = None,
+                     group_timeout: float | None = None) -> pb.Group:
+        """`benchctl groups create`: a resident process group (rank r = devices[r])."""
+        r = A.create_group_request(devices, backend, group_timeout)
+        rendezvous = (r.timeout_seconds or 300.0) + 60.0
+        return self._unary("CreateGroup", self._stub.CreateGroup, r,
+                           max(self.timeout, rendezvous))
+
+    def groups(self) -> Records[pb.Group]:
+        """`benchctl groups list`."""
+        return groups_records(self._unary("ListGroups", self._stub.ListGroups,
+                                          pb.ListGroupsRequest()).groups)
+
+    def destroy_group(self, group: str) -> pb.Group:
+        """`benchctl groups destroy ID`; returns the group as it was."""
+        r = pb.DestroyGroupRequest(group=A.as_str("group", group))
+        return self._unary("DestroyGroup", self._stub.DestroyGroup, r).group
+
+    # ------------------------------------------------------------ artifacts
+
+    def artifacts(self, job_id: str | int) -> Records[pb.Artifact]:
+        """The files a job wrote (ListArtifacts): name, bytes."""
+        r = pb.ListArtifactsRequest(job_id=A.job_id(job_id))
+        return artifacts_records(self._unary("ListArtifacts", self._stub.ListArtifacts,
+                                             r).artifacts)
+
+    def _chunks(self, job_id: str, name: str) -> Iterator[bytes]:
+        self._ensure_connected("FetchArtifact")
+        stream = self._stub.FetchArtifact(pb.FetchArtifactRequest(job_id=job_id, name=name),
+                                          timeout=max(self.timeout, 600.0), wait_for_ready=False)
+        try:
+            for chunk in stream:
+                yield chunk.data
+        except grpc.RpcError as e:
+            raise self._error(e, "FetchArtifact", None) from None
+
+    def fetch_artifact(self, job_id: str | int, name: str) -> bytes:
+        """One artifact's bytes."""
+        return b"".join(self._chunks(A.job_id(job_id), A.as_str("name", name)))
+
+    def download(self, job_id: str | int, name: str, path: str | os.PathLike[str] | None = None) -> str:
+        """`benchctl artifacts get`: to `path` (default: `name` here; a folder:
+        name inside it), through path.part so a failed fetch leaves no file.
+        Returns the path written."""
+        name = A.as_str("name", name)
+        target = os.fspath(path) if path is not None else name
+        if os.path.isdir(target):
+            target = os.path.join(target, name)
+        write_atomically(target, self._chunks(A.job_id(job_id), name))
+        return target
+
+
+class JobList(list["Job[Any]"]):
+    """Jobs (a list of Job), with to_pandas() (one row per job) and a table in Jupyter."""
+
+    def __init__(self, jobs: Sequence["Job[Any]"], next_page_token: str = "") -> None:
+        super().__init__(jobs)
+        self.next_page_token = next_page_token
+
+    def to_pandas(self) -> pd.DataFrame:
+        return jobs_frame(j.proto for j in self)
+
+    def _repr_html_(self) -> str:
+        return jobs_html(j.proto for j in self)
+
+
+class Job(Generic[R]):
+    """A submitted job: follow it (wait, events), stop it (cancel), read it
+    (state, result, artifacts). Its fields are the daemon's last answer;
+    state refreshes until the job has ended."""
+
+    def __init__(self, client: Client, proto: pb.Job) -> None:
+        self._client = client
+        self._proto = proto
+
+    @property
+    def id(self) -> str:
+        return self._proto.id
+
+    @property
+    def proto(self) -> pb.Job:
+        """The Job message as last seen."""
+        return self._proto
+
+    @property
+    def kind(self) -> str:
+        """benchmark, profile, memory or collective."""
+        return kind_of(self._proto)
+
+    @property
+    def devices(self) -> list[str]:
+        return list(self._proto.devices)
+
+    @property
+    def spec(self) -> pb.JobSpec:
+        """The request as the daemon resolved it (every default written out)."""
+        return self._proto.spec
+
+    def refresh(self) -> "Job[R]":
+        """Ask the daemon again (GetJob)."""
+        self._proto = self._client._get_job(self.id)
+        return self
+
+    @property
+    def state(self) -> JobState:
+        """Current state (asks the daemon unless the job has ended)."""
+        if not JobState.of(self._proto.state).terminal:
+            self.refresh()
+        return JobState.of(self._proto.state)
+
+    @property
+    def done(self) -> bool:
+        return self.state.terminal
+
+    @property
+    def error(self) -> tuple[grpc.StatusCode | None, str] | None:
+        """(code, message) of a job that failed, None otherwise."""
+        if self._proto.error_code == 0 and not self._proto.error_message:
+            return None
+        return error_code(self._proto), self._proto.error_message
+
+    @property
+    def result(self) -> R:
+        """The typed result; raises benchd.JobFailed if the job ended without
+        one (failed, cancelled, interrupted), benchd.JobNotDone while it runs."""
+        if not JobState.of(self._proto.state).terminal:
+            self.refresh()
+        return cast(R, result_of(self._proto))
+
+    def to_pandas(self) -> pd.DataFrame:
+        """self.result.to_pandas()."""
+        return self.result.to_pandas()
+
+    def events(self) -> Iterator[Event]:
+        """The job's events (Watch): every event from the start, then live
+        ones, ending after the terminal event."""
+        for e in self._client._watch(self.id, None):
+            if e.terminal and e.job is not None:
+                self._proto = e.job
+            yield e
+
+    def wait(self, timeout: float | None = None, progress: bool | None = None) -> "Job[R]":
+        """Block until the job has ended; returns the job (state, result).
+
+        progress: a tqdm bar (None: in a notebook or a terminal). timeout:
+        seconds, then benchd.WaitTimeout (the job goes on). If the daemon goes
+        away meanwhile (a restart), this reconnects for up to the client's
+        reconnect_timeout and reports what the daemon stored (INTERRUPTED, or
+        the result); past that it raises benchd.Unavailable, never hangs."""
+        t = None if timeout is None else A.as_float("timeout", timeout)
+        deadline = None if t is None else time.monotonic() + t
+        if JobState.of(self._proto.state).terminal:
+            return self
+        bar = Progress(self._proto, show_progress(progress))
+        try:
+            while True:
+                try:
+                    for e in self._client._watch(self.id, deadline):
+                        bar.update(e)
+                        if e.terminal and e.job is not None:
+                            self._proto = e.job
+                            try:
+                                self.refresh()  # the stored job, as `get` shows it
+                            except RpcError:
+                                pass
+                            return self
+                    why = "the event stream ended before the job did"
+                except DeadlineExceeded:
+                    if deadline is not None and time.monotonic() >= deadline - 0.01:
+                        raise WaitTimeout(f"job {self.id} still {self.state.value} after "
+                                          f"{t:g} s") from None
+                    raise
+                except RpcError as err:
+                    if err.code not in LOST_CODES:
+                        raise
+                    why = err.message
+                if self._reconnect(deadline, why, t):
+                    return self
+        finally:
+            bar.close()
+
+    def _reconnect(self, deadline: float | None, why: str, timeout: float | None) -> bool:
+        """After losing the daemon: GetJob until it answers. True when the job
+        has ended (the caller returns), False to watch again."""
+        c = self._client
+        limit = time.monotonic() + c.reconnect_timeout
+        pause = 0.2
+        last: BenchdError | None = None
+        while True:
+            try:
+                self._proto = c._get_job(self.id, timeout=min(c.timeout, 10.0))
+                return JobState.of(self._proto.state).terminal
+            except (Unavailable, DeadlineExceeded) as e:
+                last = e
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise WaitTimeout(f"job {self.id}: lost benchd at {c.address} ({why}) and the "
+                                  f"wait's {timeout:g} s ran out before it answered again")
+            if now >= limit:
+                raise Unavailable(
+                    f"lost benchd at {c.address} while waiting for job {self.id} ({why}) and "
+                    f"could not reach it again within {c.reconnect_timeout:g} s "
+                    f"({last.message if isinstance(last, RpcError) else last}); the job's state "
+                    "is unknown here: call wait() again once the daemon is back",
+                    address=c.address, method="Watch", field="")
+            time.sleep(pause if deadline is None else
+                       max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 2, 1.0)
+
+    def cancel(self) -> "Job[R]":
+        """Cancel it: a queued job at once, a running one at its next step."""
+        self._proto = self._client.cancel(self.id).proto
+        return self
+
+    def artifacts(self) -> Records[pb.Artifact]:
+        return self._client.artifacts(self.id)
+
+    def fetch(self, name: str) -> bytes:
+        """One artifact's bytes."""
+        return self._client.fetch_artifact(self.id, name)
+
+    def download(self, name: str, path: str | os.PathLike[str] | None = None) -> str:
+        """Fetch one artifact to `path` (default: name, here); returns the path."""
+        return self._client.download(self.id, name, path)
+
+    def memory_snapshot(self, run: str | int | None = None) -> dict[str, Any]:
+        """A memory run's snapshot pickle as a dict (what
+        torch.cuda._memory_viz reads: segments, device_traces, ...). run: the
+        run's name or index in a sweep, or an artifact name ending in .pickle.
+        Plain data only is unpickled; torch is not needed."""
+        if not JobState.of(self._proto.state).terminal:
+            self.refresh()
+        names = [a.name for a in self.artifacts()]
+        return load_snapshot(self.fetch(snapshot_name(self._proto, names, run)))
+
+    def __repr__(self) -> str:
+        return f"<benchd.Job {self.id} {self.kind} {JobState.of(self._proto.state).value}>"
+
+    def _repr_html_(self) -> str:
+        state = JobState.of(self._proto.state)
+        head = (f"<b>benchd job {html.escape(self.id)}</b> {html.escape(self.kind)} on "
+                f"{html.escape(','.join(self.devices))}: {state.value}")
+        if state == JobState.SUCCEEDED:
+            try:
+                return head + self.result._repr_html_()
+            except BenchdError:
+                pass
+        if self._proto.error_message:
+            head += f"<br><pre>{html.escape(self._proto.error_message)}</pre>"
+        return head

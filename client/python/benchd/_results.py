@@ -1,0 +1,522 @@
+"""Results as typed objects: each wraps the daemon's result message (`.proto`,
+every field), names the figures people read, and turns its rows into a pandas
+DataFrame with the units in the column names (`step_ms`, `bytes`, `busbw_gbps`).
+
+    BenchmarkResult.to_pandas()   one row per step (warm-up steps flagged)
+    ProfileResult.to_pandas()     one row per kernel (or CPU operator) per range
+    MemoryResult.to_pandas()      one row per memory run (a sweep's cells)
+    CollectiveResult.to_pandas()  one row per size (per backend and world size)
+
+Each has `_repr_html_` (a summary and the table) for Jupyter.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, Union, overload
+
+import pandas as pd
+
+from . import _enums as E
+from .v1 import bench_pb2 as pb
+
+__all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result",
+           "make_result", "step_columns", "Records", "Node"]
+
+MS = 1e3
+US = 1e6
+
+
+def step_columns(spec: pb.BenchmarkSpec) -> dict[str, Any]:
+    """What a step was, as columns: model (preset or 'custom'), its sizes,
+    mode, precision, batch and context."""
+    m = spec.model
+    return {
+        "model": m.preset or "custom", "d_model": m.d_model, "num_layers": m.num_layers,
+        "num_heads": m.num_heads, "d_ff": m.d_ff, "vocab_size": m.vocab_size,
+        "mode": E.MODE.name(spec.mode), "precision": E.PRECISION.name(spec.precision),
+        "batch_size": spec.batch_size, "context_length": spec.context_length,
+        "attention": E.ATTENTION.name(spec.attention),
+    }
+
+
+def frame(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """A DataFrame with these columns (also when there are no rows)."""
+    df: pd.DataFrame = pd.DataFrame(list(rows), columns=list(columns))
+    return df
+
+
+def _html_table(pairs: Iterable[tuple[str, object]]) -> str:
+    rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                   f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+                   for k, v in pairs)
+    return f"<table>{rows}</table>"
+
+
+def _frame_html(df: pd.DataFrame, max_rows: int = 20) -> str:
+    return str(df.to_html(max_rows=max_rows, index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+class _Result:
+    kind = ""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+    def to_pandas(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _summary(self) -> list[tuple[str, object]]:
+        return []
+
+    def _repr_html_(self) -> str:
+        title = f"<b>benchd {self.kind} result, job {html.escape(self.job_id)}</b>"
+        return title + _html_table(self._summary()) + _frame_html(self.to_pandas())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self._summary()[:6])
+        return f"<{type(self).__name__} job {self.job_id}: {inner}>"
+
+
+class BenchmarkResult(_Result):
+    """A benchmark's steps and statistics (BenchmarkResult in bench.proto)."""
+
+    kind = "benchmark"
+
+    def __init__(self, proto: pb.BenchmarkResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.BenchmarkSpec:
+        """The step as it ran, every default written out."""
+        return self.proto.spec
+
+    @property
+    def device(self) -> str:
+        return self.proto.device
+
+    @property
+    def device_name(self) -> str:
+        return self.proto.device_name
+
+    @property
+    def parameter_count(self) -> int:
+        return self.proto.parameter_count
+
+    @property
+    def median_step_ms(self) -> float:
+        return self.proto.step.median * MS
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.proto.tokens_per_second
+
+    @property
+    def tflops_per_second(self) -> float:
+        return self.proto.tflops_per_second
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.proto.peak_memory_bytes
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per step: step, warmup, step_ms, host_ms, forward_ms,
+        backward_ms, optimizer_ms, loss, and what the step was (job_id, device,
+        model, d_model, ..., mode, precision, batch_size, context_length)."""
+        cols = {"job_id": self.job_id, "device": self.proto.device, **step_columns(self.spec)}
+        rows = [{**cols, "step": s.index, "warmup": s.warmup, "step_ms": s.step_seconds * MS,
+                 "host_ms": s.host_seconds * MS, "forward_ms": s.forward_seconds * MS,
+                 "backward_ms": s.backward_seconds * MS,
+                 "optimizer_ms": s.optimizer_seconds * MS, "loss": s.loss}
+                for s in self.proto.steps]
+        return frame(rows, columns=[*cols, "step", "warmup", "step_ms", "host_ms",
+                                           "forward_ms", "backward_ms", "optimizer_ms", "loss"])
+
+    def stats(self) -> pd.DataFrame:
+        """One row per timed phase (step, forward, backward, optimizer,
+        host_step) over the measured steps: count, median_ms, mean_ms, std_ms,
+        min_ms, max_ms, p95_ms, p99_ms, cv."""
+        rows = []
+        for phase in ("step", "forward", "backward", "optimizer", "host_step"):
+            if not self.proto.HasField(phase):  # type: ignore[arg-type,unused-ignore]
+                continue
+            s: pb.Stats = getattr(self.proto, phase)
+            rows.append({"phase": phase, "count": s.count, "median_ms": s.median * MS,
+                         "mean_ms": s.mean * MS, "std_ms": s.std * MS, "min_ms": s.min * MS,
+                         "max_ms": s.max * MS, "p95_ms": s.p95 * MS, "p99_ms": s.p99 * MS,
+                         "cv": s.cv})
+        return frame(rows, columns=["phase", "count", "median_ms", "mean_ms", "std_ms",
+                                           "min_ms", "max_ms", "p95_ms", "p99_ms", "cv"])
+
+    def summary(self) -> dict[str, Any]:
+        """One row's worth: what ran and its medians (for a sweep's table)."""
+        p = self.proto
+        return {"job_id": self.job_id, "device": p.device, **step_columns(self.spec),
+                "parameters": p.parameter_count, "step_ms": p.step.median * MS,
+                "forward_ms": p.forward.median * MS, "backward_ms": p.backward.median * MS,
+                "optimizer_ms": p.optimizer.median * MS, "std_ms": p.step.std * MS,
+                "tokens_per_s": p.tokens_per_second, "tflops_per_s": p.tflops_per_second,
+                "peak_memory_bytes": p.peak_memory_bytes}
+
+    def _summary(self) -> list[tuple[str, object]]:
+        s = self.spec
+        return [("model", s.model.preset or "custom"), ("mode", E.MODE.name(s.mode)),
+                ("precision", E.PRECISION.name(s.precision)),
+                ("batch x context", f"{s.batch_size} x {s.context_length}"),
+                ("device", f"{self.device} ({self.device_name})"),
+                ("median step ms", f"{self.median_step_ms:.3f}"),
+                ("tokens/s", f"{self.tokens_per_second:,.0f}"),
+                ("TFLOP/s", f"{self.tflops_per_second:.4g}"),
+                ("parameters", f"{self.parameter_count:,}")]
+
+    def _repr_html_(self) -> str:
+        title = f"<b>benchd benchmark result, job {html.escape(self.job_id)}</b>"
+        return title + _html_table(self._summary()) + _frame_html(self.stats())
+
+
+class ProfileResult(_Result):
+    """Kernel tables per named range (ProfileResult in bench.proto)."""
+
+    kind = "profile"
+
+    def __init__(self, proto: pb.ProfileResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.ProfileSpec:
+        return self.proto.spec
+
+    @property
+    def kernel_source(self) -> str:
+        """'cuda_kernels' on a GPU, 'cpu_operator_self_time' on a CPU."""
+        return self.proto.kernel_source
+
+    @property
+    def range_names(self) -> list[str]:
+        return [r.name for r in self.proto.ranges]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per kernel (CPU: operator self time) per range: range,
+        parent, kernel, gemm, launched_by, time_percent, total_ms, instances,
+        avg_us, med_us, min_us, max_us, stddev_us, ms_per_step,
+        instances_per_step (largest total first within a range)."""
+        rows = []
+        for r in self.proto.ranges:
+            for k in r.kernels:
+                rows.append({"job_id": self.job_id, "range": r.name, "parent": r.parent,
+                             "kernel": k.name, "gemm": k.gemm, "launched_by": k.launched_by,
+                             "time_percent": k.time_percent, "total_ms": k.total_seconds * MS,
+                             "instances": k.instances, "avg_us": k.avg_seconds * US,
+                             "med_us": k.med_seconds * US, "min_us": k.min_seconds * US,
+                             "max_us": k.max_seconds * US, "stddev_us": k.stddev_seconds * US,
+                             "ms_per_step": k.total_seconds_per_step * MS,
+                             "instances_per_step": k.instances_per_step})
+        return frame(rows, columns=[
+            "job_id", "range", "parent", "kernel", "gemm", "launched_by", "time_percent",
+            "total_ms", "instances", "avg_us", "med_us", "min_us", "max_us", "stddev_us",
+            "ms_per_step", "instances_per_step"])
+
+    def ranges(self) -> pd.DataFrame:
+        """One row per named range: wall_ms, kernel_ms, idle_ms, idle_fraction,
+        gemm_ms, gemm_fraction, kernel_count, wall_ms_per_step,
+        kernel_ms_per_step, flops_per_step, kernel_tflops_per_s."""
+        rows = [{"range": r.name, "parent": r.parent, "instances": r.instances,
+                 "wall_ms": r.wall_seconds * MS, "kernel_ms": r.kernel_seconds * MS,
+                 "idle_ms": r.idle_seconds * MS, "idle_fraction": r.idle_fraction,
+                 "gemm_ms": r.gemm_seconds * MS, "gemm_fraction": r.gemm_fraction,
+                 "kernel_count": r.kernel_count, "wall_ms_per_step": r.wall_seconds_per_step * MS,
+                 "kernel_ms_per_step": r.kernel_seconds_per_step * MS,
+                 "flops_per_step": r.flops_per_step,
+                 "kernel_tflops_per_s": r.kernel_flops_per_second / 1e12}
+                for r in self.proto.ranges]
+        return frame(rows, columns=[
+            "range", "parent", "instances", "wall_ms", "kernel_ms", "idle_ms", "idle_fraction",
+            "gemm_ms", "gemm_fraction", "kernel_count", "wall_ms_per_step", "kernel_ms_per_step",
+            "flops_per_step", "kernel_tflops_per_s"])
+
+    def top_kernels(self, range: str = "step", n: int = 10) -> pd.DataFrame:
+        """The n kernels with the most time in one range."""
+        if range not in self.range_names:
+            from ._errors import ArgumentError
+            raise ArgumentError("range", range, self.range_names)
+        df = self.to_pandas()
+        top: pd.DataFrame = df[df["range"] == range].sort_values("total_ms", ascending=False)
+        head: pd.DataFrame = top.head(n)
+        return head
+
+    def _summary(self) -> list[tuple[str, object]]:
+        s = self.spec.step
+        return [("model", s.model.preset or "custom"), ("mode", E.MODE.name(s.mode)),
+                ("precision", E.PRECISION.name(s.precision)),
+                ("device", f"{self.proto.device} ({self.proto.device_name})"),
+                ("kernel source", self.kernel_source),
+                ("profiled step ms", f"{self.proto.profiled_step.median * MS:.3f}"),
+                ("unprofiled step ms", f"{self.proto.unprofiled_step.median * MS:.3f}"),
+                ("profiler overhead", f"{self.proto.profiler_overhead:.3f}x"),
+                ("trace", self.proto.trace_artifact)]
+
+    def _repr_html_(self) -> str:
+        title = f"<b>benchd profile result, job {html.escape(self.job_id)}</b>"
+        top = self.top_kernels("step", 10) if "step" in self.range_names else self.to_pandas()
+        return title + _html_table(self._summary()) + _frame_html(self.ranges()) + _frame_html(top)
+
+
+class MemoryResult(_Result):
+    """Peaks and phases of each memory run (MemoryResult in bench.proto)."""
+
+    kind = "memory"
+
+    def __init__(self, proto: pb.MemoryResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.MemorySpec:
+        return self.proto.spec
+
+    @property
+    def run_names(self) -> list[str]:
+        return [r.name for r in self.proto.runs]
+
+    @property
+    def snapshot_artifacts(self) -> list[str]:
+        """The snapshot pickles, one per run ('' for a run that ran out of
+        memory before recording began)."""
+        return [r.snapshot_artifact for r in self.proto.runs]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per run: run, what the step was, out_of_memory,
+        peak_allocated_bytes, peak_reserved_bytes, baseline_allocated_bytes,
+        baseline_reserved_bytes, max_memory_allocated_bytes, activation_bytes,
+        trace_entries, trace_wrapped, snapshot_artifact."""
+        rows = []
+        for r in self.proto.runs:
+            rows.append({"job_id": self.job_id, "run": r.name, **step_columns(r.step),
+                         "out_of_memory": r.out_of_memory,
+                         "peak_allocated_bytes": r.peak_allocated_bytes,
+                         "peak_reserved_bytes": r.peak_reserved_bytes,
+                         "baseline_allocated_bytes": r.baseline_allocated_bytes,
+                         "baseline_reserved_bytes": r.baseline_reserved_bytes,
+                         "max_memory_allocated_bytes": r.max_memory_allocated_bytes,
+                         "activation_bytes": r.activation_bytes,
+                         "trace_entries": r.trace_entries, "trace_wrapped": r.trace_wrapped,
+                         "snapshot_artifact": r.snapshot_artifact})
+        cols = ["job_id", "run", *step_columns(pb.BenchmarkSpec()), "out_of_memory",
+                "peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes",
+                "baseline_reserved_bytes", "max_memory_allocated_bytes", "activation_bytes",
+                "trace_entries", "trace_wrapped", "snapshot_artifact"]
+        return frame(rows, columns=cols)
+
+    def phases(self) -> pd.DataFrame:
+        """One row per run and phase: start_/peak_ allocated_/reserved_bytes."""
+        rows = [{"run": r.name, "phase": p.name,
+                 "start_allocated_bytes": p.start_allocated_bytes,
+                 "start_reserved_bytes": p.start_reserved_bytes,
+                 "peak_allocated_bytes": p.peak_allocated_bytes,
+                 "peak_reserved_bytes": p.peak_reserved_bytes}
+                for r in self.proto.runs for p in r.phases]
+        return frame(rows, columns=["run", "phase", "start_allocated_bytes",
+                                           "start_reserved_bytes", "peak_allocated_bytes",
+                                           "peak_reserved_bytes"])
+
+    def allocations(self) -> pd.DataFrame:
+        """The largest allocations of each run: run, bytes, phase, count, origin."""
+        rows = [{"run": r.name, "bytes": a.size_bytes, "phase": a.phase, "count": a.count,
+                 "origin": a.origin}
+                for r in self.proto.runs for a in r.largest_allocations]
+        return frame(rows, columns=["run", "bytes", "phase", "count", "origin"])
+
+    def _summary(self) -> list[tuple[str, object]]:
+        return [("device", f"{self.proto.device} ({self.proto.device_name})"),
+                ("parameters", f"{self.proto.parameter_count:,}"),
+                ("runs", len(self.proto.runs))]
+
+
+class CollectiveResult(_Result):
+    """A collective sweep's cells (CollectiveResult in bench.proto)."""
+
+    kind = "collective"
+
+    def __init__(self, proto: pb.CollectiveResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.CollectiveSpec:
+        return self.proto.spec
+
+    @property
+    def op(self) -> str:
+        return E.OP.name(self.spec.op)
+
+    @property
+    def dtype(self) -> str:
+        return E.DTYPE.name(self.spec.dtype)
+
+    @property
+    def wrong_elements(self) -> int:
+        return self.proto.wrong_elements
+
+    def svg(self, name: str) -> str:
+        """One of the daemon's own plots (duration_vs_size,
+        duration_vs_world_size, backend_comparison) as SVG text."""
+        for p in self.proto.plots:
+            if p.name == name:
+                return p.svg
+        from ._errors import ArgumentError
+        raise ArgumentError("name", name, [p.name for p in self.proto.plots])
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per cell (backend x world size x size): op, dtype, backend,
+        world_size, devices, group, bytes, count, median_ms, mean_ms, min_ms,
+        max_ms, p95_ms, p99_ms, algbw_gbps, busbw_gbps, wrong_elements, timer."""
+        op, dtype = self.op, self.dtype
+        rows = [{"job_id": self.job_id, "op": op, "dtype": dtype,
+                 "backend": E.BACKEND.name(r.backend), "world_size": r.world_size,
+                 "devices": ",".join(r.devices), "group": r.group, "bytes": r.size_bytes,
+                 "count": r.count, "median_ms": r.duration.median * MS,
+                 "mean_ms": r.duration.mean * MS, "min_ms": r.duration.min * MS,
+                 "max_ms": r.duration.max * MS, "p95_ms": r.duration.p95 * MS,
+                 "p99_ms": r.duration.p99 * MS, "algbw_gbps": r.algbw_gbps,
+                 "busbw_gbps": r.busbw_gbps, "wrong_elements": r.wrong_elements,
+                 "timer": r.timer}
+                for r in self.proto.rows]
+        return frame(rows, columns=[
+            "job_id", "op", "dtype", "backend", "world_size", "devices", "group", "bytes",
+            "count", "median_ms", "mean_ms", "min_ms", "max_ms", "p95_ms", "p99_ms",
+            "algbw_gbps", "busbw_gbps", "wrong_elements", "timer"])
+
+    def _summary(self) -> list[tuple[str, object]]:
+        groups = "; ".join(f"{g.group} ({E.BACKEND.name(g.backend)} on {','.join(g.devices)}"
+                           f"{', transient' if g.transient else ''})" for g in self.proto.groups)
+        return [("op", self.op), ("dtype", self.dtype), ("groups", groups),
+                ("wrong elements", self.wrong_elements), ("cells", len(self.proto.rows))]
+
+
+Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult]
+
+
+def make_result(job: pb.Job) -> Result | None:
+    """The typed result of a SUCCEEDED job (None when it has none)."""
+    kind = job.result.WhichOneof("kind")
+    if kind == "benchmark":
+        return BenchmarkResult(job.result.benchmark, job.id)
+    if kind == "profile":
+        return ProfileResult(job.result.profile, job.id)
+    if kind == "memory":
+        return MemoryResult(job.result.memory, job.id)
+    if kind == "collective":
+        return CollectiveResult(job.result.collective, job.id)
+    return None
+
+
+# ------------------------------------------------------------------ lists
+
+T = TypeVar("T")
+
+
+class Records(Sequence[T], Generic[T]):
+    """A list of the daemon's messages (models, groups, devices, artifacts)
+    that also makes a DataFrame, one row per item."""
+
+    def __init__(self, items: Sequence[T], columns: list[str],
+                 row: "Any") -> None:
+        self._items = list(items)
+        self._columns = columns
+        self._row = row
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items)
+
+    def to_pandas(self) -> pd.DataFrame:
+        return frame([self._row(x) for x in self._items], columns=self._columns)
+
+    def _repr_html_(self) -> str:
+        return _frame_html(self.to_pandas(), max_rows=50)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._items!r})"
+
+
+def models_records(models: Sequence[pb.ResidentModel]) -> Records[pb.ResidentModel]:
+    return Records(models, ["key", "device", "model", "precision", "parameter_count", "bytes",
+                            "build_seconds", "uses"],
+                   lambda m: {"key": m.key, "device": m.device,
+                              "model": m.model.preset or "custom",
+                              "precision": E.PRECISION.name(m.precision),
+                              "parameter_count": m.parameter_count, "bytes": m.bytes,
+                              "build_seconds": m.build_seconds, "uses": m.uses})
+
+
+def groups_records(groups: Sequence[pb.Group]) -> Records[pb.Group]:
+    return Records(groups, ["id", "devices", "backend", "state", "setup_seconds", "jobs_run",
+                            "timeout_seconds", "transient", "broken_reason"],
+                   lambda g: {"id": g.id, "devices": ",".join(g.devices),
+                              "backend": E.BACKEND.name(g.backend),
+                              "state": E.GROUP_STATE.name(g.state),
+                              "setup_seconds": g.setup_seconds, "jobs_run": g.jobs_run,
+                              "timeout_seconds": g.timeout_seconds, "transient": g.transient,
+                              "broken_reason": g.broken_reason})
+
+
+def artifacts_records(artifacts: Sequence[pb.Artifact]) -> Records[pb.Artifact]:
+    return Records(artifacts, ["name", "bytes"], lambda a: {"name": a.name, "bytes": a.size_bytes})
+
+
+class Node:
+    """GetNodeInfo: hostname, devices (their workers), versions, data dir."""
+
+    def __init__(self, proto: pb.NodeInfo) -> None:
+        self.proto = proto
+        self.devices = Records(list(proto.devices), [
+            "device", "description", "worker_state", "worker_pid", "worker_restarts",
+            "total_memory_bytes", "free_memory_bytes", "compute_capability"],
+            lambda d: {"device": d.name, "description": d.description,
+                       "worker_state": E.WORKER_STATE.name(d.worker_state),
+                       "worker_pid": d.worker_pid, "worker_restarts": d.worker_restarts,
+                       "total_memory_bytes": d.total_memory_bytes,
+                       "free_memory_bytes": d.free_memory_bytes,
+                       "compute_capability": d.compute_capability})
+
+    @property
+    def hostname(self) -> str:
+        return self.proto.hostname
+
+    @property
+    def device_names(self) -> list[str]:
+        return [d.name for d in self.proto.devices]
+
+    @property
+    def versions(self) -> dict[str, str]:
+        v = self.proto.versions
+        return {k: getattr(v, k) for k in ("benchd", "torch", "cuda_runtime", "cuda_driver",
+                                           "nccl", "cudnn") if getattr(v, k)}
+
+    @property
+    def data_dir(self) -> str:
+        return self.proto.data_dir
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per device."""
+        return self.devices.to_pandas()
+
+    def _repr_html_(self) -> str:
+        head = _html_table([("host", self.hostname), ("data dir", self.data_dir),
+                            *self.versions.items()])
+        return f"<b>benchd node {html.escape(self.hostname)}</b>" + head + \
+            self.devices._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<Node {self.hostname}: {', '.join(self.device_names)}>"
