@@ -39,6 +39,11 @@ fi
   .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
     grpcio-health-checking grpcio-reflection pytest pytest-timeout
 
+# The benchd Python package (client/python), installed with its test and
+# type-check extras in a venv of its own (tests/CMakeLists.txt says why).
+[ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
+.venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]'
+
 # 3. Build.
 TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
 if [ ! -f "$BUILD/build.ninja" ]; then

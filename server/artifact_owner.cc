@@ -83,10 +83,12 @@ absl::Status ClaimArtifactsDir(Store& store, const std::string& artifacts_dir) {
       if (id > *last || !store.Get(absl::StrCat(id)).ok()) unknown.push_back(id);
     }
     if (!unknown.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          artifacts_dir, " has folders of jobs this store does not have (", Summarize(unknown),
-          "), and no ", kArtifactsOwnerFile, " saying whose they are: they belong to another "
-          "store. Move ", artifacts_dir, " aside, or use another --data-dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(artifacts_dir, " has folders of jobs this store does not have (",
+                       Summarize(unknown), "), and no ", kArtifactsOwnerFile,
+                       " saying whose they are: they belong to another "
+                       "store. Move ",
+                       artifacts_dir, " aside, or use another --data-dir"));
     }
   }
   if (!ours && !folders->empty() && *last == 0) {

@@ -39,9 +39,9 @@ std::string DescribeDiskSpace(const std::string& path) {
 }
 
 absl::Status DataDirFullError(const std::string& data_dir, const std::string& what) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("the data dir ", DescribeDiskSpace(data_dir), " is full: ", what,
-                   "; free space there (reads still work)"));
+  return absl::ResourceExhaustedError(absl::StrCat("the data dir ", DescribeDiskSpace(data_dir),
+                                                   " is full: ", what,
+                                                   "; free space there (reads still work)"));
 }
 
 }  // namespace benchd::server

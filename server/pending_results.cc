@@ -26,8 +26,7 @@ v1::Job WithoutResult(v1::Job job, absl::StatusCode code, const std::string& mes
 
 }  // namespace
 
-PendingResults::PendingResults(Store* store, OnStored on_stored, OnCount on_count,
-                               Options options)
+PendingResults::PendingResults(Store* store, OnStored on_stored, OnCount on_count, Options options)
     : store_(store),
       on_stored_(std::move(on_stored)),
       on_count_(std::move(on_count)),
@@ -48,13 +47,12 @@ void PendingResults::Add(v1::Job job, const absl::Status& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes_ + bytes > options_.max_bytes && job.has_result()) {
-      job = WithoutResult(
-          job, absl::StatusCode::kResourceExhausted,
-          absl::StrCat("the job ", Ended(job), " but its result (", bytes,
-                       " bytes) could not be stored (", why.message(),
-                       ") and the daemon already holds ", bytes_,
-                       " bytes of unstored results (at most ", options_.max_bytes,
-                       "): the result was dropped"));
+      job = WithoutResult(job, absl::StatusCode::kResourceExhausted,
+                          absl::StrCat("the job ", Ended(job), " but its result (", bytes,
+                                       " bytes) could not be stored (", why.message(),
+                                       ") and the daemon already holds ", bytes_,
+                                       " bytes of unstored results (at most ", options_.max_bytes,
+                                       "): the result was dropped"));
       bytes = job.ByteSizeLong();
     }
     bytes_ += bytes;
@@ -148,19 +146,21 @@ void PendingResults::Flush() {
     bytes_ = 0;
   }
   for (auto& [id, e] : left) {
-    const v1::Job small = WithoutResult(
-        e.job, absl::StatusCode::kDataLoss,
-        absl::StrCat("the job ", Ended(e.job),
-                     " but the daemon stopped before its result could be stored (", e.why,
-                     "): the result is lost"));
+    const v1::Job small =
+        WithoutResult(e.job, absl::StatusCode::kDataLoss,
+                      absl::StrCat("the job ", Ended(e.job),
+                                   " but the daemon stopped before its result could be stored (",
+                                   e.why, "): the result is lost"));
     if (store_->Update(small).ok()) {
-      fprintf(stderr, "benchd: job %s: its result could not be stored before stopping (%s); "
-                      "stored as FAILED without it\n",
+      fprintf(stderr,
+              "benchd: job %s: its result could not be stored before stopping (%s); "
+              "stored as FAILED without it\n",
               id.c_str(), e.why.c_str());
       on_stored_(small);
     } else {
-      fprintf(stderr, "benchd: job %s %s but could not be stored before stopping (%s): it will "
-                      "show INTERRUPTED at the next start and its result is lost\n",
+      fprintf(stderr,
+              "benchd: job %s %s but could not be stored before stopping (%s): it will "
+              "show INTERRUPTED at the next start and its result is lost\n",
               id.c_str(), Ended(e.job).c_str(), e.why.c_str());
     }
   }

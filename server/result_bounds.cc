@@ -50,7 +50,8 @@ absl::Status BoundJobResult(v1::Job* job, const std::string& artifacts_dir) {
   absl::Status status;
   v1::JobResult* result = job->mutable_result();
   if (result->has_benchmark()) {
-    status.Update(BoundSteps(result->mutable_benchmark(), artifacts_dir, job->id(), kStepsArtifact));
+    status.Update(
+        BoundSteps(result->mutable_benchmark(), artifacts_dir, job->id(), kStepsArtifact));
   }
   if (result->has_profile() && result->profile().has_unprofiled()) {
     status.Update(BoundSteps(result->mutable_profile()->mutable_unprofiled(), artifacts_dir,

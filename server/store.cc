@@ -1,8 +1,8 @@
 #include "server/store.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +39,8 @@ absl::Status ErrorFor(int code, std::string msg) {
 }
 
 absl::Status SqliteError(sqlite3* db, const std::string& op) {
-  return ErrorFor(sqlite3_extended_errcode(db), absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
+  return ErrorFor(sqlite3_extended_errcode(db),
+                  absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
 }
 
 absl::Status Exec(sqlite3* db, const std::string& op, const std::string& sql) {
@@ -241,7 +242,7 @@ absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1
 }
 
 absl::StatusOr<std::vector<Row>> JobsInState(sqlite3* db, const std::string& op,
-                                            v1::JobState state) {
+                                             v1::JobState state) {
   const std::string sql =
       absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE state = ?1 ORDER BY id ASC");
   absl::StatusOr<Statement> stmt = Statement::Prepare(db, op, sql.c_str());
@@ -406,7 +407,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   absl::StatusOr<bool> row = meta->Step();
   if (!row.ok()) return row.status();
   if (!*row) {
-    return absl::DataLossError(absl::StrCat("store: '", path, "' has no store id in its meta table"));
+    return absl::DataLossError(
+        absl::StrCat("store: '", path, "' has no store id in its meta table"));
   }
   store->store_id_ = meta->Blob(0);
   store->RestoreReserve();
@@ -414,9 +416,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Store::Store(sqlite3* db, std::string path)
-    : path_(std::move(path)),
-      dir_(std::filesystem::path(path_).parent_path().string()),
-      db_(db) {}
+    : path_(std::move(path)), dir_(std::filesystem::path(path_).parent_path().string()), db_(db) {}
 
 Store::~Store() { sqlite3_close_v2(db_); }
 
@@ -590,8 +590,8 @@ absl::Status Store::ReserveIdsThrough(int64_t id) {
   update->Bind(1, id);
   if (absl::StatusOr<bool> r = update->Step(); !r.ok()) return Explain(r.status());
   if (sqlite3_changes(db_) == 0) {
-    absl::StatusOr<Statement> insert = Statement::Prepare(
-        db_, op, "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)");
+    absl::StatusOr<Statement> insert =
+        Statement::Prepare(db_, op, "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)");
     if (!insert.ok()) return insert.status();
     insert->Bind(1, id);
     if (absl::StatusOr<bool> r = insert->Step(); !r.ok()) return Explain(r.status());

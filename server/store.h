@@ -114,7 +114,7 @@ class Store {
   // One connection, used by one thread at a time.
   std::mutex mu_;
   sqlite3* const db_;
-  std::set<int64_t> reported_bad_rows_;  // under mu_
+  std::set<int64_t> reported_bad_rows_;                                // under mu_
   std::function<void(int64_t, const std::string&)> bad_row_listener_;  // under mu_
 };
 
