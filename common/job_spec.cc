@@ -504,6 +504,16 @@ absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
   return absl::OkStatus();
 }
 
+double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
+  switch (spec.kind_case()) {
+    case v1::JobSpec::kProfile:
+    case v1::JobSpec::kMemory:
+      return 900;  // trace / snapshot export and analysis are silent
+    default:
+      return 600;
+  }
+}
+
 absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value) {
   if (value == 0) return kDefaultCollectiveTimeoutSeconds;
   if (!(value >= 1 && value <= kMaxTimeoutSeconds)) {  // NaN fails both
@@ -617,6 +627,13 @@ std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
   // One check of every float and double field, whatever the kind.
   if (auto s = CheckFiniteNumbers(spec); !s.ok()) return s;
+  // 0 stays 0: the daemon writes out its own default for the kind.
+  if (const double t = spec.progress_timeout_seconds();
+      t != 0 && !(t >= 1 && t <= kMaxTimeoutSeconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "progress_timeout_seconds: expected 0 (= the daemon's default for the kind) or 1..",
+        kMaxTimeoutSeconds, ", got ", NumberText(t)));
+  }
   v1::JobSpec out = spec;
   switch (spec.kind_case()) {
     case v1::JobSpec::kBenchmark: {

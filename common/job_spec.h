@@ -95,6 +95,14 @@ absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
 inline constexpr double kMaxTimeoutSeconds = 86400;
 absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value);
 
+// The progress deadline of a job of this kind when neither the spec
+// (progress_timeout_seconds) nor the daemon's configuration sets one: long
+// enough for the slowest silent phase of each kind on a GPU (building an xl
+// model, exporting a large profile trace or memory snapshot, one large
+// collective size), short enough that a hung job does not hold a device for
+// an hour.
+double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec);
+
 }  // namespace benchd
 
 #endif  // BENCHD_COMMON_JOB_SPEC_H_

@@ -586,3 +586,42 @@ TEST(OptionsForDeviceTest, HalfPrecisionKernelsAreRefusedInFp32OnCuda) {
 
 }  // namespace
 }  // namespace benchd
+
+namespace benchd {
+namespace {
+
+TEST(ProgressTimeoutTest, ZeroOrOneToADayElseRefusedNamingTheField) {
+  v1::JobSpec s;
+  s.mutable_benchmark()->mutable_model()->set_preset("tiny");
+  for (double good : {0.0, 1.0, 3.5, 86400.0}) {
+    s.set_progress_timeout_seconds(good);
+    auto out = ResolveJobSpec(s);
+    ASSERT_TRUE(out.ok()) << good << ": " << out.status();
+    EXPECT_EQ(out->progress_timeout_seconds(), good);  // 0 is the daemon's to fill in
+  }
+  s.set_progress_timeout_seconds(-1);
+  auto out = ResolveJobSpec(s);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status().message(),
+            "progress_timeout_seconds: expected 0 (= the daemon's default for the kind) or "
+            "1..86400, got -1");
+  for (double bad : {0.5, 86401.0, std::nan("")}) {
+    s.set_progress_timeout_seconds(bad);
+    EXPECT_EQ(ResolveJobSpec(s).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ProgressTimeoutTest, DefaultsPerKind) {
+  v1::JobSpec s;
+  s.mutable_benchmark();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+  s.mutable_profile();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 900);
+  s.mutable_memory();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 900);
+  s.mutable_collective();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+}
+
+}  // namespace
+}  // namespace benchd

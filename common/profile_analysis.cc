@@ -37,6 +37,8 @@ class RangeLinks {
     if (e.parent >= 0 && !CrossThread(i)) {
       owner = events_[e.parent].kind == Kind::kRange ? e.parent : Owner(e.parent);
     }
+    // A range's enclosing range is Before it, so walking out always ends.
+    if (owner >= 0 && e.kind == Kind::kRange && !Before(owner, i)) owner = -1;
     if (owner < 0 && e.kind != Kind::kDevice) owner = Adopter(i);
     owner_[i] = owner;
     return owner;
@@ -44,6 +46,13 @@ class RangeLinks {
 
  private:
   static constexpr int kUnknown = -2;
+
+  // Started earlier, or at the same time and listed first (parents come
+  // before their children): ranges on two threads that open in the same
+  // nanosecond would otherwise adopt each other.
+  bool Before(int a, int b) const {
+    return std::make_pair(events_[a].start_ns, a) < std::make_pair(events_[b].start_ns, b);
+  }
 
   // A host event whose parent is on another host thread.
   bool CrossThread(int i) const {
@@ -58,6 +67,7 @@ class RangeLinks {
     for (int i : ranges_) {
       const ProfileEvent& c = events_[i];
       if (c.thread == r.thread || i == orphan) continue;
+      if (r.kind == Kind::kRange && !Before(i, orphan)) continue;
       if (c.start_ns <= r.start_ns && r.start_ns <= c.end_ns &&
           (best < 0 || c.start_ns >= events_[best].start_ns)) {
         best = i;  // the latest-starting range that contains it is the innermost

@@ -165,6 +165,27 @@ TEST(ProfileAnalysis, LinksAcrossThreadsGiveWayToTimes) {
   EXPECT_NEAR(Range(a, "step").wall_seconds(), 2000e-9, 1e-15);
 }
 
+TEST(ProfileAnalysis, RangesOpeningTogetherOnTwoThreadsDoNotAdoptEachOther) {
+  // Found by fuzz/profile_analysis_fuzzer (it hung): two root ranges on two
+  // threads opening in the same nanosecond each contained the other's start,
+  // so walking out from a kernel's range never ended.
+  Tree t;
+  const int a = t.Add(Kind::kRange, "a", 100, 900, -1, /*thread=*/1);
+  const int b = t.Add(Kind::kRange, "b", 100, 900, -1, /*thread=*/2);
+  t.Launch("aten::mm", "gemm_a", 110, 200, 300, a, 1);
+  t.Launch("aten::add", "add_b", 120, 400, 500, b, 2);
+  ProfileAnalysisInput in;
+  in.events = t.events;
+  const ProfileAnalysis out = AnalyzeProfile(in);
+  EXPECT_THAT(RangeNames(out), ElementsAre("a", "b"));
+  EXPECT_EQ(Range(out, "a").parent(), "");  // listed first: the outer one
+  EXPECT_EQ(Range(out, "b").parent(), "a");
+  EXPECT_EQ(Range(out, "a").kernel_count(), 2);
+  EXPECT_EQ(Range(out, "b").kernel_count(), 1);
+  in.device_rows = false;
+  EXPECT_EQ(AnalyzeProfile(in).ranges.size(), 2u);
+}
+
 TEST(ProfileAnalysis, GemmByNameWhenNoOperatorLaunchedIt) {
   EXPECT_TRUE(LooksLikeGemmKernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"));
   EXPECT_TRUE(LooksLikeGemmKernel("ampere_sgemm_128x64_tn"));

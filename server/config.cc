@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -46,15 +47,42 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
         config->worker_start_timeout_s = value.get<int>();
       else if (key == "worker_heartbeat_timeout_s")
         config->worker_heartbeat_timeout_s = value.get<int>();
-      else
+      else if (key == "progress_timeout_s") {
+        for (const auto& [kind, seconds] : value.items()) {
+          auto s = ParseProgressTimeout(absl::StrCat(kind, "=", seconds.get<double>()),
+                                        &config->progress_timeout_s);
+          if (!s.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("config file '", path, "': progress_timeout_s: ", s.message()));
+          }
+        }
+      } else
         return absl::InvalidArgumentError(absl::StrCat(
             "config file '", path, "': unknown key '", key,
             "'; expected listen_address, metrics_address, data_dir, devices, worker_path, "
-            "worker_start_timeout_s, worker_heartbeat_timeout_s"));
+            "worker_start_timeout_s, worker_heartbeat_timeout_s, progress_timeout_s"));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string, double>* out) {
+  const size_t eq = flag.find('=');
+  const std::string kind = flag.substr(0, eq);
+  if (eq == std::string::npos ||
+      (kind != "benchmark" && kind != "profile" && kind != "memory" && kind != "collective")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress timeout '", flag,
+                     "': expected KIND=SECONDS with KIND benchmark, profile, memory or collective"));
+  }
+  double seconds = 0;
+  if (!absl::SimpleAtod(flag.substr(eq + 1), &seconds) || !(seconds >= 1 && seconds <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat("progress timeout '", flag,
+                                                   "': expected 1..86400 seconds for ", kind));
+  }
+  (*out)[kind] = seconds;
   return absl::OkStatus();
 }
 

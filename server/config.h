@@ -3,6 +3,7 @@
 #ifndef BENCHD_SERVER_CONFIG_H_
 #define BENCHD_SERVER_CONFIG_H_
 
+#include <map>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -23,11 +24,21 @@ struct DaemonConfig {
   // Seconds a worker that is up may leave its heartbeat (a ping every
   // second) unanswered before it is shown UNRESPONSIVE and refused work.
   int worker_heartbeat_timeout_s = 10;
+  // Progress deadlines by job kind ("benchmark", "profile", "memory",
+  // "collective"), in seconds; a kind not here uses
+  // DefaultProgressTimeoutSeconds (common/job_spec.h); a job's own
+  // progress_timeout_seconds wins over both.
+  std::map<std::string, double> progress_timeout_s;
 };
+
+// "KIND=SECONDS" (--progress-timeout benchmark=900) into `out`: KIND one of
+// benchmark, profile, memory, collective; SECONDS 1..86400.
+absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string, double>* out);
 
 // Reads a JSON file with any of the keys listen_address, metrics_address,
 // data_dir, devices (list), worker_path, worker_start_timeout_s,
-// worker_heartbeat_timeout_s into `config`.
+// worker_heartbeat_timeout_s, progress_timeout_s (an object: kind -> seconds)
+// into `config`.
 // Unknown keys and wrong types are errors naming the key.
 absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 

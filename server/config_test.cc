@@ -31,7 +31,8 @@ TEST_F(ConfigFileTest, ReadsEveryKey) {
   DaemonConfig c;
   ASSERT_TRUE(LoadConfigFile(Write(R"({"listen_address": "0.0.0.0:1", "metrics_address": "",
       "data_dir": "/d", "devices": ["cuda:0", "cuda:1"], "worker_path": "/w",
-      "worker_start_timeout_s": 9})"),
+      "worker_start_timeout_s": 9, "worker_heartbeat_timeout_s": 4,
+      "progress_timeout_s": {"profile": 1200}})"),
                              &c)
                   .ok());
   EXPECT_EQ(c.listen_address, "0.0.0.0:1");
@@ -40,6 +41,22 @@ TEST_F(ConfigFileTest, ReadsEveryKey) {
   EXPECT_EQ(c.devices, (std::vector<std::string>{"cuda:0", "cuda:1"}));
   EXPECT_EQ(c.worker_path, "/w");
   EXPECT_EQ(c.worker_start_timeout_s, 9);
+  EXPECT_EQ(c.worker_heartbeat_timeout_s, 4);
+  EXPECT_EQ(c.progress_timeout_s, (std::map<std::string, double>{{"profile", 1200}}));
+}
+
+TEST(ProgressTimeoutFlagTest, KindEqualsSecondsElseNamed) {
+  std::map<std::string, double> t;
+  ASSERT_TRUE(ParseProgressTimeout("benchmark=30", &t).ok());
+  ASSERT_TRUE(ParseProgressTimeout("collective=86400", &t).ok());
+  EXPECT_EQ(t, (std::map<std::string, double>{{"benchmark", 30}, {"collective", 86400}}));
+  EXPECT_EQ(ParseProgressTimeout("attention=30", &t).message(),
+            "progress timeout 'attention=30': expected KIND=SECONDS with KIND benchmark, profile, "
+            "memory or collective");
+  EXPECT_EQ(ParseProgressTimeout("profile=0", &t).message(),
+            "progress timeout 'profile=0': expected 1..86400 seconds for profile");
+  EXPECT_FALSE(ParseProgressTimeout("profile=nan", &t).ok());
+  EXPECT_FALSE(ParseProgressTimeout("profile", &t).ok());
 }
 
 TEST_F(ConfigFileTest, UnknownKeyIsNamed) {

@@ -1,5 +1,9 @@
 #include "server/event_hub.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace benchd::server {
 
 bool IsTerminal(const v1::JobEvent& e) {
@@ -12,16 +16,29 @@ EventHub::EventHub(size_t max_finished, size_t max_finished_bytes, size_t max_hi
       max_history_bytes_(max_history_bytes) {}
 
 void EventHub::Publish(const v1::JobEvent& event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  bool dropped_long_history = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped_long_history = PublishLocked(event);
+  }
+#ifdef __GLIBC__
+  // 100,000 small step events freed at once stay in glibc's heap (the
+  // daemon's RSS would keep them); hand them back to the system.
+  if (dropped_long_history) malloc_trim(0);
+#endif
+}
+
+bool EventHub::PublishLocked(const v1::JobEvent& event) {
   JobHistory& h = jobs_[event.job_id()];
-  if (h.finished) return;  // nothing follows a terminal event
+  if (h.finished) return false;  // nothing follows a terminal event
   h.events.push_back(event);
   h.bytes += event.ByteSizeLong();
   for (auto& [id, cb] : h.subscribers) cb(event);
   if (IsTerminal(event)) {
     h.finished = true;
     h.subscribers.clear();  // they have had everything
-    if (h.bytes > max_history_bytes_) {
+    const bool too_long = h.bytes > max_history_bytes_;
+    if (too_long) {
       // A long run (100,000 steps): later watchers read the store.
       std::vector<v1::JobEvent>().swap(h.events);
       h.bytes = 0;
@@ -29,7 +46,9 @@ void EventHub::Publish(const v1::JobEvent& event) {
     finished_bytes_ += h.bytes;
     finished_order_.push_back(event.job_id());
     DropOldFinished();
+    return too_long;
   }
+  return false;
 }
 
 void EventHub::DropOldFinished() {

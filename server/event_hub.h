@@ -59,6 +59,8 @@ class EventHub {
     std::map<uint64_t, Callback> subscribers;
     bool finished = false;
   };
+  // Publish under mu_; true when it dropped a long finished history.
+  bool PublishLocked(const v1::JobEvent& event);
   void DropOldFinished();  // under mu_
   std::mutex mu_;
   std::map<std::string, JobHistory> jobs_;

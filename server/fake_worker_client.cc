@@ -333,6 +333,21 @@ void FakeWorkers::FailStarts(const std::string& device, const std::string& how) 
   cv_.notify_all();
 }
 
+void FakeWorkers::Kill(const std::string& device, uint64_t generation, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kills_.push_back(absl::StrCat(device, " ", generation, ": ", why));
+    const Slot& slot = slots_.at(device);
+    if (!slot.up || slot.generation != generation) return;
+  }
+  Exit(device, absl::StrCat("killed by signal 9 (SIGKILL: Killed), by benchd: ", why));
+}
+
+std::vector<std::string> FakeWorkers::kills() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kills_;
+}
+
 WorkerHealth FakeWorkers::Health(const std::string& device) {
   std::lock_guard<std::mutex> lock(mu_);
   const Slot& slot = slots_.at(device);

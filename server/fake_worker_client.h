@@ -239,6 +239,10 @@ class FakeWorkers final : public Workers {
   std::string WaitForExit(const std::string& device, uint64_t generation,
                           std::chrono::milliseconds timeout) override;
   WorkerHealth Health(const std::string& device) override;
+  // As the supervisor: that incarnation exits "killed by signal 9 (SIGKILL:
+  // Killed), by benchd: <why>" (through Exit); kills() lists the calls.
+  void Kill(const std::string& device, uint64_t generation, const std::string& why) override;
+  std::vector<std::string> kills();
   std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
@@ -261,6 +265,7 @@ class FakeWorkers final : public Workers {
   std::condition_variable cv_;
   std::map<std::string, Slot> slots_;
   ExitListener listener_;
+  std::vector<std::string> kills_;  // "<device> <generation>: <why>"
 };
 
 }  // namespace benchd::server

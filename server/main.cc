@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> devices;
   int start_timeout = 0;
   int heartbeat_timeout = 0;
+  std::vector<std::string> progress_timeouts;
   app.add_option("--config", config_file, "JSON config file (flags override it)");
   app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
   app.add_option("--metrics", metrics,
@@ -80,6 +81,10 @@ int main(int argc, char** argv) {
   app.add_option("--worker-heartbeat-timeout", heartbeat_timeout,
                  "seconds a worker may leave its heartbeat unanswered before it is shown "
                  "UNRESPONSIVE (default 10)");
+  app.add_option("--progress-timeout", progress_timeouts,
+                 "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective) that shows "
+                 "no progress for SECONDS has its worker killed and fails (defaults 600, 900, "
+                 "900, 600); repeat; a job's progress_timeout_seconds wins");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_file.empty()) {
@@ -94,6 +99,11 @@ int main(int argc, char** argv) {
   if (!worker.empty()) config.worker_path = worker;
   if (start_timeout > 0) config.worker_start_timeout_s = start_timeout;
   if (heartbeat_timeout != 0) config.worker_heartbeat_timeout_s = heartbeat_timeout;
+  for (const auto& flag : progress_timeouts) {
+    if (auto s = benchd::server::ParseProgressTimeout(flag, &config.progress_timeout_s); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
   if (config.worker_heartbeat_timeout_s < 1 || config.worker_heartbeat_timeout_s > 3600) {
     return Fail(absl::StrCat("worker heartbeat timeout: expected 1..3600 seconds, got ",
                              config.worker_heartbeat_timeout_s));

@@ -308,6 +308,10 @@ void Supervisor::Supervise(Slot* slot) {
                           ? DescribeExit(status)
                           : absl::StrCat("did not answer within ", options_.start_timeout.count(),
                                          " s and was killed");
+    if (!slot->kill_reason.empty()) {
+      slot->last_exit += absl::StrCat(", by benchd: ", slot->kill_reason);
+      slot->kill_reason.clear();
+    }
     if (metrics_) metrics_->SetWorkerUp(slot->device, false);
     cv_.notify_all();
     if (ready && exit_listener_) {
@@ -392,6 +396,18 @@ WorkerHealth Supervisor::HealthLocked(const Slot& slot) const {
       break;
   }
   return health;
+}
+
+void Supervisor::Kill(const std::string& device, uint64_t generation, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  if (it == slots_.end()) return;
+  Slot& slot = *it->second;
+  if (slot.generation != generation || slot.exited || slot.pid <= 0) return;
+  fprintf(stderr, "benchd: killing the worker for %s (pid %d): %s\n", device.c_str(), slot.pid,
+          why.c_str());
+  slot.kill_reason = why;
+  kill(slot.pid, SIGKILL);
 }
 
 WorkerHealth Supervisor::Health(const std::string& device) {

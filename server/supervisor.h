@@ -59,6 +59,7 @@ class Supervisor final : public Workers {
   std::string WaitForExit(const std::string& device, uint64_t generation,
                           std::chrono::milliseconds timeout) override;
   WorkerHealth Health(const std::string& device) override;
+  void Kill(const std::string& device, uint64_t generation, const std::string& why) override;
   std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
@@ -99,6 +100,7 @@ class Supervisor final : public Workers {
     bool unresponsive = false;
     bool reported_serving = false;  // what the health listener heard last
     int failed_starts = 0;          // starts in a row that never answered
+    std::string kill_reason;        // why benchd killed this incarnation, if it did
   };
 
   void Supervise(Slot* slot);

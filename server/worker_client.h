@@ -257,6 +257,10 @@ class Workers {
                                   std::chrono::milliseconds timeout) = 0;
   // Where `device`'s worker stands now, without waiting.
   virtual WorkerHealth Health(const std::string& device) = 0;
+  // Kills incarnation `generation` of `device`'s worker (SIGKILL: a stopped
+  // or hung worker answers nothing else) if it still runs; the supervisor
+  // restarts it, and its exit says `why` ("killed by benchd: …").
+  virtual void Kill(const std::string& device, uint64_t generation, const std::string& why) = 0;
   // Clients of the workers that are UP now, in device order.
   virtual std::vector<std::shared_ptr<WorkerClient>> UpWorkers() = 0;
   // Every device with its worker's state, pid and restarts.

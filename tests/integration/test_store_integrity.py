@@ -91,23 +91,28 @@ def artifact_names(d, job_id):
 def test_a_deleted_store_never_serves_old_artifacts_and_a_foreign_one_is_refused(tmp_data_dir):
     d = Daemon(tmp_data_dir).start()
     try:
-        # 1,100 steps: more than a result keeps, so the job writes steps.csv.
-        old = run(d, tiny(steps=1100))
-        assert artifact_names(d, old) == ["steps.csv"]
+        old = run(d, tiny())
+        # What a profile job leaves (artifacts/<id>/trace.json), written here
+        # directly so that the test needs no profiler.
+        folder = os.path.join(tmp_data_dir, "artifacts", old)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        with open(os.path.join(folder, "trace.json"), "w") as f:
+            f.write("{}")
+        assert artifact_names(d, old) == ["trace.json"]
         d.stop()
         saved = os.path.join(tmp_data_dir, "old.sqlite3")
         shutil.copy(os.path.join(tmp_data_dir, "benchd.sqlite3"), saved)
         delete_store(tmp_data_dir)
 
         d.start()  # a new, empty store beside job 1's artifacts: adopted
-        assert "adopts the folder" in d.log()
         with pytest.raises(grpc.RpcError) as e:
             d.stub.GetJob(bench_pb2.GetJobRequest(job_id=old), timeout=10)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
         d.wait_worker_up()
         new = run(d, tiny())
         assert int(new) > int(old), f"job id {new} reused"
-        assert artifact_names(d, new) == []
+        assert artifact_names(d, new) == []  # before the fix: the old job 1's trace.json
+        assert "adopts the folder" in d.log()
         d.stop()
 
         # The old store put back: it has jobs, and the artifacts are now the new

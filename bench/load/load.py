@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""benchd under load: one real daemon (cpu:0), its queue holding QUEUED jobs,
+a Watch stream open on each of them, and a mixed unary load (GetJob, ListJobs
+pages, GetNodeInfo) from several client processes; calls/s, p50/p99 latency
+per call kind, the daemon's RSS idle and under load, the CPU split and every
+failed call, beside the targets of issue 18 (10,000 calls/s and p99 < 20 ms at
+1,000 watchers, RSS < 300 MB).
+
+    python3 bench/load/load.py --bin build/bin            # 1,000 then 0 watchers
+    python3 bench/load/load.py --watchers 1000 --duration 60 --perf perf.txt
+
+Each figure set is a fresh daemon. The queue: a long benchmark takes the only
+worker (RUNNING), `--queued` small jobs wait behind it (one job at a time per
+device, FIFO), and then the worker is SIGSTOPped so that its CPU benchmark does
+not take one of this machine's cores (the job stays RUNNING, the rest QUEUED;
+its heartbeat bound is an hour, so GetNodeInfo shows it UP). The clients run
+on the same machine as the daemon; the CPU rows say who used what.
+"""
+import argparse
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from typing import Any, List, Optional, Tuple
+
+import grpc
+
+import clients
+import daemon as d
+import report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "..")
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default=os.path.join(SRC, "build", "bin"),
+                    help="folder with benchd and benchd-worker")
+    ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per run")
+    ap.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each window")
+    ap.add_argument("--watchers", type=int, nargs="+", default=[1000, 0],
+                    help="Watch streams to hold; one run (a fresh daemon) per value")
+    ap.add_argument("--watch-channels", type=int, default=10,
+                    help="TCP connections the Watch streams are spread over")
+    ap.add_argument("--clients", type=int, default=2, help="unary client processes")
+    ap.add_argument("--api", choices=["aio", "sync"], default="aio",
+                    help="grpc.aio coroutines or the sync stub on threads")
+    ap.add_argument("--concurrency", type=int, default=16,
+                    help="calls in flight per client process (coroutines or threads)")
+    ap.add_argument("--queued", type=int, default=1000, help="jobs kept QUEUED")
+    ap.add_argument("--page-size", type=int, default=50, help="ListJobs page size")
+    ap.add_argument("--mix", default="GetJob=6,ListJobs=3,GetNodeInfo=1",
+                    help="call kinds and their weights")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="extra environment for the daemon (e.g. LD_PRELOAD=...), repeatable")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="perf record the daemon (-g) during the first run's window; "
+                         "the report's top entries go to FILE")
+    return ap.parse_args()
+
+
+def parse_mix(text: str) -> List[Tuple[str, int]]:
+    mix = []
+    for part in text.split(","):
+        kind, weight = part.split("=")
+        if kind not in clients.KINDS:
+            sys.exit(f"--mix: unknown call {kind!r}; expected {', '.join(clients.KINDS)}")
+        mix.append((kind, int(weight)))
+    return mix
+
+
+def open_watchers(ctx: Any, address: str, stub_dir: str, job_ids: List[str],
+                  channels: int) -> Tuple[Any, Any, Any]:
+    """The watcher process, once every stream has delivered its job's history."""
+    ready, stop, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=clients.watcher_main,
+                       args=(address, stub_dir, job_ids, channels, ready, stop, out))
+    proc.start()
+    try:
+        ready.get(timeout=120)
+    except Exception:
+        stop.set()
+        result = out.get(timeout=60)
+        sys.exit(f"the Watch streams did not all open ({result.opened} of {len(job_ids)}): "
+                 + "; ".join(result.failures[:10]))
+    return proc, stop, out
+
+
+def start_perf(pid: int, seconds: float, data_path: str) -> subprocess.Popen[bytes]:
+    """perf record of every thread of `pid` with DWARF call stacks (Debian's
+    libraries have no frame pointers)."""
+    return subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", "dwarf,16384",
+                             "-p", str(pid), "-o", data_path, "--", "sleep", f"{seconds:.1f}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def write_perf_report(data_path: str, out_path: str) -> None:
+    """perf_summary.py's tables, then perf's own self-time reports by
+    shared object and by symbol (lines cut at 160 characters)."""
+    parts = [subprocess.run([sys.executable, os.path.join(HERE, "perf_summary.py"), data_path],
+                            capture_output=True, text=True, check=False).stdout]
+    for sort in ("dso", "dso,sym"):
+        report = subprocess.run(["perf", "report", "-i", data_path, "--stdio", "--no-children",
+                                 "--sort", sort, "-g", "none", "--percent-limit", "0.5"],
+                                capture_output=True, text=True, check=False).stdout
+        lines = [l.rstrip()[:160] for l in report.splitlines() if l.strip() and not l.startswith("#")]
+        parts.append(f"### perf report --no-children --sort {sort}\n" + "\n".join(lines) + "\n")
+    with open(out_path, "w") as out:
+        out.write("\n".join(parts))
+
+
+def measure(pids: dict, window: Tuple[float, float], daemon_pid: int,
+            perf: Optional[Tuple[str, str]]) -> Tuple[dict, float, int]:
+    """CPU (cores) of each group of pids over the window, the highest daemon
+    VmRSS (MB) and thread count sampled every 0.25 s during it."""
+    start_at, end_at = window
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    before = {name: sum(d.cpu_seconds(p) for p in ps) for name, ps in pids.items()}
+    machine_before = d.machine_cpu_seconds()
+    perf_proc = start_perf(daemon_pid, end_at - time.monotonic() - 1, perf[0]) if perf else None
+    rss_max, threads_max = 0.0, 0
+    while time.monotonic() < end_at:
+        rss_max = max(rss_max, d.status_kb(daemon_pid, "VmRSS") / 1024)
+        threads_max = max(threads_max, d.thread_count(daemon_pid))
+        time.sleep(min(0.25, max(0.0, end_at - time.monotonic())))
+    after = {name: sum(d.cpu_seconds(p) for p in ps) for name, ps in pids.items()}
+    machine_after = d.machine_cpu_seconds()
+    seconds = end_at - start_at
+    cores = {name: (after[name] - before[name]) / seconds for name in pids}
+    cores["interrupts (irq, softirq)"] = (machine_after[1] - machine_before[1]) / seconds
+    cores["machine"] = (machine_after[0] - machine_before[0]) / seconds
+    cores["other processes"] = (cores["machine"] - cores["interrupts (irq, softirq)"]
+                                - sum(cores[name] for name in pids))
+    if perf_proc is not None:
+        perf_proc.wait()
+        write_perf_report(perf[0], perf[1])
+        os.remove(perf[0])
+    return cores, rss_max, threads_max
+
+
+def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
+             perf: Optional[Tuple[str, str]]) -> report.RunFigures:
+    pb, pb_grpc = d.import_stubs(stub_dir)
+    ctx = multiprocessing.get_context("spawn")
+    data = tempfile.mkdtemp(prefix="benchd-load-")
+    worker_pid = 0
+    try:
+        env = dict(e.split("=", 1) for e in args.daemon_env)
+        with d.Daemon(args.bin, data, env) as daemon, grpc.insecure_channel(daemon.address) as ch:
+            stub = pb_grpc.BenchStub(ch)
+            worker_pid = d.wait_worker_up(stub, pb)
+            rss_started = d.status_kb(daemon.pid, "VmRSS") / 1024
+            running_id, ids = d.fill_queue(stub, pb, args.queued)
+            d.pause_worker(worker_pid)
+            tokens = d.page_tokens(stub, pb, args.page_size)
+            print(f"daemon {daemon.pid} at {daemon.address}: job {running_id} RUNNING (worker "
+                  f"{worker_pid} stopped), {len(ids)} QUEUED, {len(tokens)} ListJobs pages",
+                  flush=True)
+
+            watch_ids = [ids[i % len(ids)] for i in range(watchers)]
+            watcher, stop_watchers, watch_out = open_watchers(
+                ctx, daemon.address, stub_dir, watch_ids, args.watch_channels)
+            time.sleep(1.0)
+            rss_idle = d.status_kb(daemon.pid, "VmRSS") / 1024
+            threads_idle = d.thread_count(daemon.pid)
+
+            ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+            times = ctx.Array("d", 2)
+            procs = []
+            for i in range(args.clients):
+                plan = clients.ClientPlan(i, daemon.address, stub_dir, args.api, args.concurrency,
+                                          ids, tokens, args.page_size, parse_mix(args.mix))
+                p = ctx.Process(target=clients.client_main, args=(plan, ready, go, times, out))
+                p.start()
+                procs.append(p)
+            for _ in procs:
+                ready.get(timeout=120)
+            start_at = time.monotonic() + args.warmup
+            times[0], times[1] = start_at, start_at + args.duration
+            go.set()
+
+            pids = {"daemon": [daemon.pid], "clients": [p.pid for p in procs],
+                    "watchers": [watcher.pid], "worker": [worker_pid], "this script": [os.getpid()]}
+            cores, rss_max, threads_max = measure(pids, (times[0], times[1]), daemon.pid, perf)
+            results: List[clients.ClientResult] = [out.get(timeout=120) for _ in procs]
+            for p in procs:
+                p.join()
+            stop_watchers.set()
+            watched: clients.WatchResult = watch_out.get(timeout=60)
+            watcher.join()
+            hwm = d.status_kb(daemon.pid, "VmHWM") / 1024
+            d.check_still_queued(stub, pb, running_id, ids)
+            d.resume_worker(worker_pid)  # so that it can stop with the daemon
+            worker_pid = 0
+    finally:
+        if worker_pid:
+            d.resume_worker(worker_pid)
+        shutil.rmtree(data, ignore_errors=True)
+
+    merged = report.merge([r.latencies_ms for r in results])
+    kinds = {k: report.kind_figures(merged[k], args.duration) for k in clients.KINDS}
+    all_calls = array("d")
+    for k in clients.KINDS:
+        all_calls.extend(merged[k])
+    failures = [f for r in results for f in r.failures] + watched.failures
+    return report.RunFigures(
+        watchers=watchers, watchers_open_at_end=watched.open_at_end, queued=args.queued,
+        clients=args.clients, api=args.api, concurrency=args.concurrency,
+        duration_s=args.duration, kinds=kinds, total=report.kind_figures(all_calls, args.duration),
+        failures=failures, rss_started_mb=rss_started, rss_idle_mb=rss_idle,
+        rss_load_max_mb=rss_max, hwm_mb=hwm, threads_idle=threads_idle,
+        threads_load_max=threads_max, cpu_cores=cores)
+
+
+def main() -> None:
+    args = parse_args()
+    parse_mix(args.mix)
+    stub_dir = d.generate_stubs(SRC)
+    load_before = f"{os.getloadavg()[0]:.1f}"
+    runs = []
+    try:
+        for i, watchers in enumerate(args.watchers):
+            perf = None
+            if args.perf and i == 0:
+                perf = (os.path.join(tempfile.gettempdir(), f"benchd-load-{os.getpid()}.perf.data"),
+                        args.perf)
+            run = run_once(args, watchers, stub_dir, perf)
+            report.print_run(run)
+            runs.append(run)
+    finally:
+        shutil.rmtree(stub_dir, ignore_errors=True)
+    print(f"\nbenchd under load: {args.queued:,} jobs queued, {args.clients} {args.api} client "
+          f"processes x {args.concurrency} calls in flight, mix {args.mix}, "
+          f"{args.duration:.0f} s per run, {os.cpu_count()} cores shared by daemon and clients"
+          + (f", daemon env {' '.join(args.daemon_env)}" if args.daemon_env else "")
+          + f"; load average before {load_before}, after {os.getloadavg()[0]:.1f}")
+    report.print_table(runs, os.cpu_count() or 1)
+    bad = report.failed_any(runs)
+    if bad:
+        sys.exit(f"FAILED: {bad}")
+
+
+if __name__ == "__main__":
+    main()
