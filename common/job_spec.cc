@@ -514,6 +514,11 @@ double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
   }
 }
 
+double ProgressTimeoutSeconds(const v1::JobSpec& spec) {
+  return spec.progress_timeout_seconds() > 0 ? spec.progress_timeout_seconds()
+                                             : DefaultProgressTimeoutSeconds(spec);
+}
+
 absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value) {
   if (value == 0) return kDefaultCollectiveTimeoutSeconds;
   if (!(value >= 1 && value <= kMaxTimeoutSeconds)) {  // NaN fails both

@@ -102,6 +102,8 @@ absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double val
 // collective size), short enough that a hung job does not hold a device for
 // an hour.
 double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec);
+// The spec's own progress_timeout_seconds, or (0) the default for its kind.
+double ProgressTimeoutSeconds(const v1::JobSpec& spec);
 
 }  // namespace benchd
 

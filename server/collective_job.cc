@@ -17,6 +17,7 @@
 #include "common/job_spec.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/progress_deadline.h"
 
 namespace benchd::server {
 namespace {
@@ -67,6 +68,21 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
   CancelHandle calls;
   if (!cb.set_calls(&calls)) calls.Cancel();
 
+  // Every size a rank finishes is progress; none for the job's deadline
+  // (a stopped worker, a collective that never completes) kills every
+  // member's worker: the group cannot be trusted after that.
+  const double deadline_seconds = ProgressTimeoutSeconds(job.spec());
+  ProgressDeadline progress(
+      std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)),
+      absl::StrCat("starting the series on group ", group.id()), [&](const std::string& doing) {
+        const std::string why =
+            absl::StrCat("no progress for ", deadline_seconds, " s while ", doing);
+        for (int r = 0; r < world; ++r) {
+          deps.workers->Kill(group.devices(r), workers[r]->generation(), why);
+        }
+        calls.Cancel();
+      });
+
   std::mutex mu;
   const int sizes = spec.sizes_bytes_size();
   std::vector<std::vector<std::optional<internal::CollectiveRankSize>>> got(
@@ -82,6 +98,9 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
     const int i = next_size[r]++;
     if (i >= sizes) return absl::OkStatus();
     got[i][r] = size;
+    progress.Progress(i + 1 < sizes ? absl::StrCat("running size ", i + 2, " of ", sizes, " (",
+                                                   spec.sizes_bytes(i + 1), " bytes) on rank ", r)
+                                    : absl::StrCat("finishing on rank ", r));
     if (!std::all_of(got[i].begin(), got[i].end(), [](const auto& x) { return x.has_value(); }))
       return absl::OkStatus();
     std::vector<std::vector<double>> per_rank;
@@ -145,6 +164,17 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
   }
   for (auto& t : threads) t.join();
   cb.set_calls(nullptr);
+  if (progress.expired()) {
+    std::vector<std::string> pids;
+    for (const auto& w : workers) pids.push_back(absl::StrCat(w->pid()));
+    const std::string reason =
+        absl::StrCat("no progress for ", deadline_seconds, " s (the job's progress deadline) while ",
+                     progress.doing(), "; the member workers (pids ", absl::StrJoin(pids, ", "),
+                     ") were killed and are being restarted");
+    deps.groups->MarkBroken(group.id(), reason);
+    return {absl::DeadlineExceededError(
+        absl::StrCat("group ", group.id(), " is broken: ", reason, "; re-create the group"))};
+  }
 
   // Why it ended. A member whose worker died is the root cause of the others'
   // failures: look for one first. The supervisor may see an exit a moment

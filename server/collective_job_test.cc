@@ -202,5 +202,28 @@ TEST_F(CollectiveJobTest, TransientGroupIsMadeForTheJobAndDroppedAfter) {
   }
 }
 
+// A member that makes no progress (stopped, or a collective that never
+// completes) is bounded by the job's progress deadline: every member's worker
+// is killed, the group is broken, and the job says what it was doing.
+TEST_F(CollectiveJobTest, NoProgressPastTheDeadlineKillsTheMembersAndFailsTheJob) {
+  const v1::Group group = MakeGroup({"cpu:0", "cpu:1"});
+  workers_.client("cpu:0")->QueueRun(fake::UntilCancelled({fake::RankSize(0, 1024, {1.0})}));
+  workers_.client("cpu:1")->QueueRun(fake::UntilCancelled({fake::RankSize(1, 1024, {1.0})}));
+  v1::JobSpec spec = OnGroup(group.id(), {1024, 4096});
+  spec.set_progress_timeout_seconds(1);
+  const v1::Job job = WaitFinal(Submit(spec));
+  ASSERT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(job.error_message(),
+              HasSubstr("no progress for 1 s (the job's progress deadline) while running size 2 "
+                        "of 2 (4096 bytes)"));
+  EXPECT_THAT(job.error_message(), HasSubstr("were killed and are being restarted"));
+  EXPECT_THAT(workers_.kills(), ElementsAre(HasSubstr("cpu:0 1: no progress for 1 s"),
+                                            HasSubstr("cpu:1 1: no progress for 1 s")));
+  auto broken = groups_->Get(group.id());
+  ASSERT_TRUE(broken.ok());
+  EXPECT_EQ(broken->state(), v1::GROUP_STATE_BROKEN);
+}
+
 }  // namespace
 }  // namespace benchd::server
