@@ -12,6 +12,7 @@
 #include "server/artifact_owner.h"
 #include "server/collective_job.h"
 #include "server/config.h"
+#include "server/progress_deadline.h"
 #include "server/job_summary.h"
 #include "server/result_bounds.h"
 
@@ -31,6 +32,27 @@ std::string QueueDevice(const v1::Job& job) {
 }
 // What running_ is keyed by: the job's devices joined (one job holds them all).
 std::string RunningKey(const v1::Job& job) { return absl::StrJoin(job.devices(), ","); }
+
+// What a job was doing, for a progress deadline's message: "after measured
+// step 17 of 100", "after the log line 'building model small'".
+std::string DescribeProgress(const internal::WorkerEvent& event) {
+  switch (event.event_case()) {
+    case internal::WorkerEvent::kWarmupStep:
+      return absl::StrCat("after warm-up step ", event.warmup_step().timing().index() + 1);
+    case internal::WorkerEvent::kStep:
+      return absl::StrCat("after measured step ", event.step().timing().index() + 1,
+                          event.step().total_steps() > 0
+                              ? absl::StrCat(" of ", event.step().total_steps())
+                              : std::string());
+    case internal::WorkerEvent::kLog:
+      return absl::StrCat("after the log line '", event.log().substr(0, 120), "'");
+    default:
+      return "after its last event";
+  }
+}
+
+// How long a worker has to answer after its job was cancelled.
+constexpr std::chrono::seconds kCancelledPingTimeout{5};
 
 double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::Timestamp& to) {
   return static_cast<double>(TimeUtil::DurationToNanoseconds(to - from)) / 1e9;
@@ -149,6 +171,12 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
     job_devices = {spec->device()};
   }
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
+  if (spec->progress_timeout_seconds() == 0) {
+    auto it = progress_timeouts_.find(JobKindName(*spec));
+    spec->set_progress_timeout_seconds(it != progress_timeouts_.end()
+                                           ? it->second
+                                           : DefaultProgressTimeoutSeconds(*spec));
+  }
   // A worker that cannot start, or stopped answering, would only hold the job.
   for (const std::string& d : job_devices) {
     if (auto s = AcceptingJobs(workers_->Health(d), d, workers_->LogPath(d)); !s.ok()) return s;
@@ -304,7 +332,19 @@ void JobManager::RunOnWorker(v1::Job job) {
     running_[device].calls = &cancel;
     if (running_[device].cancel_requested || stopping_) cancel.Cancel();
   }
+  // Every event is progress; none for the job's deadline (a stopped or hung
+  // worker) kills the worker, which is the only way to stop it, and ends the call.
+  const double deadline_seconds = ProgressTimeoutSeconds(job.spec());
+  ProgressDeadline progress(
+      std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)),
+      "starting (building or loading the model)", [&](const std::string& doing) {
+        workers_->Kill(device, (*worker)->generation(),
+                       absl::StrCat("job ", job.id(), " made no progress for ", deadline_seconds,
+                                    " s ", doing));
+        cancel.Cancel();
+      });
   const RunEnd end = (*worker)->Run(request, cancel, [&](const internal::WorkerEvent& event) {
+    progress.Progress(DescribeProgress(event));
     switch (event.event_case()) {
       case internal::WorkerEvent::kWarmupStep:
         Publish(job, [&](v1::JobEvent* e) { *e->mutable_warmup_step() = event.warmup_step(); });
@@ -326,7 +366,16 @@ void JobManager::RunOnWorker(v1::Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     running_[device].calls = nullptr;
   }
-  if (end.last.has_value()) {
+  if (progress.expired()) {
+    job.set_state(v1::JOB_STATE_FAILED);
+    job.set_error_code(static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+    job.set_error_message(absl::StrCat(
+        "no progress for ", deadline_seconds,
+        " s (the job's progress deadline: progress_timeout_seconds, or the daemon's "
+        "--progress-timeout) ",
+        progress.doing(), "; the worker for ", device, " (pid ", (*worker)->pid(),
+        ") was killed and is being restarted; its log is ", workers_->LogPath(device)));
+  } else if (end.last.has_value()) {
     const internal::WorkerEvent& last = *end.last;
     if (last.has_result()) {
       job.set_state(v1::JOB_STATE_SUCCEEDED);
@@ -360,7 +409,18 @@ void JobManager::RunOnWorker(v1::Job job) {
                            "; it is being restarted; its log is ", workers_->LogPath(device)));
   }
   if (metrics_) metrics_->SetRunning(device, false);
+  const bool cancelled_mid_call = !end.last.has_value() && job.state() == v1::JOB_STATE_CANCELLED;
   Finish(job);
+  // A cancel ends our call at once; the worker stops at its next step. One
+  // that does not answer now (stopped, hung) would never stop: replace it.
+  if (cancelled_mid_call) {
+    if (auto ping = (*worker)->Ping(kCancelledPingTimeout); !WorkerAnswered(ping.status())) {
+      workers_->Kill(device, (*worker)->generation(),
+                     absl::StrCat("it did not answer within ", kCancelledPingTimeout.count(),
+                                  " s after job ", job.id(), " was cancelled (",
+                                  ping.status().message(), ")"));
+    }
+  }
 }
 
 void JobManager::RunCollective(v1::Job job) {

@@ -45,6 +45,13 @@ class JobManager {
     artifacts_dir_ = std::move(artifacts_dir);
   }
 
+  // The daemon's progress deadlines by kind name ("benchmark", ...; from
+  // --progress-timeout); a kind not here uses DefaultProgressTimeoutSeconds.
+  // Submit writes the one a job gets into its stored spec. Call before Start.
+  void SetProgressTimeouts(std::map<std::string, double> seconds_by_kind) {
+    progress_timeouts_ = std::move(seconds_by_kind);
+  }
+
   // Claims the artifacts dir for the store (refused: FAILED_PRECONDITION
   // naming both), takes up the jobs a previous daemon left queued and starts
   // the dispatchers.
@@ -98,6 +105,7 @@ class JobManager {
   DeviceTickets tickets_;  // who holds which devices (one job per device at a time)
   GroupRegistry* groups_ = nullptr;
   std::string artifacts_dir_;
+  std::map<std::string, double> progress_timeouts_;
 
   std::mutex mu_;
   std::condition_variable finished_cv_;

@@ -66,8 +66,8 @@ TEST_F(JobManagerTest, DispatchesEachDevicesJobsInSubmissionOrder) {
 
 TEST_F(JobManagerTest, PublishesTheWorkersEventsAndStoresTheResult) {
   workers_.UpAll();
-  internal::WorkerEvent warmup = fake::Step(0, 0.02);
-  *warmup.mutable_warmup_step() = warmup.step();
+  internal::WorkerEvent warmup;  // (not from its own step(): mutable_warmup_step() frees that)
+  *warmup.mutable_warmup_step() = fake::Step(0, 0.02).step();
   Gate started, release;
   auto stream = fake::Stream({fake::Log("building tiny"), warmup, fake::Step(1, 0.03)},
                              fake::BenchmarkResult("cpu:0", 0.03));
@@ -159,6 +159,57 @@ TEST_F(JobManagerTest, CancelWhileRunningCancelsTheWorkerCall) {
   EXPECT_EQ(cpu0->cancels_seen(), 1);
   // The device is free again.
   EXPECT_EQ(WaitFinal(Submit(Benchmark("cpu:0"))).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// A job with no progress for its deadline has its worker killed (a stopped
+// worker answers nothing else) and fails DEADLINE_EXCEEDED saying what it
+// was doing; the deadline it ran under is in its stored spec.
+TEST_F(JobManagerTest, NoProgressPastTheDeadlineKillsTheWorkerAndFailsTheJob) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  cpu0->QueueRun(fake::UntilCancelled({fake::Step(0), fake::Step(1)}));
+  StartJobs();
+  v1::JobSpec spec = Benchmark("cpu:0");
+  spec.set_progress_timeout_seconds(1);
+  const v1::Job job = WaitFinal(Submit(spec));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(job.error_message(), HasSubstr("no progress for 1 s (the job's progress deadline"));
+  EXPECT_THAT(job.error_message(), HasSubstr("after measured step 2"));
+  EXPECT_THAT(job.error_message(), HasSubstr("the worker for cpu:0 (pid 1001) was killed"));
+  EXPECT_THAT(workers_.kills(), ElementsAre(HasSubstr("cpu:0 1: job 1 made no progress for 1 s")));
+  EXPECT_EQ(job.spec().progress_timeout_seconds(), 1);
+}
+
+TEST_F(JobManagerTest, TheDaemonsProgressDeadlineIsWrittenIntoTheSpec) {
+  workers_.UpAll();
+  StartJobs();
+  jobs_->SetProgressTimeouts({{"benchmark", 42}});  // read at each Submit
+  const v1::Job job = WaitFinal(Submit(Benchmark("cpu:0")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.spec().progress_timeout_seconds(), 42);
+}
+
+// A cancelled job's worker that does not answer afterwards (stopped, hung)
+// would never stop: it is killed; one that answers is left alone.
+TEST_F(JobManagerTest, AWorkerSilentAfterACancelIsReplaced) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  for (bool silent : {false, true}) {
+    Gate started;
+    cpu0->QueueRun(fake::UntilCancelled({fake::Step(0)}, &started));
+    if (silent) cpu0->ping.MissDeadline();
+    if (!silent) StartJobs();
+    const std::string id = Submit(Benchmark("cpu:0"));
+    ASSERT_TRUE(started.Wait());
+    ASSERT_TRUE(jobs_->Cancel(id).ok());
+    EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_CANCELLED);
+    ASSERT_TRUE(cpu0->ping.WaitForCalls(silent ? 2 : 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(workers_.kills().size(), silent ? 1u : 0u);
+  }
+  EXPECT_THAT(workers_.kills(), ElementsAre(HasSubstr("cpu:0 1: it did not answer within 5 s "
+                                                      "after job 2 was cancelled")));
 }
 
 TEST_F(JobManagerTest, WorkerThatDiesMidStreamFailsTheJobNamingItAndHowItEnded) {

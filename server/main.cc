@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
+#include "server/artifact_owner.h"
 #include "server/bench_service.h"
 #include "server/config.h"
 #include "server/event_hub.h"
@@ -152,6 +153,10 @@ int main(int argc, char** argv) {
 
   auto store = benchd::server::Store::Open((data / "benchd.sqlite3").string());
   if (!store.ok()) return Fail(std::string(store.status().message()));
+  // Before any worker starts: artifacts of another store are refused here.
+  if (auto s = benchd::server::ClaimArtifactsDir(**store, (data / "artifacts").string()); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   auto metrics_or = benchd::server::Metrics::Create(config.metrics_address, config.devices);
   if (!metrics_or.ok()) return Fail(std::string(metrics_or.status().message()));
   auto& registry = *metrics_or;
@@ -172,6 +177,7 @@ int main(int argc, char** argv) {
       });
   benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
   jobs.EnableCollectives(&groups, (data / "artifacts").string());
+  jobs.SetProgressTimeouts(config.progress_timeout_s);
   benchd::server::BenchService service(
       &jobs, &hub, &supervisor,
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);

@@ -129,14 +129,15 @@ void Supervisor::OnPing(const std::string& device, uint64_t generation,
     Slot& slot = *slots_.at(device);
     if (slot.generation == generation) {
       slot.ping_in_flight = false;
-      if (answer.ok()) {
+      if (WorkerAnswered(answer.status())) {
         const Clock::time_point now = Clock::now();
         slot.last_answer = now;
         slot.last_heartbeat = Now();
         slot.unresponsive = false;
         // Free memory is asked for only while no job runs: the worker reads
         // it from the device, which a job's CUDA graph capture forbids.
-        if (answer->running_job_id().empty() && !slot.memory_refresh_in_flight && !stopping_ &&
+        if (answer.ok() && answer->running_job_id().empty() && !slot.memory_refresh_in_flight &&
+            !stopping_ &&
             now - slot.last_memory_refresh >= options_.memory_refresh_interval && slot.client) {
           slot.memory_refresh_in_flight = true;
           ++heartbeat_calls_;

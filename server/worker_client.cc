@@ -87,6 +87,10 @@ absl::StatusOr<internal::WorkerInfo> WorkerClient::GetInfo(Timeout timeout) {
   return Blocking<internal::WorkerInfo>([&](auto done) { GetInfoAsync(timeout, done); });
 }
 
+absl::StatusOr<internal::PingResponse> WorkerClient::Ping(Timeout timeout) {
+  return Blocking<internal::PingResponse>([&](auto done) { PingAsync(timeout, done); });
+}
+
 absl::StatusOr<v1::ListModelsResponse> WorkerClient::ListModels(
     const v1::ListModelsRequest& request, Timeout timeout) {
   return Blocking<v1::ListModelsResponse>(
@@ -324,6 +328,18 @@ absl::StatusOr<internal::LeaveGroupResponse> GrpcWorkerClient::LeaveGroup(
 }  // namespace benchd::server
 
 namespace benchd::server {
+
+bool WorkerAnswered(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kResourceExhausted:
+      return false;
+    default:
+      return true;
+  }
+}
 
 absl::StatusOr<std::shared_ptr<WorkerClient>> ServingWorker(const WorkerHealth& health,
                                                             const std::string& device,

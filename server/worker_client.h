@@ -143,6 +143,7 @@ class WorkerClient {
   // service's ListModels, EvictModel and DestroyGroup) blocks only itself.
   // By default (fakes): the async form, waited for.
   virtual absl::StatusOr<internal::WorkerInfo> GetInfo(Timeout timeout);
+  absl::StatusOr<internal::PingResponse> Ping(Timeout timeout);
   virtual absl::StatusOr<v1::ListModelsResponse> ListModels(const v1::ListModelsRequest& request,
                                                             Timeout timeout);
   virtual absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request,
@@ -228,6 +229,11 @@ struct WorkerHealth {
   // Its last start failed (it never answered) and it is being retried.
   bool failing_to_start = false;
 };
+
+// Whether a call's status came from the worker process itself (OK, or its
+// own error, e.g. UNIMPLEMENTED from an older worker): it is alive. Not
+// DEADLINE_EXCEEDED, UNAVAILABLE, CANCELLED, or our own RESOURCE_EXHAUSTED.
+bool WorkerAnswered(const absl::Status& status);
 
 // The client of `device`'s worker when it is UP, else UNAVAILABLE naming the
 // device, its state and why (with its log), for calls that need the worker now.
