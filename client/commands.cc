@@ -112,7 +112,9 @@ int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput&
 int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const SubmitFlags& flags,
                     v1::Job* done, bool* followed) {
   *followed = false;
-  absl::StatusOr<v1::Job> job = client.Submit(spec);
+  v1::JobSpec sent = spec;
+  sent.set_progress_timeout_seconds(flags.progress_timeout);
+  absl::StatusOr<v1::Job> job = client.Submit(sent);
   if (!job.ok()) return ReportError(job.status());
   if (!flags.watch) {
     // The bare id, so scripts can write JOB=$(benchctl submit benchmark ...).

@@ -49,6 +49,9 @@ int ReportError(const absl::Status& status);
 struct SubmitFlags {
   bool watch = false;  // --watch
   bool json = false;   // --json
+  // --progress-timeout SECONDS: JobSpec.progress_timeout_seconds (0 = the
+  // daemon's default for the kind).
+  double progress_timeout = 0;
 };
 
 // `submit profile`'s --watch-only flags; unset/false = not given.

@@ -195,6 +195,9 @@ int main(int argc, char** argv) {
     cmd->add_flag("--watch", submit_flags.watch,
                   "follow the job (progress on stderr), then print its result like `get` with "
                   "the job's exit code (default: print the job id and return)");
+    cmd->add_option("--progress-timeout", submit_flags.progress_timeout,
+                    "seconds the job may show no progress before its worker is killed and the "
+                    "job fails (default: the daemon's, per kind)");
     cmd->add_flag("--json", submit_flags.json,
                   "print the Job as JSON (with --watch: the finished Job)");
   };
