@@ -35,7 +35,40 @@ constexpr int kBusyTimeoutMs = 5000;
 // Store::Explain completes with the data dir's figures; the rest are INTERNAL.
 absl::Status ErrorFor(int code, std::string msg) {
   if ((code & 0xff) == SQLITE_FULL) return absl::ResourceExhaustedError(std::move(msg));
+  if ((code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT) {
+    return absl::DataLossError(std::move(msg));
+  }
   return absl::InternalError(std::move(msg));
+}
+
+// A store file that is not a database, or fails SQLite's quick_check: said
+// plainly, with what to do. benchd never replaces or repairs one itself: the
+// jobs in it may matter to someone.
+absl::Status DamagedStoreError(const std::string& path, absl::string_view detail) {
+  return absl::DataLossError(absl::StrCat(
+      "store '", path, "' is damaged (", detail,
+      "); benchd does not replace or repair a store: move it aside to start a new one (the "
+      "job folders in artifacts/ are then adopted, ids continuing after them), or put back a "
+      "copy"));
+}
+
+// SQLite's own check of the file's structure (quick: no index contents).
+absl::Status QuickCheck(sqlite3* db, const std::string& path) {
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA quick_check(5)", -1, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return DamagedStoreError(path, sqlite3_errmsg(db));
+  }
+  std::vector<std::string> problems;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const char* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    if (text != nullptr && std::string_view(text) != "ok") problems.emplace_back(text);
+  }
+  if (rc != SQLITE_DONE) problems.emplace_back(sqlite3_errmsg(db));
+  sqlite3_finalize(stmt);
+  if (problems.empty()) return absl::OkStatus();
+  return DamagedStoreError(path, absl::StrCat("quick_check: ", absl::StrJoin(problems, "; ")));
 }
 
 absl::Status SqliteError(sqlite3* db, const std::string& op) {
@@ -395,8 +428,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // WAL: readers (Watch, ListJobs) never wait for the writer. NORMAL sync is
   // safe from corruption in WAL mode; a power cut may lose the last commits.
   if (absl::Status s = Exec(db, op + ": journal_mode", "PRAGMA journal_mode = WAL"); !s.ok()) {
+    if (absl::IsDataLoss(s)) return DamagedStoreError(path, sqlite3_errmsg(db));
     return store->Explain(s);
   }
+  if (absl::Status s = QuickCheck(db, path); !s.ok()) return s;
   if (absl::Status s = Exec(db, op + ": synchronous", "PRAGMA synchronous = NORMAL"); !s.ok()) {
     return store->Explain(s);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace benchd::server {
@@ -69,6 +71,26 @@ std::vector<std::string> Ids(const std::vector<v1::Job>& jobs) {
   std::vector<std::string> ids;
   for (const auto& j : jobs) ids.push_back(j.id());
   return ids;
+}
+
+// A store whose pages are damaged is refused at open with what to do.
+TEST_F(StoreTest, ADamagedStoreIsRefusedAtOpen) {
+  {
+    auto store = OpenStore();
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(store->Insert(MakeJob(v1::JOB_STATE_QUEUED)).ok());
+  }
+  // Scribble over the middle of the file (past the header), as a bad disk would.
+  const auto size = std::filesystem::file_size(path_);
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    const std::string junk(8192, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto damaged = Store::Open(path_);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+  EXPECT_THAT(std::string(damaged.status().message()), ::testing::HasSubstr("is damaged ("));
 }
 
 TEST_F(StoreTest, InsertGetRoundTripWithResult) {
@@ -275,8 +297,11 @@ TEST_F(StoreTest, NotADatabaseIsAnError) {
   }
   auto store = Store::Open(path_);
   ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_PRED_FORMAT2(IsSubstring, path_, std::string(store.status().message()));
+  EXPECT_THAT(std::string(store.status().message()),
+              ::testing::HasSubstr("is damaged (file is not a database); benchd does not "
+                                   "replace or repair a store: move it aside"));
 }
 
 TEST_F(StoreTest, NewerSchemaRefused) {

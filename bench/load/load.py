@@ -59,8 +59,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
                     help="extra environment for the daemon (e.g. LD_PRELOAD=...), repeatable")
     ap.add_argument("--perf", metavar="FILE",
-                    help="perf record the daemon (-g) during the first run's window; "
-                         "the report's top entries go to FILE")
+                    help="perf record the daemon during the first run's window into FILE.data; "
+                         "perf_summary.py's tables and perf's top entries go to FILE")
     return ap.parse_args()
 
 
@@ -139,7 +139,6 @@ def measure(pids: dict, window: Tuple[float, float], daemon_pid: int,
     if perf_proc is not None:
         perf_proc.wait()
         write_perf_report(perf[0], perf[1])
-        os.remove(perf[0])
     return cores, rss_max, threads_max
 
 
@@ -222,13 +221,13 @@ def main() -> None:
     parse_mix(args.mix)
     stub_dir = d.generate_stubs(SRC)
     load_before = f"{os.getloadavg()[0]:.1f}"
+    cores = len(os.sched_getaffinity(0))
     runs = []
     try:
         for i, watchers in enumerate(args.watchers):
             perf = None
             if args.perf and i == 0:
-                perf = (os.path.join(tempfile.gettempdir(), f"benchd-load-{os.getpid()}.perf.data"),
-                        args.perf)
+                perf = (args.perf + ".data", args.perf)
             run = run_once(args, watchers, stub_dir, perf)
             report.print_run(run)
             runs.append(run)
@@ -236,10 +235,12 @@ def main() -> None:
         shutil.rmtree(stub_dir, ignore_errors=True)
     print(f"\nbenchd under load: {args.queued:,} jobs queued, {args.clients} {args.api} client "
           f"processes x {args.concurrency} calls in flight, mix {args.mix}, "
-          f"{args.duration:.0f} s per run, {os.cpu_count()} cores shared by daemon and clients"
+          f"{args.duration:.0f} s per run, {cores} cores (this process's affinity) shared by "
+          "daemon and clients"
           + (f", daemon env {' '.join(args.daemon_env)}" if args.daemon_env else "")
           + f"; load average before {load_before}, after {os.getloadavg()[0]:.1f}")
-    report.print_table(runs, os.cpu_count() or 1)
+    report.print_table(runs, cores)
+    report.print_noise(runs, cores)
     bad = report.failed_any(runs)
     if bad:
         sys.exit(f"FAILED: {bad}")

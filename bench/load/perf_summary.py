@@ -14,7 +14,9 @@ import subprocess
 import sys
 from typing import Dict, Iterator, List, Tuple
 
-# (label, regular expression over one frame's symbol); a sample counts once per row.
+# (label, regular expression over one frame's symbol); a sample counts once per
+# row. A label "X | in Y" counts samples with a frame X (the regex before " @ ")
+# and a frame Y (after it).
 FRAMES: List[Tuple[str, str]] = [
     ("BenchService::GetJob (handler)", r"BenchService::GetJob\b"),
     ("BenchService::ListJobs (handler)", r"BenchService::ListJobs\b"),
@@ -30,6 +32,15 @@ FRAMES: List[Tuple[str, str]] = [
     ("  proto destructors (~Job, ~JobSpec, ...)", r"~Job|~JobSpec|~RepeatedPtrField|ArenaStringPtr::Destroy"),
     ("  Supervisor::Devices / WorkerVersions (GetNodeInfo)", r"Supervisor::(Devices|WorkerVersions)"),
     ("  gethostname", r"gethostname|__uname"),
+    ("  in ListJobs: sqlite3_prepare", r"sqlite3_prepare @ BenchService::ListJobs\b"),
+    ("  in ListJobs: Job parse", r"Job::_InternalParse|MergeFromImpl @ BenchService::ListJobs\b"),
+    ("  in ListJobs: proto destructors", r"~Job|~JobSpec|~RepeatedPtrField|ArenaStringPtr::Destroy"
+     r" @ BenchService::ListJobs\b"),
+    ("  in ListJobs: malloc/free", r"^(malloc|free|_int_malloc|_int_free|malloc_consolidate|"
+     r"__GI___libc_malloc|__GI___libc_free|unlink_chunk) @ BenchService::ListJobs\b"),
+    ("  in GetJob: sqlite3_prepare", r"sqlite3_prepare @ BenchService::GetJob\b"),
+    ("  in GetJob: Job parse", r"Job::_InternalParse|MergeFromImpl @ BenchService::GetJob\b"),
+    ("  in handlers: std::mutex waits (futex)", r"do_futex @ BenchService::"),
     ("Watch: WatchReactor / EventHub", r"WatchReactor|EventHub"),
     ("gRPC: response serialization + send batch (CallOpSet, sendmsg)", r"CallOpSet<grpc::internal::CallOpSendInitialMetadata"),
     ("gRPC: any sendmsg (TCP write)", r"__libc_sendmsg|__sys_sendmsg"),
@@ -64,7 +75,7 @@ def samples(perf_data: str) -> Iterator[Tuple[str, List[str]]]:
 
 
 def summarize(perf_data: str, top: int) -> str:
-    compiled = [(label, re.compile(rx)) for label, rx in FRAMES]
+    compiled = [(label, [re.compile(part) for part in rx.split(" @ ")]) for label, rx in FRAMES]
     inclusive: Dict[str, int] = collections.Counter()
     threads: Dict[str, int] = collections.Counter()
     leaves: Dict[str, int] = collections.Counter()
@@ -73,8 +84,8 @@ def summarize(perf_data: str, top: int) -> str:
         n += 1
         threads[thread] += 1
         leaves[frames[0] if frames else "?"] += 1
-        for label, rx in compiled:
-            if any(rx.search(f) for f in frames):
+        for label, parts in compiled:
+            if all(any(rx.search(f) for f in frames) for rx in parts):
                 inclusive[label] += 1
     if n == 0:
         return "no samples\n"

@@ -61,9 +61,14 @@ def merge(per_client: List[Dict[str, array]]) -> Dict[str, array]:
     return merged
 
 
-def daemon_us_per_call(run: RunFigures) -> float:
+def us_per_call(run: RunFigures, who: str) -> float:
+    """CPU microseconds `who` (daemon, clients) spent per unary call."""
     calls = run.total.calls
-    return run.cpu_cores["daemon"] * run.duration_s / calls * 1e6 if calls else float("nan")
+    return run.cpu_cores[who] * run.duration_s / calls * 1e6 if calls else float("nan")
+
+
+def daemon_us_per_call(run: RunFigures) -> float:
+    return us_per_call(run, "daemon")
 
 
 def print_run(run: RunFigures) -> None:
@@ -75,7 +80,8 @@ def print_run(run: RunFigures) -> None:
         print(f"| {name} | {f.calls:,} | {f.per_s:,.0f} | {f.p50_ms:.2f} | {f.p99_ms:.2f} |")
     print("CPU (cores busy over the window): " +
           ", ".join(f"{k} {v:.2f}" for k, v in run.cpu_cores.items()))
-    print(f"daemon CPU per unary call: {daemon_us_per_call(run):.0f} us; threads idle "
+    print(f"CPU per unary call: daemon {daemon_us_per_call(run):.0f} us, clients "
+          f"{us_per_call(run, 'clients'):.0f} us; daemon threads idle "
           f"{run.threads_idle}, under load up to {run.threads_load_max}")
     print(f"failed calls: {len(run.failures)}")
     for f in run.failures:
@@ -119,8 +125,18 @@ def print_table(runs: List[RunFigures], cores: int) -> None:
     for name in runs[0].cpu_cores:
         print(row(f"CPU {name} (cores of {cores})", [f"{r.cpu_cores[name]:.2f}" for r in runs], ""))
     print(row("daemon CPU per unary call (us)", [f"{daemon_us_per_call(r):.0f}" for r in runs], ""))
+    print(row("clients' CPU per unary call (us)", [f"{us_per_call(r, 'clients'):.0f}" for r in runs], ""))
     print(row(f"calls/s if the daemon had all {cores} cores", [
         f"{cores / daemon_us_per_call(r) * 1e6:,.0f}" for r in runs], f"≥ {TARGET_CALLS_PER_S:,}"))
+
+
+def print_noise(runs: List[RunFigures], cores: int) -> None:
+    """Say so when other processes took a share of the machine during a window."""
+    for r in runs:
+        other = r.cpu_cores.get("other processes", 0.0)
+        if other > 0.1:
+            print(f"NOTE: at {r.watchers} watchers other processes used {other:.2f} of the "
+                  f"{cores} cores during the window: calls/s and latency are lower bounds")
 
 
 def failed_any(runs: List[RunFigures]) -> Optional[str]:
