@@ -142,8 +142,9 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
                                                      "; expected fp32, bf16 or fp16"));
     }
   }
-  const int64_t runs = std::max(1, in.context_lengths_size()) * std::max(1, in.modes_size()) *
-                       std::max(1, in.precisions_size());
+  // In 64 bits: three lists of 1,300 entries each overflow an int.
+  const int64_t runs = int64_t{std::max(1, in.context_lengths_size())} *
+                       std::max(1, in.modes_size()) * std::max(1, in.precisions_size());
   if (runs > kMaxMemoryRuns) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory: the sweep has ", runs, " runs (context_lengths x modes x precisions); at most ",

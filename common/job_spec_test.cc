@@ -625,3 +625,27 @@ TEST(ProgressTimeoutTest, DefaultsPerKind) {
 
 }  // namespace
 }  // namespace benchd
+
+namespace benchd {
+namespace {
+
+// Found reading the code and confirmed under UBSan (fuzz/corpus/job_spec/
+// repro-memory-sweep-runs-overflow): the run count wrapped negative and the
+// 64-run limit let a sweep of billions of runs through.
+TEST(MemorySpecTest, AHugeSweepIsRefusedNotWrappedAround) {
+  v1::JobSpec s;
+  v1::MemorySpec* m = s.mutable_memory();
+  m->mutable_step()->mutable_model()->set_preset("tiny");
+  for (int i = 0; i < 1300; ++i) {
+    m->add_context_lengths(16);
+    m->add_modes(v1::BENCHMARK_MODE_FORWARD);
+    m->add_precisions(v1::PRECISION_FP32);
+  }
+  auto out = ResolveJobSpec(s);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("the sweep has 2197000000 runs"), std::string::npos)
+      << out.status();
+}
+
+}  // namespace
+}  // namespace benchd

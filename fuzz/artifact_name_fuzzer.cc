@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fuzzer/FuzzedDataProvider.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fuzzer/FuzzedDataProvider.h>
 #include <set>
 #include <string>
 

@@ -4,9 +4,9 @@
 #ifndef BENCHD_FUZZ_FUZZ_INPUT_H_
 #define BENCHD_FUZZ_FUZZ_INPUT_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <string>
 

@@ -25,9 +25,11 @@ namespace {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string id(reinterpret_cast<const char*>(data), size);
   auto parsed = benchd::ParseJobId(id);
-  if (parsed.ok() != benchd::CheckJobId(id, "job").ok()) Fail("ParseJobId and CheckJobId differ", id);
+  if (parsed.ok() != benchd::CheckJobId(id, "job").ok())
+    Fail("ParseJobId and CheckJobId differ", id);
   if (!parsed.ok()) {
-    if (parsed.status().code() != absl::StatusCode::kInvalidArgument) Fail("not INVALID_ARGUMENT", id);
+    if (parsed.status().code() != absl::StatusCode::kInvalidArgument)
+      Fail("not INVALID_ARGUMENT", id);
     // The message quotes what came escaped and cut: bounded whatever the id.
     if (parsed.status().message().size() > 400) Fail("unbounded error message", id);
   } else {

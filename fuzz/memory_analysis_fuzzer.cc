@@ -84,7 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         e.size = in.I64() & kSizeMask;
         e.time_us = in.I64();
         e.device_free = in.I64();
-        if (const int k = in.U8(); k > 0 && !stacks.empty()) e.frames = stacks[(k - 1) % stacks.size()];
+        if (const int k = in.U8(); k > 0 && !stacks.empty())
+          e.frames = stacks[(k - 1) % stacks.size()];
         if (static_cast<int>(s.device_traces.size()) <= device) s.device_traces.resize(device + 1);
         s.device_traces[device].push_back(std::move(e));
         break;

@@ -3,6 +3,9 @@
 # build/. Re-running it is quick and changes nothing that is already right.
 #   BENCHD_BUILD_DIR  build directory (default: build)
 #   BENCHD_PYTHON     python3 to make the venv with (default: python3)
+#   BENCHD_FUZZ_BUILD_DIR  also make the sanitizer + fuzz build there (clang:
+#                     ASan+UBSan unit tests and the fuzz.* tests); scripts/test.sh
+#                     sets build-fuzz; default none (demo.sh does not need it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -16,6 +19,9 @@ PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
   nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git"
+FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-none}
+# libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
+[ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -52,3 +58,18 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 cmake --build "$BUILD"
 echo "setup: built into $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
+
+# 4. The sanitizer build: the torch-free code and its unit tests under ASan
+#    and UBSan, and the libFuzzer targets of fuzz/ (when BENCHD_FUZZ_BUILD_DIR
+#    names a folder). No worker: LibTorch is not built twice (DEVELOPERS.md).
+if [ "$FUZZ_BUILD" != none ]; then
+  if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
+    cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+      -DBENCHD_BUILD_WORKER=OFF -DBENCHD_FUZZ=ON -DBENCHD_CLIENT_PYTEST=/nonexistent/pytest
+  fi
+  cmake --build "$FUZZ_BUILD"
+  echo "setup: sanitizer and fuzz build in $FUZZ_BUILD"
+fi

@@ -136,7 +136,8 @@ absl::StatusOr<std::unique_ptr<ArtifactReader>> ArtifactStore::Open(const std::s
   auto dir_fd = OpenJobDir(job_id, &missing);
   if (!dir_fd.ok()) return dir_fd.status();
   Fd dir(*dir_fd);
-  Fd file(missing
+  // A .tmp is an artifact still being written (WriteFileAtomically): not listed, not served.
+  Fd file(missing || name.ends_with(".tmp")
               ? -1
               : openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};

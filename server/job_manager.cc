@@ -33,14 +33,14 @@ std::string QueueDevice(const v1::Job& job) {
 // What running_ is keyed by: the job's devices joined (one job holds them all).
 std::string RunningKey(const v1::Job& job) { return absl::StrJoin(job.devices(), ","); }
 
-// What a job was doing, for a progress deadline's message: "after measured
-// step 17 of 100", "after the log line 'building model small'".
+// What a job was doing, for a progress deadline's message: "after
+// step 17 of 105" (warm-up included), "after the log line 'building model small'".
 std::string DescribeProgress(const internal::WorkerEvent& event) {
   switch (event.event_case()) {
     case internal::WorkerEvent::kWarmupStep:
       return absl::StrCat("after warm-up step ", event.warmup_step().timing().index() + 1);
     case internal::WorkerEvent::kStep:
-      return absl::StrCat("after measured step ", event.step().timing().index() + 1,
+      return absl::StrCat("after step ", event.step().timing().index() + 1,
                           event.step().total_steps() > 0
                               ? absl::StrCat(" of ", event.step().total_steps())
                               : std::string());

@@ -175,7 +175,7 @@ TEST_F(JobManagerTest, NoProgressPastTheDeadlineKillsTheWorkerAndFailsTheJob) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(job.error_message(), HasSubstr("no progress for 1 s (the job's progress deadline"));
-  EXPECT_THAT(job.error_message(), HasSubstr("after measured step 2"));
+  EXPECT_THAT(job.error_message(), HasSubstr("after step 2"));
   EXPECT_THAT(job.error_message(), HasSubstr("the worker for cpu:0 (pid 1001) was killed"));
   EXPECT_THAT(workers_.kills(), ElementsAre(HasSubstr("cpu:0 1: job 1 made no progress for 1 s")));
   EXPECT_EQ(job.spec().progress_timeout_seconds(), 1);

@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/artifacts.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
   // it) create is for this user only: folders 0700, files 0600, sockets in a
   // 0700 folder.
   umask(077);
+  // Debian's Abseil is built without NDEBUG, which leaves absl::Mutex's
+  // deadlock detection on: 3-4% of the daemon's CPU under load for a check
+  // meant for debug builds (docs/results/load.md).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"benchd: GPU benchmarking and profiling daemon"};
   DaemonConfig config;
   std::string config_file, listen, metrics, data_dir, worker;
