@@ -288,7 +288,8 @@ std::vector<std::string> BenchService::DeviceNames() const {
   return names;
 }
 
-absl::Status BenchService::CheckMembersServing(const google::protobuf::RepeatedPtrField<std::string>& devices) {
+absl::Status BenchService::CheckMembersServing(
+    const google::protobuf::RepeatedPtrField<std::string>& devices) {
   for (const std::string& d : devices) {
     if (auto s = AcceptingJobs(workers_->Health(d), d, workers_->LogPath(d)); !s.ok()) return s;
   }

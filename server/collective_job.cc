@@ -167,10 +167,10 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
   if (progress.expired()) {
     std::vector<std::string> pids;
     for (const auto& w : workers) pids.push_back(absl::StrCat(w->pid()));
-    const std::string reason =
-        absl::StrCat("no progress for ", deadline_seconds, " s (the job's progress deadline) while ",
-                     progress.doing(), "; the member workers (pids ", absl::StrJoin(pids, ", "),
-                     ") were killed and are being restarted");
+    const std::string reason = absl::StrCat(
+        "no progress for ", deadline_seconds, " s (the job's progress deadline) while ",
+        progress.doing(), "; the member workers (pids ", absl::StrJoin(pids, ", "),
+        ") were killed and are being restarted");
     deps.groups->MarkBroken(group.id(), reason);
     return {absl::DeadlineExceededError(
         absl::StrCat("group ", group.id(), " is broken: ", reason, "; re-create the group"))};

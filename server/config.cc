@@ -73,14 +73,14 @@ absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string,
   const std::string kind = flag.substr(0, eq);
   if (eq == std::string::npos ||
       (kind != "benchmark" && kind != "profile" && kind != "memory" && kind != "collective")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("progress timeout '", flag,
-                     "': expected KIND=SECONDS with KIND benchmark, profile, memory or collective"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "progress timeout '", flag,
+        "': expected KIND=SECONDS with KIND benchmark, profile, memory or collective"));
   }
   double seconds = 0;
   if (!absl::SimpleAtod(flag.substr(eq + 1), &seconds) || !(seconds >= 1 && seconds <= 86400)) {
-    return absl::InvalidArgumentError(absl::StrCat("progress timeout '", flag,
-                                                   "': expected 1..86400 seconds for ", kind));
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress timeout '", flag, "': expected 1..86400 seconds for ", kind));
   }
   (*out)[kind] = seconds;
   return absl::OkStatus();

@@ -410,7 +410,7 @@ std::vector<v1::Device> FakeWorkers::Devices() {
     const Slot& slot = slots_.at(d);
     v1::Device device;
     device.set_name(d);
-    device.set_worker_state(!slot.up                   ? v1::WORKER_STATE_DOWN
+    device.set_worker_state(!slot.up                    ? v1::WORKER_STATE_DOWN
                             : slot.unresponsive.empty() ? v1::WORKER_STATE_UP
                                                         : v1::WORKER_STATE_UNRESPONSIVE);
     device.set_worker_pid(slot.up ? slot.client->pid() : 0);

@@ -252,7 +252,7 @@ class FakeWorkers final : public Workers {
   struct Slot {
     int index = 0;
     bool up = false;
-    std::string unresponsive;  // why, while up but not answering
+    std::string unresponsive;   // why, while up but not answering
     std::string failing_start;  // how its starts fail, while down
     uint64_t generation = 0;
     int restarts = 0;

@@ -30,8 +30,8 @@ void NodeHealth::Set(const std::string& device, bool serving) {
     it->second = serving;
     publish_(DeviceHealthName(device), serving);
   }
-  const bool node = std::all_of(serving_.begin(), serving_.end(),
-                                [](const auto& kv) { return kv.second; });
+  const bool node =
+      std::all_of(serving_.begin(), serving_.end(), [](const auto& kv) { return kv.second; });
   if (node != node_serving_) {
     node_serving_ = node;
     publish_("", node);

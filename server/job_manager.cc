@@ -12,8 +12,8 @@
 #include "server/artifact_owner.h"
 #include "server/collective_job.h"
 #include "server/config.h"
-#include "server/progress_deadline.h"
 #include "server/job_summary.h"
+#include "server/progress_deadline.h"
 #include "server/result_bounds.h"
 
 namespace benchd::server {
@@ -173,9 +173,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
   if (spec->progress_timeout_seconds() == 0) {
     auto it = progress_timeouts_.find(JobKindName(*spec));
-    spec->set_progress_timeout_seconds(it != progress_timeouts_.end()
-                                           ? it->second
-                                           : DefaultProgressTimeoutSeconds(*spec));
+    spec->set_progress_timeout_seconds(
+        it != progress_timeouts_.end() ? it->second : DefaultProgressTimeoutSeconds(*spec));
   }
   // A worker that cannot start, or stopped answering, would only hold the job.
   for (const std::string& d : job_devices) {
@@ -415,10 +414,10 @@ void JobManager::RunOnWorker(v1::Job job) {
   // that does not answer now (stopped, hung) would never stop: replace it.
   if (cancelled_mid_call) {
     if (auto ping = (*worker)->Ping(kCancelledPingTimeout); !WorkerAnswered(ping.status())) {
-      workers_->Kill(device, (*worker)->generation(),
-                     absl::StrCat("it did not answer within ", kCancelledPingTimeout.count(),
-                                  " s after job ", job.id(), " was cancelled (",
-                                  ping.status().message(), ")"));
+      workers_->Kill(
+          device, (*worker)->generation(),
+          absl::StrCat("it did not answer within ", kCancelledPingTimeout.count(), " s after job ",
+                       job.id(), " was cancelled (", ping.status().message(), ")"));
     }
   }
 }

@@ -205,14 +205,12 @@ int main(int argc, char** argv) {
 
   // Health: "" and "benchd.v1.Bench" are SERVING while every device's worker
   // is UP; "benchd.v1.Bench/<device>" follows that device's worker.
-  benchd::server::NodeHealth health(
-      config.devices, [hc = server->GetHealthCheckService()](const std::string& name,
-                                                              bool serving) {
-        hc->SetServingStatus(name, serving);
-      });
-  supervisor.SetHealthListener([&health](const std::string& device, bool serving) {
-    health.Set(device, serving);
+  benchd::server::NodeHealth health(config.devices, [hc = server->GetHealthCheckService()](
+                                                        const std::string& name, bool serving) {
+    hc->SetServingStatus(name, serving);
   });
+  supervisor.SetHealthListener(
+      [&health](const std::string& device, bool serving) { health.Set(device, serving); });
   supervisor.Start();
   if (auto s = jobs.Start(); !s.ok()) return Fail(std::string(s.message()));
 

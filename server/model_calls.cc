@@ -69,16 +69,16 @@ absl::Status DidNotAnswer(const WorkerClient& w, const absl::Status& s) {
 void ListModelsOnWorkers(Workers* workers, const std::vector<std::string>& devices,
                          const std::string& device,
                          WorkerClient::Done<v1::ListModelsResponse> done) {
-  auto targets =
-      Targets(workers, devices, [&](const std::string& d) { return device.empty() || d == device; });
+  auto targets = Targets(workers, devices,
+                         [&](const std::string& d) { return device.empty() || d == device; });
   if (!targets.ok()) return done(targets.status());
   CallEach<v1::ListModelsResponse>(
       *targets,
       [](WorkerClient& w, WorkerClient::Done<v1::ListModelsResponse> answered) {
         w.ListModelsAsync(v1::ListModelsRequest(), kListModelsTimeout, std::move(answered));
       },
-      [clients = *targets, done = std::move(done)](
-          std::vector<absl::StatusOr<v1::ListModelsResponse>> answers) {
+      [clients = *targets,
+       done = std::move(done)](std::vector<absl::StatusOr<v1::ListModelsResponse>> answers) {
         v1::ListModelsResponse all;
         for (size_t i = 0; i < answers.size(); ++i) {
           if (!answers[i].ok()) return done(DidNotAnswer(*clients[i], answers[i].status()));
@@ -110,8 +110,8 @@ void EvictModelOnWorkers(Workers* workers, const std::vector<std::string>& devic
           total.set_evicted(total.evicted() + answers[i]->evicted());
         }
         if (!key.empty() && total.evicted() == 0) {
-          return done(absl::NotFoundError(absl::StrCat(
-              "no resident model with key '", key, "'; `benchctl models` lists the keys")));
+          return done(absl::NotFoundError(absl::StrCat("no resident model with key '", key,
+                                                       "'; `benchctl models` lists the keys")));
         }
         done(std::move(total));
       });

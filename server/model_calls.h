@@ -18,7 +18,8 @@ namespace benchd::server {
 // Resident models of `device`'s worker, or ("" ) of every device in `devices`.
 // `device`, when given, must be one of `devices` (checked by the caller).
 void ListModelsOnWorkers(Workers* workers, const std::vector<std::string>& devices,
-                         const std::string& device, WorkerClient::Done<v1::ListModelsResponse> done);
+                         const std::string& device,
+                         WorkerClient::Done<v1::ListModelsResponse> done);
 
 // Evicts on the workers `request` names (a device, a key "cuda:0/small/fp32",
 // or all). NOT_FOUND when a key was given and no worker held it.

@@ -35,7 +35,8 @@ void SetError(grpc::StatusCode code, const std::string& message, ServerReflectio
 }
 
 // Answers each request in turn: one write in flight, reads paused meanwhile.
-class Stream final : public grpc::ServerBidiReactor<ServerReflectionRequest, ServerReflectionResponse> {
+class Stream final
+    : public grpc::ServerBidiReactor<ServerReflectionRequest, ServerReflectionResponse> {
  public:
   explicit Stream(const PublicReflection* service) : service_(service) { StartRead(&request_); }
 

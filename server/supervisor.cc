@@ -105,8 +105,8 @@ void Supervisor::Heartbeat() {
     lock.unlock();
     for (auto& [client, generation] : to_ping) {
       client->PingAsync(options_.heartbeat_timeout,
-                        [this, device = client->device(), generation = generation](
-                            absl::StatusOr<internal::PingResponse> answer) {
+                        [this, device = client->device(),
+                         generation = generation](absl::StatusOr<internal::PingResponse> answer) {
                           OnPing(device, generation, std::move(answer));
                         });
     }
@@ -137,8 +137,8 @@ void Supervisor::OnPing(const std::string& device, uint64_t generation,
         // Free memory is asked for only while no job runs: the worker reads
         // it from the device, which a job's CUDA graph capture forbids.
         if (answer.ok() && answer->running_job_id().empty() && !slot.memory_refresh_in_flight &&
-            !stopping_ &&
-            now - slot.last_memory_refresh >= options_.memory_refresh_interval && slot.client) {
+            !stopping_ && now - slot.last_memory_refresh >= options_.memory_refresh_interval &&
+            slot.client) {
           slot.memory_refresh_in_flight = true;
           ++heartbeat_calls_;
           refresh = slot.client;
@@ -147,10 +147,10 @@ void Supervisor::OnPing(const std::string& device, uint64_t generation,
     }
   }
   if (refresh) {
-    refresh->GetInfoAsync(kMemoryInfoTimeout, [this, device, generation](
-                                                  absl::StatusOr<internal::WorkerInfo> info) {
-      OnMemoryInfo(device, generation, std::move(info));
-    });
+    refresh->GetInfoAsync(kMemoryInfoTimeout,
+                          [this, device, generation](absl::StatusOr<internal::WorkerInfo> info) {
+                            OnMemoryInfo(device, generation, std::move(info));
+                          });
   }
   // Last: once the count is zero Stop may return and this object go.
   std::lock_guard<std::mutex> lock(mu_);

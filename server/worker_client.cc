@@ -3,8 +3,8 @@
 #include <condition_variable>
 #include <utility>
 
-#include "benchd/internal/worker.grpc.pb.h"
 #include "absl/strings/str_cat.h"
+#include "benchd/internal/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace benchd::server {
@@ -245,8 +245,7 @@ void GrpcWorkerClient::PingAsync(Timeout timeout, Done<internal::PingResponse> d
 void GrpcWorkerClient::ListModelsAsync(const v1::ListModelsRequest& request, Timeout timeout,
                                        Done<v1::ListModelsResponse> done) {
   CallAsync<v1::ListModelsRequest, v1::ListModelsResponse>(
-      request, timeout, std::move(done),
-      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+      request, timeout, std::move(done), [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->ListModels(ctx, req, resp, std::move(cb));
       });
 }
@@ -254,8 +253,7 @@ void GrpcWorkerClient::ListModelsAsync(const v1::ListModelsRequest& request, Tim
 void GrpcWorkerClient::EvictModelAsync(const v1::EvictModelRequest& request, Timeout timeout,
                                        Done<v1::EvictModelResponse> done) {
   CallAsync<v1::EvictModelRequest, v1::EvictModelResponse>(
-      request, timeout, std::move(done),
-      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+      request, timeout, std::move(done), [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->EvictModel(ctx, req, resp, std::move(cb));
       });
 }
@@ -264,8 +262,7 @@ void GrpcWorkerClient::PrepareGroupAsync(const internal::PrepareGroupRequest& re
                                          Timeout timeout,
                                          Done<internal::PrepareGroupResponse> done) {
   CallAsync<internal::PrepareGroupRequest, internal::PrepareGroupResponse>(
-      request, timeout, std::move(done),
-      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+      request, timeout, std::move(done), [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->PrepareGroup(ctx, req, resp, std::move(cb));
       });
 }
@@ -273,8 +270,7 @@ void GrpcWorkerClient::PrepareGroupAsync(const internal::PrepareGroupRequest& re
 void GrpcWorkerClient::JoinGroupAsync(const internal::JoinGroupRequest& request, Timeout timeout,
                                       Done<internal::JoinGroupResponse> done) {
   CallAsync<internal::JoinGroupRequest, internal::JoinGroupResponse>(
-      request, timeout, std::move(done),
-      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+      request, timeout, std::move(done), [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->JoinGroup(ctx, req, resp, std::move(cb));
       });
 }
@@ -282,8 +278,7 @@ void GrpcWorkerClient::JoinGroupAsync(const internal::JoinGroupRequest& request,
 void GrpcWorkerClient::LeaveGroupAsync(const internal::LeaveGroupRequest& request, Timeout timeout,
                                        Done<internal::LeaveGroupResponse> done) {
   CallAsync<internal::LeaveGroupRequest, internal::LeaveGroupResponse>(
-      request, timeout, std::move(done),
-      [this](auto* ctx, auto* req, auto* resp, auto cb) {
+      request, timeout, std::move(done), [this](auto* ctx, auto* req, auto* resp, auto cb) {
         stub_->stub->async()->LeaveGroup(ctx, req, resp, std::move(cb));
       });
 }
@@ -354,10 +349,9 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> ServingWorker(const WorkerHealth& 
                                   : "",
           "; try again in a few seconds"));
     case v1::WORKER_STATE_UNRESPONSIVE:
-      return absl::UnavailableError(absl::StrCat("the worker for ", device, " (pid ",
-                                                 health.client ? health.client->pid() : 0, ") ",
-                                                 health.detail, " (stopped or hung?); see ",
-                                                 log_path));
+      return absl::UnavailableError(absl::StrCat(
+          "the worker for ", device, " (pid ", health.client ? health.client->pid() : 0, ") ",
+          health.detail, " (stopped or hung?); see ", log_path));
     default:
       return absl::UnavailableError(absl::StrCat(
           "the worker for ", device, " is not running",
@@ -375,10 +369,9 @@ absl::Status AcceptingJobs(const WorkerHealth& health, const std::string& device
         log_path));
   }
   if (health.state != v1::WORKER_STATE_UP && health.failing_to_start) {
-    return absl::UnavailableError(absl::StrCat("device: the worker for ", device,
-                                               " cannot start (", health.detail,
-                                               "); jobs for it are refused until it does; see ",
-                                               log_path));
+    return absl::UnavailableError(
+        absl::StrCat("device: the worker for ", device, " cannot start (", health.detail,
+                     "); jobs for it are refused until it does; see ", log_path));
   }
   return absl::OkStatus();
 }

@@ -44,7 +44,8 @@ namespace benchd::server {
 // from memory in milliseconds; only EvictModel frees device memory, and only
 // JoinGroup waits for other processes (the group's own timeout, plus this).
 inline constexpr std::chrono::seconds kStartupInfoTimeout{30};  // first GetInfo of a new worker
-inline constexpr std::chrono::seconds kMemoryInfoTimeout{2};  // the supervisor's free-memory refresh
+inline constexpr std::chrono::seconds kMemoryInfoTimeout{
+    2};  // the supervisor's free-memory refresh
 inline constexpr std::chrono::seconds kListModelsTimeout{5};
 inline constexpr std::chrono::seconds kEvictModelTimeout{30};
 inline constexpr std::chrono::seconds kPrepareGroupTimeout{30};

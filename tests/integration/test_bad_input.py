@@ -1,4 +1,6 @@
 """Bad input gets INVALID_ARGUMENT naming the field; benchctl exits 2 and says why."""
+import time
+
 import grpc
 import pytest
 
@@ -78,10 +80,15 @@ def test_unreachable_daemon_exit_code(daemon):
 
 
 def test_health_and_reflection(daemon):
-    # grpc.health.v1.Health/Check with an empty request: status SERVING (field 1 = 1).
+    # grpc.health.v1.Health/Check with an empty request: status SERVING (field 1 = 1)
+    # once the worker is up; NOT_SERVING (2) before.
     check = daemon.channel.unary_unary("/grpc.health.v1.Health/Check",
                                        request_serializer=lambda _: b"",
                                        response_deserializer=lambda b: b)
+    daemon.wait_worker_up()
+    deadline = time.time() + 10
+    while check(None, timeout=10) != b"\x08\x01" and time.time() < deadline:
+        time.sleep(0.1)
     assert check(None, timeout=10) == b"\x08\x01"
     # Reflection (v1alpha): list_services (field 7, empty string) names our service.
     info = daemon.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
