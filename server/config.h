@@ -24,6 +24,9 @@ struct DaemonConfig {
   // Seconds a worker that is up may leave its heartbeat (a ping every
   // second) unanswered before it is shown UNRESPONSIVE and refused work.
   int worker_heartbeat_timeout_s = 10;
+  // Seconds running jobs get to finish after SIGTERM before they are
+  // INTERRUPTED (under Kubernetes' default 30 s termination grace).
+  int stop_grace_s = 10;
   // Progress deadlines by job kind ("benchmark", "profile", "memory",
   // "collective"), in seconds; a kind not here uses
   // DefaultProgressTimeoutSeconds (common/job_spec.h); a job's own

@@ -116,6 +116,23 @@ absl::Status JobManager::Start() {
   return absl::OkStatus();
 }
 
+bool JobManager::Drain(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || draining_) return running_.empty();
+    draining_ = true;
+  }
+  queue_.Close();   // dispatchers end after the job they hold
+  tickets_.Poke();  // and stop waiting for devices
+  std::unique_lock<std::mutex> lock(mu_);
+  // Jobs that had not started leave running_ without a Finish: look often.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (!running_.empty() && std::chrono::steady_clock::now() < deadline) {
+    finished_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return running_.empty();
+}
+
 void JobManager::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -188,7 +205,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   *job.mutable_created() = Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_)
+    if (stopping_ || draining_)
       return absl::UnavailableError("the daemon is stopping; submit again after it restarts");
   }
   auto id = store_->Insert(job);
@@ -254,7 +271,7 @@ void JobManager::Dispatch(const std::string& device) {
     // jobs of their own queues); a cancel or a stop ends the wait.
     const uint64_t ticket = tickets_.Acquire(JobDevices(*job), [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      return stopping_ || running_[key].cancel_requested;
+      return stopping_ || draining_ || running_[key].cancel_requested;
     });
     if (ticket == 0) {
       bool cancelled;
@@ -294,13 +311,18 @@ void JobManager::RunOnWorker(v1::Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     return stopping_;
   };
+  // Stopping or draining: a job that has not started stays QUEUED.
+  auto not_starting = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_ || draining_;
+  };
 
   // Wait for the worker (it may be starting or restarting), in short slices so
   // that a cancel or a stop is seen.
   absl::StatusOr<std::shared_ptr<WorkerClient>> worker = absl::UnavailableError("");
   const auto deadline = std::chrono::steady_clock::now() + kWorkerWait;
   while (true) {
-    if (cancel_requested() || stopping()) break;
+    if (cancel_requested() || not_starting()) break;
     worker = workers_->WaitUntilUp(device, std::chrono::milliseconds(500));
     if (worker.ok() || std::chrono::steady_clock::now() > deadline) break;
   }
@@ -310,7 +332,7 @@ void JobManager::RunOnWorker(v1::Job job) {
     Finish(job);
     return;
   }
-  if (stopping()) return;  // stays QUEUED in the store; taken up at the next start
+  if (not_starting()) return;  // stays QUEUED in the store; taken up at the next start
   if (!worker.ok()) {
     job.set_state(v1::JOB_STATE_FAILED);
     job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
@@ -426,7 +448,7 @@ void JobManager::RunCollective(v1::Job job) {
   const std::string key = RunningKey(job);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;  // stays QUEUED
+    if (stopping_ || draining_) return;  // stays QUEUED
     if (running_[key].cancel_requested) {
       job.set_state(v1::JOB_STATE_CANCELLED);
       job.set_error_message("cancelled before it started");

@@ -4,6 +4,7 @@
 #ifndef BENCHD_SERVER_JOB_MANAGER_H_
 #define BENCHD_SERVER_JOB_MANAGER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -56,6 +57,10 @@ class JobManager {
   // naming both), takes up the jobs a previous daemon left queued and starts
   // the dispatchers.
   absl::Status Start();
+  // The first part of a stop (SIGTERM): Submit refuses, no job starts, and
+  // running ones get up to `grace` to finish; true when none is left.
+  // Queued jobs stay QUEUED in the store. Stop then interrupts the rest.
+  bool Drain(std::chrono::milliseconds grace);
   // Stops taking jobs; running ones are cancelled and marked INTERRUPTED; queued
   // ones stay QUEUED in the store for the next start; results not stored yet
   // get a last try (PendingResults::Flush).
@@ -110,6 +115,7 @@ class JobManager {
   std::mutex mu_;
   std::condition_variable finished_cv_;
   bool stopping_ = false;
+  bool draining_ = false;  // Drain: no new job starts, Submit refuses
   std::map<std::string, Running>
       running_;  // by RunningKey ("cpu:0"; "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running

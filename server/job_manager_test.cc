@@ -212,6 +212,41 @@ TEST_F(JobManagerTest, AWorkerSilentAfterACancelIsReplaced) {
                                                       "after job 2 was cancelled")));
 }
 
+// SIGTERM's first part: a running job may finish within the grace; nothing
+// new starts (queued jobs stay QUEUED for the next start); Submit refuses.
+TEST_F(JobManagerTest, DrainLetsTheRunningJobFinishAndStartsNothing) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  Gate started, release;
+  cpu0->QueueRun(SucceedAfter(&started, &release));
+  StartJobs();
+  const std::string running = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  const std::string queued = Submit(Benchmark("cpu:0"));
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    release.Open();
+  });
+  EXPECT_TRUE(jobs_->Drain(std::chrono::seconds(10)));
+  finisher.join();
+  EXPECT_EQ(Get(running).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Get(queued).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(cpu0->runs().size(), 1u);
+  EXPECT_EQ(jobs_->Submit(Benchmark("cpu:0")).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(JobManagerTest, AJobStillRunningAfterTheGraceIsInterrupted) {
+  workers_.UpAll();
+  Gate started;
+  workers_.client("cpu:0")->QueueRun(fake::UntilCancelled({fake::Step(0)}, &started));
+  StartJobs();
+  const std::string running = Submit(Benchmark("cpu:0"));
+  ASSERT_TRUE(started.Wait());
+  EXPECT_FALSE(jobs_->Drain(std::chrono::milliseconds(200)));
+  jobs_->Stop();
+  EXPECT_EQ(Get(running).state(), v1::JOB_STATE_INTERRUPTED);
+}
+
 TEST_F(JobManagerTest, WorkerThatDiesMidStreamFailsTheJobNamingItAndHowItEnded) {
   workers_.UpAll();
   auto cpu0 = workers_.client("cpu:0");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   int start_timeout = 0;
   int heartbeat_timeout = 0;
   std::vector<std::string> progress_timeouts;
+  int stop_grace = std::numeric_limits<int>::min();  // not given
   app.add_option("--config", config_file, "JSON config file (flags override it)");
   app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
   app.add_option("--metrics", metrics,
@@ -87,6 +89,9 @@ int main(int argc, char** argv) {
   app.add_option("--worker-heartbeat-timeout", heartbeat_timeout,
                  "seconds a worker may leave its heartbeat unanswered before it is shown "
                  "UNRESPONSIVE (default 10)");
+  app.add_option("--stop-grace", stop_grace,
+                 "seconds running jobs get to finish after SIGTERM/SIGINT before they are "
+                 "interrupted (default 10; queued jobs stay queued)");
   app.add_option("--progress-timeout", progress_timeouts,
                  "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective) that shows "
                  "no progress for SECONDS has its worker killed and fails (defaults 600, 900, "
@@ -109,6 +114,10 @@ int main(int argc, char** argv) {
     if (auto s = benchd::server::ParseProgressTimeout(flag, &config.progress_timeout_s); !s.ok()) {
       return Fail(std::string(s.message()));
     }
+  }
+  if (stop_grace != std::numeric_limits<int>::min()) config.stop_grace_s = stop_grace;
+  if (config.stop_grace_s < 0 || config.stop_grace_s > 3600) {
+    return Fail(absl::StrCat("stop grace: expected 0..3600 seconds, got ", config.stop_grace_s));
   }
   if (config.worker_heartbeat_timeout_s < 1 || config.worker_heartbeat_timeout_s > 3600) {
     return Fail(absl::StrCat("worker heartbeat timeout: expected 1..3600 seconds, got ",
@@ -231,7 +240,12 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  fprintf(stderr, "benchd: %s: stopping\n", strsignal(sig));
+  // Drain while still serving: watchers see running jobs finish; Submit refuses.
+  fprintf(stderr, "benchd: %s: stopping; running jobs have %d s to finish\n", strsignal(sig),
+          config.stop_grace_s);
+  if (!jobs.Drain(std::chrono::seconds(config.stop_grace_s))) {
+    fprintf(stderr, "benchd: jobs still running after %d s are interrupted\n", config.stop_grace_s);
+  }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   jobs.Stop();
   supervisor.Stop();

@@ -108,3 +108,24 @@ def test_results_survive_restart_and_running_job_is_interrupted(tmp_data_dir):
         assert ids == sorted(ids, key=int, reverse=True) and done in ids
     finally:
         d.stop()
+
+
+def test_sigterm_lets_a_running_job_finish_within_the_grace(tmp_data_dir):
+    # A few seconds of steps: it finishes well inside the 60 s grace.
+    finishing = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16",
+                 "--warmup-steps", "0", "--steps", "300"]
+    d = Daemon(tmp_data_dir, ["--stop-grace", "60"]).start()
+    try:
+        running = submit(d, finishing)
+        wait_first_step(d, running)
+        queued = submit(d, SHORT)
+        d.stop()  # SIGTERM: drain, then stop
+        assert "running jobs have 60 s to finish" in d.log()
+        d.start()
+        job = d.stub.GetJob(bench_pb2.GetJobRequest(job_id=running))
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.state, job.error_message)
+        # The queued one did not start during the drain; it runs now.
+        assert wait_for_state(d.stub, queued, [bench_pb2.JOB_STATE_SUCCEEDED]).state == \
+            bench_pb2.JOB_STATE_SUCCEEDED
+    finally:
+        d.stop()
