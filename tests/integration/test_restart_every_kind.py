@@ -47,7 +47,8 @@ def wait_progress(d, job_id, timeout=120):
 def daemon2():
     data = tempfile.mkdtemp(prefix="benchd-restart-")
     env = dict(os.environ, BENCHD_WORKER_THREADS="1")
-    d = Daemon(data, ["--device", "cpu:1"], env=env).start()
+    # No grace at SIGTERM: a job running then is interrupted (test_lifecycle: the grace).
+    d = Daemon(data, ["--device", "cpu:1", "--stop-grace", "0"], env=env).start()
     d.wait_worker_up("cpu:0")
     d.wait_worker_up("cpu:1")
     yield d
