@@ -393,16 +393,6 @@ std::string FakeWorkers::WaitForExit(const std::string& device, uint64_t generat
   return slot.exits.at(generation);
 }
 
-std::vector<std::shared_ptr<WorkerClient>> FakeWorkers::UpWorkers() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::shared_ptr<WorkerClient>> out;
-  for (const auto& d : devices_) {
-    const Slot& slot = slots_.at(d);
-    if (slot.up && slot.unresponsive.empty()) out.push_back(slot.client);
-  }
-  return out;
-}
-
 std::vector<v1::Device> FakeWorkers::Devices() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Device> out;

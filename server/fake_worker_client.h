@@ -243,7 +243,6 @@ class FakeWorkers final : public Workers {
   // Killed), by benchd: <why>" (through Exit); kills() lists the calls.
   void Kill(const std::string& device, uint64_t generation, const std::string& why) override;
   std::vector<std::string> kills();
-  std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
   std::string LogPath(const std::string& device) const override;

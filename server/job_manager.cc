@@ -13,6 +13,7 @@
 #include "server/collective_job.h"
 #include "server/config.h"
 #include "server/job_summary.h"
+#include "server/model_calls.h"
 #include "server/progress_deadline.h"
 #include "server/result_bounds.h"
 
@@ -146,6 +147,10 @@ void JobManager::Stop() {
   tickets_.Poke();
   for (auto& t : dispatchers_) t.join();
   dispatchers_.clear();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    finished_cv_.wait(lock, [&] { return refreshes_ == 0; });
+  }
   pending_.Flush();
 }
 
@@ -539,53 +544,31 @@ void JobManager::Announce(const v1::Job& job) {
 
 void JobManager::RefreshResidentModels(const std::string& device) {
   if (!metrics_) return;
-  auto models = ListModels(device);
-  if (!models.ok()) return;
-  int64_t bytes = 0;
-  for (const auto& m : models->models()) bytes += m.bytes();
-  metrics_->SetResidentModels(device, models->models_size(), bytes);
-}
-
-absl::StatusOr<v1::ListModelsResponse> JobManager::ListModels(const std::string& device) {
-  if (!device.empty()) {
-    if (auto s = CheckServedDevice("device", device, devices_); !s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refreshes_;
   }
-  v1::ListModelsResponse all;
-  for (const auto& w : workers_->UpWorkers()) {
-    if (!device.empty() && w->device() != device) continue;
-    auto resp = w->ListModels(v1::ListModelsRequest(), kListModelsTimeout);
-    if (!resp.ok()) {
-      return absl::UnavailableError(absl::StrCat("the worker for ", w->device(),
-                                                 " did not answer: ", resp.status().message()));
-    }
-    for (auto& m : *resp->mutable_models()) *all.add_models() = std::move(m);
-  }
-  return all;
-}
-
-absl::StatusOr<v1::EvictModelResponse> JobManager::EvictModel(
-    const v1::EvictModelRequest& request) {
-  if (!request.device().empty()) {
-    if (auto s = CheckServedDevice("device", request.device(), devices_); !s.ok()) return s;
-  }
-  v1::EvictModelResponse total;
-  for (const auto& w : workers_->UpWorkers()) {
-    if (!request.device().empty() && w->device() != request.device()) continue;
-    // A key names its device first ("cuda:0/small/fp32").
-    if (!request.key().empty() && request.key().rfind(w->device() + "/", 0) != 0) continue;
-    auto resp = w->EvictModel(request, kEvictModelTimeout);
-    if (!resp.ok()) {
-      return absl::UnavailableError(absl::StrCat("the worker for ", w->device(),
-                                                 " did not answer: ", resp.status().message()));
-    }
-    total.set_evicted(total.evicted() + resp->evicted());
-  }
-  if (!request.key().empty() && total.evicted() == 0) {
-    return absl::NotFoundError(absl::StrCat("no resident model with key '", request.key(),
-                                            "'; `benchctl models` lists the keys"));
-  }
-  for (const auto& d : devices_) RefreshResidentModels(d);
-  return total;
+  // Asks without waiting (it may run on a gRPC thread, after an eviction);
+  // Stop waits for the answers, which touch the metrics.
+  ListModelsOnWorkers(workers_, devices_, device,
+                      [this, device](absl::StatusOr<v1::ListModelsResponse> all) {
+                        if (all.ok()) {
+                          std::map<std::string, std::pair<int, int64_t>> by_device;  // count, bytes
+                          for (const std::string& d : devices_) {
+                            if (device.empty() || d == device) by_device[d];
+                          }
+                          for (const auto& m : all->models()) {
+                            auto& [count, bytes] = by_device[m.device()];
+                            ++count;
+                            bytes += m.bytes();
+                          }
+                          for (const auto& [d, figures] : by_device) {
+                            metrics_->SetResidentModels(d, figures.first, figures.second);
+                          }
+                        }
+                        std::lock_guard<std::mutex> lock(mu_);
+                        if (--refreshes_ == 0) finished_cv_.notify_all();
+                      });
 }
 
 }  // namespace benchd::server

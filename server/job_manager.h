@@ -76,9 +76,10 @@ class JobManager {
   absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id);
   const std::vector<std::string>& devices() const { return devices_; }
 
-  // Resident models of every worker that is up (or of one device).
-  absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
-  absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
+  // Sets the resident-model metrics of `device` ("" = every device) from
+  // its worker's answer, without waiting for it (server/model_calls.h).
+  // After each job, and after an eviction (BenchService::SetOnEvicted).
+  void RefreshResidentModels(const std::string& device);
 
  private:
   struct Running {
@@ -99,7 +100,6 @@ class JobManager {
   // After the final job is stored: the terminal event, the metrics, Cancel's wait.
   void Announce(const v1::Job& job);
   void Publish(const v1::Job& job, const std::function<void(v1::JobEvent*)>& fill);
-  void RefreshResidentModels(const std::string& device);
 
   Store* const store_;
   EventHub* const hub_;
@@ -116,6 +116,7 @@ class JobManager {
   std::condition_variable finished_cv_;
   bool stopping_ = false;
   bool draining_ = false;  // Drain: no new job starts, Submit refuses
+  int refreshes_ = 0;      // RefreshResidentModels calls out; Stop waits for none
   std::map<std::string, Running>
       running_;  // by RunningKey ("cpu:0"; "cpu:0,cpu:1" for a collective)
   std::set<std::string> cancelled_in_flight_;  // popped but not yet running

@@ -300,58 +300,6 @@ TEST_F(JobManagerTest, StopInterruptsRunningJobsAndKeepsQueuedOnes) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(JobManagerTest, ListModelsGathersUpWorkersAndSurfacesAMissedDeadline) {
-  workers_.UpAll();
-  v1::ListModelsResponse on1;
-  on1.add_models()->set_key("cpu:1/tiny/fp32");
-  workers_.client("cpu:1")->list_models.Return(on1);
-  StartJobs();
-  auto all = jobs_->ListModels("");
-  ASSERT_TRUE(all.ok()) << all.status();
-  ASSERT_EQ(all->models_size(), 1);
-  EXPECT_EQ(all->models(0).key(), "cpu:1/tiny/fp32");
-  EXPECT_THAT(workers_.client("cpu:1")->list_models.timeouts(),
-              ElementsAre(std::chrono::milliseconds(kListModelsTimeout)));
-
-  workers_.client("cpu:0")->list_models.MissDeadline();
-  auto missed = jobs_->ListModels("");
-  EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(missed.status().message(), "the worker for cpu:0 did not answer: Deadline Exceeded");
-  // Only the device asked about is asked.
-  const size_t asked = workers_.client("cpu:0")->list_models.calls();
-  auto one = jobs_->ListModels("cpu:1");
-  ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_EQ(one->models_size(), 1);
-  EXPECT_EQ(workers_.client("cpu:0")->list_models.calls(), asked);
-}
-
-TEST_F(JobManagerTest, EvictModelAsksTheKeysDeviceOnly) {
-  workers_.UpAll();
-  v1::EvictModelResponse one;
-  one.set_evicted(1);
-  workers_.client("cpu:1")->evict_model.Return(one);
-  StartJobs();
-  v1::EvictModelRequest req;
-  req.set_key("cpu:1/tiny/fp32");
-  auto evicted = jobs_->EvictModel(req);
-  ASSERT_TRUE(evicted.ok()) << evicted.status();
-  EXPECT_EQ(evicted->evicted(), 1);
-  EXPECT_EQ(workers_.client("cpu:0")->evict_model.calls(), 0u);
-  ASSERT_EQ(workers_.client("cpu:1")->evict_model.requests().size(), 1u);
-  EXPECT_EQ(workers_.client("cpu:1")->evict_model.requests()[0].key(), "cpu:1/tiny/fp32");
-
-  req.set_key("cpu:0/none/fp32");
-  auto missing = jobs_->EvictModel(req);
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-
-  workers_.client("cpu:0")->evict_model.MissDeadline();
-  auto missed = jobs_->EvictModel(v1::EvictModelRequest());
-  EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(missed.status().message(), HasSubstr("the worker for cpu:0 did not answer"));
-  EXPECT_EQ(workers_.client("cpu:0")->evict_model.timeouts().back(),
-            std::chrono::milliseconds(kEvictModelTimeout));
-}
-
 // A job that ends while the store cannot take its record (a full disk):
 // nobody is told it is done until it is stored; then it is, once.
 TEST_F(JobManagerTest, AResultTheStoreRefusesIsAnnouncedOnlyOnceStored) {

@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   benchd::server::BenchService service(
       &jobs, &hub, &supervisor,
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
+  service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
 
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<benchd::server::PublicReflection> reflection(

@@ -451,18 +451,6 @@ std::vector<v1::Device> Supervisor::Devices() {
   return out;
 }
 
-std::vector<std::shared_ptr<WorkerClient>> Supervisor::UpWorkers() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::shared_ptr<WorkerClient>> out;
-  for (const auto& name : device_order_) {
-    const Slot& slot = *slots_.at(name);
-    if (slot.state == State::kUp && slot.client && !slot.unresponsive) {
-      out.push_back(slot.client);
-    }
-  }
-  return out;
-}
-
 v1::Versions Supervisor::WorkerVersions() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : device_order_) {

@@ -60,7 +60,6 @@ class Supervisor final : public Workers {
                           std::chrono::milliseconds timeout) override;
   WorkerHealth Health(const std::string& device) override;
   void Kill(const std::string& device, uint64_t generation, const std::string& why) override;
-  std::vector<std::shared_ptr<WorkerClient>> UpWorkers() override;
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
   std::string LogPath(const std::string& device) const override;

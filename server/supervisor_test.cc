@@ -60,7 +60,8 @@ TEST(SupervisorTest, ServesAsWorkersBeforeAnyWorkerIsUp) {
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(down.status().message(),
             "the worker for cpu:1 is not running; see /tmp/logs/worker-cpu-1.log");
-  EXPECT_TRUE(workers.UpWorkers().empty());
+  EXPECT_EQ(workers.Health("cpu:0").state, v1::WORKER_STATE_DOWN);
+  EXPECT_EQ(workers.Health("cpu:0").client, nullptr);
   EXPECT_EQ(workers.WaitForExit("cpu:0", 1, std::chrono::milliseconds(0)), "");
   ASSERT_EQ(workers.Devices().size(), 2u);
   EXPECT_EQ(workers.Devices()[1].name(), "cpu:1");

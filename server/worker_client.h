@@ -268,8 +268,6 @@ class Workers {
   // or hung worker answers nothing else) if it still runs; the supervisor
   // restarts it, and its exit says `why` ("killed by benchd: …").
   virtual void Kill(const std::string& device, uint64_t generation, const std::string& why) = 0;
-  // Clients of the workers that are UP now, in device order.
-  virtual std::vector<std::shared_ptr<WorkerClient>> UpWorkers() = 0;
   // Every device with its worker's state, pid and restarts.
   virtual std::vector<v1::Device> Devices() = 0;
   // Versions as the first worker that came up reports them (torch, CUDA, ...).

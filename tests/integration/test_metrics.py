@@ -47,8 +47,24 @@ def test_metrics_pass_promtool_and_count_jobs(daemon):
     assert sample(text, "benchd_benchmark_last_step_seconds", model="tiny") == res.step.median
     assert abs(sample(text, "benchd_benchmark_last_tokens_per_second", model="tiny")
                - res.tokens_per_second) / res.tokens_per_second < 1e-9
-    assert sample(text, "benchd_resident_models", device="cpu:0") == 1
     assert sample(text, "benchd_build_info") == 1
+    # The resident-model figures follow the worker (asked after each job and
+    # each eviction, without waiting): the model stays after the job, and an
+    # eviction takes it off.
+    assert eventually(daemon, "benchd_resident_models", 1, device="cpu:0")
+    daemon.benchctl("evict", "--all", check=0)
+    assert eventually(daemon, "benchd_resident_models", 0, device="cpu:0")
+    assert eventually(daemon, "benchd_resident_model_bytes", 0, device="cpu:0")
+
+
+def eventually(daemon, name, value, timeout=10, **labels):
+    deadline = time.time() + timeout
+    while True:
+        got = sample(scrape(daemon), name, **labels)
+        if got == value or time.time() > deadline:
+            assert got == value, f"{name}{labels} = {got}, expected {value}"
+            return True
+        time.sleep(0.1)
 
 
 def free_port():
