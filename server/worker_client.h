@@ -140,8 +140,8 @@ class WorkerClient {
 
   // The blocking forms: the same calls, waited for on the calling thread.
   // They never wait on gRPC's callback threads (the real client uses the
-  // synchronous stub), so a gRPC server thread that still calls one (the
-  // service's ListModels, EvictModel and DestroyGroup) blocks only itself.
+  // synchronous stub); only threads that may wait call them (dispatchers,
+  // group set-up and teardown), never a gRPC server thread.
   // By default (fakes): the async form, waited for.
   virtual absl::StatusOr<internal::WorkerInfo> GetInfo(Timeout timeout);
   absl::StatusOr<internal::PingResponse> Ping(Timeout timeout);
