@@ -32,7 +32,8 @@ namespace {
 
 BenchClient MakeClient(const GlobalOptions& g) {
   return BenchClient(g.address,
-                     std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000)));
+                     std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000)),
+                     g.security);
 }
 
 void Write(FILE* stream, const std::string& text) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
 #include "client/collective_view.h"
+#include "client/credentials.h"
 #include "client/profile_view.h"
 #include "client/spec_builder.h"
 
@@ -22,6 +23,7 @@ namespace benchd::client {
 struct GlobalOptions {
   std::string address;
   double timeout_seconds = 10;
+  ChannelSecurity security;  // TLS and the token (client/credentials.h)
 };
 
 // "queued", "running", ... (any case) for list --state.

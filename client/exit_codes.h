@@ -24,10 +24,11 @@ inline constexpr const char* kExitCodesHelp =
     "  1  the job failed, was cancelled or was interrupted (watch, get, submit --watch)\n"
     "  2  usage error: bad flags, or the daemon refused the request (INVALID_ARGUMENT)\n"
     "  3  daemon unreachable: no connection within --timeout, or UNAVAILABLE\n"
-    "  4  any other RPC error (NOT_FOUND, UNIMPLEMENTED, DEADLINE_EXCEEDED, ...)\n"
+    "  4  any other RPC error (NOT_FOUND, UNAUTHENTICATED, PERMISSION_DENIED,\n"
+    "     DEADLINE_EXCEEDED, ...)\n"
     "\n"
     "Environment:\n"
-    "  BENCHD_ADDRESS  default for --address (else 127.0.0.1:7531)\n";
+    "  BENCHD_ADDRESS  default for --address (else the client config's, else 127.0.0.1:7531)\n";
 
 ExitCode ExitCodeForRpc(grpc::StatusCode code);
 // absl and gRPC share the canonical code numbers; benchctl carries absl::Status.

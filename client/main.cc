@@ -4,15 +4,19 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <grpc/support/log.h>
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
+#include "client/credentials.h"
 #include "client/exit_codes.h"
 #include "client/rpc.h"
 #include "client/spec_builder.h"
+#include "client/token_command.h"
 #include "common/model_config.h"
 #include "common/version.h"
 
@@ -160,9 +164,12 @@ void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
 
 int main(int argc, char** argv) {
   namespace bc = benchd::client;
+  // gRPC core logs failed handshakes itself; benchctl's own message says why
+  // and what to do, so its log is noise unless asked for with GRPC_VERBOSITY.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
   CLI::App app{"benchctl: the command-line client of benchd, the GPU benchmarking daemon",
                "benchctl"};
-  app.footer(bc::kExitCodesHelp);
+  app.footer(std::string(bc::kExitCodesHelp) + bc::kCredentialsEnvHelp);
   app.require_subcommand(1);
   // Global flags may come after the subcommand too: `benchctl get J --address h:p`.
   app.fallthrough();
@@ -171,13 +178,32 @@ int main(int argc, char** argv) {
     return std::string("benchctl: ") + e.what() + "\nRun with --help for more information.\n";
   });
 
-  GlobalOptions g{bc::DefaultAddress(), 10.0};
-  app.add_option("--address", g.address, "benchd's gRPC address host:port (env BENCHD_ADDRESS)")
-      ->capture_default_str();
+  // Connection settings resolve flag > environment > client config file >
+  // default after parsing (client/credentials.h).
+  GlobalOptions g;
+  bc::CredentialFlags creds;
+  app.add_option("--address", creds.address,
+                 "benchd's gRPC address host:port (env BENCHD_ADDRESS, config \"address\"; "
+                 "default 127.0.0.1:7531)");
   app.add_option("--timeout", g.timeout_seconds,
                  "seconds allowed for connecting and for each call (watch: connecting only)")
       ->check(kPositive)
       ->capture_default_str();
+  app.add_option("--token-file", creds.token_file,
+                 "a file whose first line is the bearer token (env BENCHD_TOKEN_FILE, or the "
+                 "token itself in BENCHD_TOKEN; config \"token_file\")");
+  app.add_flag("--tls", creds.tls,
+               "speak TLS, verifying the daemon against the system's CAs (env BENCHD_TLS=1)");
+  app.add_option("--tls-ca", creds.tls_ca,
+                 "speak TLS, verifying the daemon's certificate against this CA (PEM; env "
+                 "BENCHD_TLS_CA)");
+  app.add_option("--tls-cert", creds.tls_cert,
+                 "client certificate for mTLS (PEM; with --tls-key; env BENCHD_TLS_CERT)");
+  app.add_option("--tls-key", creds.tls_key,
+                 "the client certificate's private key (PEM; env BENCHD_TLS_KEY)");
+  app.add_option("--tls-server-name", creds.tls_server_name,
+                 "the name to verify in the daemon's certificate when it is not the address's "
+                 "host (env BENCHD_TLS_SERVER_NAME)");
 
   bool json = false;
   auto add_json = [&json](CLI::App* cmd, const std::string& what) {
@@ -309,6 +335,23 @@ int main(int argc, char** argv) {
   CLI::App* node = app.add_subcommand("node", "show the node: devices, workers, versions");
   add_json(node, "print the NodeInfo as JSON");
 
+  // token create|hash: made here, no daemon involved.
+  CLI::App* token = app.add_subcommand(
+      "token", "bearer tokens for the daemon's --auth-file (made here; no daemon needed)");
+  token->require_subcommand(1);
+  CLI::App* token_create = token->add_subcommand(
+      "create",
+      "print a new token on stdout (alone: `> NAME.token` keeps it) and, on stderr, the line to "
+      "add to the daemon's --auth-file");
+  std::string token_role, token_name;
+  token_create->add_option("--role", token_role, "read|submit|admin")->required();
+  token_create
+      ->add_option("--name", token_name,
+                   "who holds the token: 1-64 letters, digits, '.', '_', '-', '@'")
+      ->required();
+  CLI::App* token_hash = token->add_subcommand(
+      "hash", "read a token on stdin, print its --auth-file hash (sha256:...)");
+
   // groups create|list|destroy
   CLI::App* groups = app.add_subcommand("groups", "resident process groups (NCCL on GPUs, Gloo)");
   groups->require_subcommand(1);
@@ -354,6 +397,19 @@ int main(int argc, char** argv) {
     app.exit(e);
     return e.get_exit_code() == 0 ? bc::kExitOk : bc::kExitUsage;
   }
+
+  if (*token_create) return bc::RunTokenCreate(token_role, token_name);
+  if (*token_hash) return bc::RunTokenHash(stdin);
+
+  // Every other command talks to the daemon.
+  absl::StatusOr<bc::ClientSettings> settings =
+      bc::ResolveClientSettings(creds, bc::ProcessEnvironment());
+  if (!settings.ok()) return bc::ReportError(settings.status());
+  for (const std::string& warning : settings->warnings) {
+    std::fprintf(stderr, "benchctl: %s\n", warning.c_str());
+  }
+  g.address = settings->address;
+  g.security = std::move(settings->security);
 
   if (*benchmark) return bc::RunSubmitBenchmark(g, bench, submit_flags);
   if (*profile_cmd) return bc::RunSubmitProfile(g, profile, submit_flags, profile_out);

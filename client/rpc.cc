@@ -1,39 +1,94 @@
 #include "client/rpc.h"
 
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+
 namespace benchd::client {
 namespace {
 
 // A job's result holds every step (~60 bytes each): past gRPC's 4 MB default
 // for long runs.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  AddChannelArgs(security, &args);
+  return grpc::CreateCustomChannel(address, MakeChannelCredentials(security), args);
 }
 
 std::string TimeoutText(std::chrono::milliseconds t) {
   return fmt::format("{:g} s", t.count() / 1000.0);
 }
 
-}  // namespace
-
-std::string DefaultAddress() {
-  const char* env = std::getenv("BENCHD_ADDRESS");
-  return env != nullptr && *env != '\0' ? env : "127.0.0.1:7531";
+// gRPC's reason for a failed connection (e.g. "... Ssl handshake failed:
+// ... certificate verify failed") said as a TLS failure with what to check;
+// nullopt when it is not about TLS (refused, no route, DNS).
+std::optional<std::string> TlsFailure(const std::string& address, const std::string& why,
+                                      bool tls) {
+  const std::string lower = absl::AsciiStrToLower(why);
+  const bool handshake = absl::StrContains(lower, "ssl") || absl::StrContains(lower, "handshake") ||
+                         absl::StrContains(lower, "certificate");
+  // The peer hung up before HTTP/2 began: a TLS port closing on plaintext,
+  // or (TLS 1.3) a daemon refusing the client certificate, or none.
+  const bool closed_in_setup = absl::StrContains(lower, "socket closed");
+  if (!tls) {
+    if (!handshake && !closed_in_setup) return std::nullopt;
+    return fmt::format(
+        "TLS failed at {}: the daemon closed this plaintext connection during setup, so it "
+        "probably speaks TLS; give --tls-ca CA.pem (or --tls for the system's CAs) ({})",
+        address, why);
+  }
+  if (absl::StrContains(lower, "wrong version number")) {
+    return fmt::format(
+        "TLS failed at {}: the daemon does not speak TLS there; drop --tls/--tls-ca, or start the "
+        "daemon with --tls-cert/--tls-key ({})",
+        address, why);
+  }
+  if (absl::StrContains(lower, "peer name")) {
+    return fmt::format(
+        "TLS failed at {}: the daemon's certificate does not name this host; give the name it "
+        "has with --tls-server-name ({})",
+        address, why);
+  }
+  if (handshake) {
+    return fmt::format(
+        "TLS failed at {}: check that --tls-ca is the CA that signed the daemon's certificate "
+        "and that the certificate is still valid; where the daemon asks for one, the client "
+        "certificate (--tls-cert/--tls-key) ({})",
+        address, why);
+  }
+  if (closed_in_setup) {
+    return fmt::format(
+        "TLS failed at {}: the daemon closed the connection during the handshake; it may want a "
+        "client certificate signed by its CA (--tls-cert/--tls-key), or not speak TLS ({})",
+        address, why);
+  }
+  return std::nullopt;
 }
 
-BenchClient::BenchClient(std::string address, std::chrono::milliseconds timeout)
+}  // namespace
+
+BenchClient::BenchClient(std::string address, std::chrono::milliseconds timeout,
+                         ChannelSecurity security)
     : address_(std::move(address)),
       timeout_(timeout),
-      channel_(MakeChannel(address_)),
+      security_(std::move(security)),
+      channel_(MakeChannel(address_, security_)),
       stub_(v1::Bench::NewStub(channel_)) {}
+
+void BenchClient::Prepare(grpc::ClientContext* context) const {
+  if (!security_.token.empty()) {
+    context->AddMetadata(kAuthorizationKey, AuthorizationValue(security_.token));
+  }
+}
 
 absl::Status BenchClient::Unreachable(const std::string& why) const {
   return absl::UnavailableError(
@@ -45,9 +100,10 @@ absl::Status BenchClient::Unreachable(const std::string& why) const {
 absl::Status BenchClient::Connect(std::chrono::system_clock::time_point deadline) {
   grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-      return Unreachable("connection failed");
-    }
+    // The fail-fast call that follows fails at once with gRPC's reason
+    // (refused, TLS handshake, ...), which Convert words for the user.
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) return absl::OkStatus();
+    if (state == GRPC_CHANNEL_SHUTDOWN) return Unreachable("the channel was shut down");
     if (!channel_->WaitForStateChange(state, deadline)) {
       return Unreachable("no connection within " + TimeoutText(timeout_));
     }
@@ -65,7 +121,19 @@ absl::Status BenchClient::Convert(const grpc::Status& status) const {
       if (channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) {
         return absl::UnavailableError("UNAVAILABLE: " + status.error_message());
       }
+      if (std::optional<std::string> tls =
+              TlsFailure(address_, status.error_message(), security_.tls)) {
+        return absl::UnavailableError(*tls);
+      }
       return Unreachable(status.error_message());
+    case grpc::StatusCode::UNAUTHENTICATED:
+      if (security_.token.empty()) {
+        return absl::UnauthenticatedError(
+            fmt::format("{} (benchctl sent no token: none of --token-file, BENCHD_TOKEN, "
+                        "BENCHD_TOKEN_FILE or the client config's \"token_file\" is set)",
+                        status.error_message()));
+      }
+      return absl::UnauthenticatedError(status.error_message());
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       // Connected, but no answer in time: the daemon is there and busy or stuck.
       return absl::DeadlineExceededError(
@@ -82,6 +150,7 @@ absl::StatusOr<Response> BenchClient::Unary(Call call) {
   const auto deadline = std::chrono::system_clock::now() + timeout_;
   if (absl::Status s = Connect(deadline); !s.ok()) return s;
   grpc::ClientContext context;
+  Prepare(&context);
   context.set_deadline(deadline);
   Response response;
   grpc::Status status = call(&context, &response);
@@ -176,6 +245,7 @@ absl::StatusOr<int64_t> BenchClient::FetchArtifact(
     const std::function<void(const std::string&)>& on_chunk) {
   if (absl::Status s = Connect(std::chrono::system_clock::now() + timeout_); !s.ok()) return s;
   grpc::ClientContext context;
+  Prepare(&context);
   v1::FetchArtifactRequest request;
   request.set_job_id(job_id);
   request.set_name(name);
@@ -209,6 +279,7 @@ absl::StatusOr<v1::JobEvent> BenchClient::Watch(
     const std::string& job_id, const std::function<void(const v1::JobEvent&)>& on_event) {
   if (absl::Status s = Connect(std::chrono::system_clock::now() + timeout_); !s.ok()) return s;
   grpc::ClientContext context;
+  Prepare(&context);
   v1::WatchRequest request;
   request.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Watch(&context, request);

@@ -1,6 +1,7 @@
 // A thin client of benchd's Bench service: every unary call has the --timeout
-// deadline, a failed connection becomes one UNAVAILABLE message naming the
-// address, and gRPC statuses come back as absl::Status.
+// deadline, every call carries the token (client/credentials.h), a failed
+// connection becomes one UNAVAILABLE message naming the address (and saying
+// when TLS failed), and gRPC statuses come back as absl::Status.
 #ifndef BENCHD_CLIENT_RPC_H_
 #define BENCHD_CLIENT_RPC_H_
 
@@ -10,20 +11,20 @@
 #include <string>
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.grpc.pb.h"
+#include "client/credentials.h"
 
 namespace benchd::client {
 
-// 127.0.0.1:7531 unless BENCHD_ADDRESS is set.
-std::string DefaultAddress();
-
 class BenchClient {
  public:
-  BenchClient(std::string address, std::chrono::milliseconds timeout);
+  BenchClient(std::string address, std::chrono::milliseconds timeout,
+              ChannelSecurity security = {});
 
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -52,20 +53,25 @@ class BenchClient {
                                      const std::function<void(const v1::JobEvent&)>& on_event);
 
   // gRPC status -> absl::Status, with UNAVAILABLE and DEADLINE_EXCEEDED
-  // reworded to name the address.
+  // reworded to name the address, a TLS failure said as such, and a hint on
+  // UNAUTHENTICATED when no token was sent.
   absl::Status Convert(const grpc::Status& status) const;
 
  private:
-  // READY within the deadline, else UNAVAILABLE. A refused connection fails at
-  // once (TRANSIENT_FAILURE) instead of waiting out the deadline.
+  // READY within the deadline, else UNAVAILABLE. A refused connection (or a
+  // failed TLS handshake) ends the wait at once (TRANSIENT_FAILURE): the call
+  // then fails fast with gRPC's reason instead of waiting out the deadline.
   absl::Status Connect(std::chrono::system_clock::time_point deadline);
   absl::Status Unreachable(const std::string& why) const;
+  // The one place every call's context is set up: the token goes here.
+  void Prepare(grpc::ClientContext* context) const;
 
   template <typename Response, typename Call>
   absl::StatusOr<Response> Unary(Call call);
 
   std::string address_;
   std::chrono::milliseconds timeout_;
+  ChannelSecurity security_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Bench::Stub> stub_;
 };

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_id.h"
+#include "common/limits.h"
 
 namespace benchd {
 namespace {
@@ -22,11 +23,19 @@ bool IsNameChar(char c) {
 }  // namespace
 
 bool IsArtifactName(const std::string& name) {
-  if (name.empty() || name.size() > 255 || name.front() == '.') return false;
+  if (name.empty() || name.size() > kMaxArtifactNameBytes || name.front() == '.') return false;
   for (char c : name) {
     if (!IsNameChar(c) && c != '.') return false;
   }
   return true;
+}
+
+absl::Status CheckArtifactName(const std::string& name, absl::string_view field) {
+  if (IsArtifactName(name)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": expected an artifact name as ListArtifacts gives it (one file name of 1..",
+      kMaxArtifactNameBytes, " letters, digits, '_', '-' and '.', not starting with '.'), got ",
+      QuotedForError(name)));
 }
 
 absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,

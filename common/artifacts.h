@@ -10,12 +10,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace benchd {
 
 // An artifact name: one path component of 1..255 letters, digits, '_', '-'
 // or '.', not starting with '.' (so never "..", never hidden, never a path).
 bool IsArtifactName(const std::string& name);
+// OK for an artifact name, else INVALID_ARGUMENT naming `field`, quoting the
+// name (escaped, cut short) and saying what a name is.
+absl::Status CheckArtifactName(const std::string& name, absl::string_view field = "name");
 
 // <artifacts_dir>/<job_id>. `request` ("memory", "profile", ...) opens the
 // errors: FAILED_PRECONDITION without an artifacts dir, INVALID_ARGUMENT for

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "gtest/gtest.h"
 
 namespace benchd {
@@ -30,6 +32,21 @@ TEST(ArtifactsTest, ArtifactNamesAreOneComponentNeverHidden) {
   EXPECT_FALSE(IsArtifactName("../17/trace.json"));
   EXPECT_FALSE(IsArtifactName("/etc/passwd"));
   EXPECT_FALSE(IsArtifactName(std::string("a\0b", 3)));
+}
+
+TEST(ArtifactsTest, ANameIsAtMostTheLimitAndARefusalQuotesItCutShort) {
+  EXPECT_TRUE(IsArtifactName(std::string(kMaxArtifactNameBytes, 'a')));
+  EXPECT_FALSE(IsArtifactName(std::string(kMaxArtifactNameBytes + 1, 'a')));
+  EXPECT_TRUE(CheckArtifactName("trace.json").ok());
+  const absl::Status huge = CheckArtifactName(std::string(1 << 20, 'a'), "name");
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      huge.message(),
+      absl::StrCat("name: expected an artifact name as ListArtifacts gives it (one file name "
+                   "of 1..255 letters, digits, '_', '-' and '.', not starting with '.'), got '",
+                   std::string(kMaxQuotedBytes, 'a'), "'... (1048576 bytes)"));
+  // Escaped, not echoed raw.
+  EXPECT_NE(CheckArtifactName("a\nb").message().find("got 'a\\nb'"), std::string::npos);
 }
 
 TEST(ArtifactsTest, JobArtifactsDir) {

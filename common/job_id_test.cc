@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -32,6 +34,18 @@ TEST(JobIdTest, RefusesEverythingElseNamingTheField) {
             "job_id: '' is not a job id; expected a positive integer such as 42");
   // Control bytes are escaped in the message, not echoed raw.
   EXPECT_THAT(CheckJobId("a\nb").message(), HasSubstr("'a\\nb'"));
+}
+
+// A megabyte of id is refused quoting kMaxQuotedBytes of it and its length.
+TEST(JobIdTest, AHugeIdIsQuotedCutShort) {
+  const std::string huge(1 << 20, '7');
+  const std::string message(CheckJobId(huge).message());
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("'", std::string(kMaxQuotedBytes, '7'), "'... (",
+                                              1 << 20, " bytes) is not a job id")));
+  EXPECT_LT(message.size(), 200u);
+  // The longest id accepted is kMaxJobIdBytes digits, one more is refused.
+  EXPECT_TRUE(ParseJobId(std::string(kMaxJobIdBytes, '9')).ok());
+  EXPECT_FALSE(ParseJobId(std::string(kMaxJobIdBytes + 1, '1')).ok());
 }
 
 }  // namespace

@@ -110,7 +110,10 @@ absl::StatusOr<v1::MemorySpec> ResolveMemory(const v1::MemorySpec& in) {
                        kMaxMemoryMaxEntries))
            .ok())
     return s;
-  if (!(s = CheckRange("memory.top_allocations", out.top_allocations(), 1, 1000)).ok()) return s;
+  if (!(s = CheckRange("memory.top_allocations", out.top_allocations(), 1,
+                       kMaxMemoryTopAllocations))
+           .ok())
+    return s;
   if (!v1::MemoryStacks_IsValid(in.stacks())) {
     return absl::InvalidArgumentError(
         absl::StrCat("memory.stacks: unknown value ", in.stacks(), "; expected none, cpp or all"));
@@ -237,8 +240,9 @@ absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget
   bool cuda = false, cpu = false;
   for (const std::string& d : t->devices()) {
     if (!std::regex_match(d, kDevice)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ".devices: '", d, "' is not a device name; expected cpu:N or cuda:N"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".devices: ", QuotedForError(d),
+                       " is not a device name; expected cpu:N or cuda:N"));
     }
     if (!seen.insert(d).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -275,6 +279,17 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   out.clear_targets();
   // Conveniences first, then explicit targets, in the order given.
   if (!in.group().empty()) out.add_targets()->set_group(in.group());
+  // Named as given here; folded into targets they would be named as targets.
+  if (!v1::CollectiveBackend_IsValid(in.backend())) {
+    return absl::InvalidArgumentError(absl::StrCat("collective.backend: unknown value ",
+                                                   in.backend(), "; expected nccl or gloo"));
+  }
+  for (int i = 0; i < in.backends_size(); ++i) {
+    if (!v1::CollectiveBackend_IsValid(in.backends(i))) {
+      return absl::InvalidArgumentError(absl::StrCat("collective.backends[", i, "]: unknown value ",
+                                                     in.backends(i), "; expected nccl or gloo"));
+    }
+  }
   if (in.backend() != v1::COLLECTIVE_BACKEND_UNSPECIFIED && in.backends_size() > 0) {
     return absl::InvalidArgumentError("collective.backends: give backend or backends, not both");
   }
@@ -296,6 +311,14 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
         "collective: nothing to run on; expected a group id (collective.group) or devices and a "
         "backend (collective.devices, e.g. cuda:0,cuda:1 with nccl)");
   }
+  // Each list is within its limit (CheckSizeLimits); folded together they
+  // must be too, or the resolved spec would not resolve again.
+  if (out.targets_size() > kMaxCollectiveTargets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collective.targets: expected at most ", kMaxCollectiveTargets,
+        " targets in one request (group, devices x backends and targets together), got ",
+        out.targets_size()));
+  }
   bool any_group = false;
   int smallest_devices = 1 << 30;
   for (int i = 0; i < out.targets_size(); ++i) {
@@ -303,8 +326,9 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
     const std::string where = absl::StrCat("collective.targets[", i, "]");
     if (!t->group().empty()) {
       if (t->devices_size() > 0 || t->backend() != v1::COLLECTIVE_BACKEND_UNSPECIFIED) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": a group id or devices with a backend, not both (group '", t->group(), "')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": a group id or devices with a backend, not both (group ",
+                         QuotedForError(t->group()), ")"));
       }
       any_group = true;
       continue;
@@ -318,20 +342,19 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
         "and a backend instead of a group");
   }
   std::set<int> ws_seen;
-  for (int w : in.world_sizes()) {
+  for (int i = 0; i < in.world_sizes_size(); ++i) {
+    const int w = in.world_sizes(i);
+    const std::string field = absl::StrCat("collective.world_sizes[", i, "]");
     if (w < 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collective.world_sizes: ", w,
-                       " is not a world size to measure; expected 2 or more ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", w, " is not a world size to measure; expected 2 or more ranks"));
     }
     if (w > smallest_devices) {
-      return absl::InvalidArgumentError(absl::StrCat("collective.world_sizes: ", w, " ranks need ",
-                                                     w, " devices; a target has only ",
-                                                     smallest_devices));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", w, " ranks need ", w, " devices; a target has only ", smallest_devices));
     }
     if (!ws_seen.insert(w).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collective.world_sizes: ", w, " appears twice"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", w, " appears twice"));
     }
   }
   if (in.world_sizes_size() == 0 && smallest_devices == 1) {
@@ -373,7 +396,7 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
       return absl::InvalidArgumentError(
           absl::StrCat("collective.min_bytes: ", min, " is more than max_bytes ", max));
     }
-    if (!(st = CheckRange("collective.factor", factor, 2, 1024)).ok()) return st;
+    if (!(st = CheckRange("collective.factor", factor, 2, kMaxCollectiveFactor)).ok()) return st;
     for (int64_t s : SweepSizes(min, max, factor)) out.add_sizes_bytes(s);
     out.clear_min_bytes();
     out.clear_max_bytes();
@@ -386,8 +409,11 @@ absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& i
   }
   if (!out.has_warmup_iters()) out.set_warmup_iters(kDefaultCollectiveWarmup);
   if (!out.has_iters()) out.set_iters(kDefaultCollectiveIters);
-  if (!(st = CheckRange("collective.warmup_iters", out.warmup_iters(), 0, 10000)).ok()) return st;
-  if (!(st = CheckRange("collective.iters", out.iters(), 1, 100000)).ok()) return st;
+  if (!(st =
+            CheckRange("collective.warmup_iters", out.warmup_iters(), 0, kMaxCollectiveWarmupIters))
+           .ok())
+    return st;
+  if (!(st = CheckRange("collective.iters", out.iters(), 1, kMaxCollectiveIters)).ok()) return st;
   if (out.op() == v1::COLLECTIVE_OP_ALL_TO_ALL && in.in_place()) {
     return absl::InvalidArgumentError(
         "collective.in_place: all_to_all has no in-place form in c10d (alltoall_base needs "
@@ -494,6 +520,87 @@ absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
         for (int i = 0; i < r->FieldSize(message, f); ++i) {
           if (auto s = CheckFiniteNumbers(r->GetRepeatedMessage(message, f, i),
                                           absl::StrCat(path, "[", i, "]."));
+              !s.ok())
+            return s;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status TooLong(const std::string& path, absl::string_view value, const FieldLimit& limit) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": expected ", limit.what, " of at most ",
+                                                 limit.max, " bytes, got ", QuotedForError(value)));
+}
+
+// The fields' rows; a field without one gets the defaults (and fails
+// job_spec_test's check that every request field has a row).
+FieldLimit StringLimit(const google::protobuf::FieldDescriptor* f) {
+  const FieldLimit* row = FindFieldLimit(kStringLimits, f->full_name());
+  return row ? *row : FieldLimit{f->full_name(), kDefaultMaxStringBytes, "a string"};
+}
+FieldLimit ListLimit(const google::protobuf::FieldDescriptor* f) {
+  const FieldLimit* row = FindFieldLimit(kListLimits, f->full_name());
+  return row ? *row : FieldLimit{f->full_name(), kDefaultMaxListLength, "a list"};
+}
+
+}  // namespace
+
+absl::Status CheckSizeLimits(const google::protobuf::Message& message, absl::string_view prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = message.GetReflection();
+  if (const auto& unknown = r->GetUnknownFields(message); !unknown.empty()) {
+    // Kept, it would be stored with the job and shown as if it had been run.
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix.empty() ? message.GetDescriptor()->name() : absl::StripSuffix(prefix, "."),
+        ": field number ", unknown.field(0).number(), " is not a field of ",
+        message.GetDescriptor()->full_name(),
+        " in this build of benchd (a client built from a newer bench.proto?); leave it unset "
+        "or update the daemon"));
+  }
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(message, &fields);  // the set ones: an unset field is empty
+  for (const FieldDescriptor* f : fields) {
+    const std::string path = absl::StrCat(prefix, f->name());
+    if (f->is_repeated()) {
+      // The count first: a million entries are refused before any is looked at.
+      const FieldLimit list = ListLimit(f);
+      if (const int n = r->FieldSize(message, f); n > list.max) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": expected at most ", list.max,
+                                                       " entries (", list.what, "), got ", n));
+      }
+    }
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING: {
+        const FieldLimit limit = StringLimit(f);
+        std::string scratch;
+        if (!f->is_repeated()) {
+          const std::string& v = r->GetStringReference(message, f, &scratch);
+          if (static_cast<int64_t>(v.size()) > limit.max) return TooLong(path, v, limit);
+          break;
+        }
+        for (int i = 0; i < r->FieldSize(message, f); ++i) {
+          const std::string& v = r->GetRepeatedStringReference(message, f, i, &scratch);
+          if (static_cast<int64_t>(v.size()) > limit.max) {
+            return TooLong(absl::StrCat(path, "[", i, "]"), v, limit);
+          }
+        }
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        if (!f->is_repeated()) {
+          if (auto s = CheckSizeLimits(r->GetMessage(message, f), absl::StrCat(path, ".")); !s.ok())
+            return s;
+          break;
+        }
+        for (int i = 0; i < r->FieldSize(message, f); ++i) {
+          if (auto s = CheckSizeLimits(r->GetRepeatedMessage(message, f, i),
+                                       absl::StrCat(path, "[", i, "]."));
               !s.ok())
             return s;
         }
@@ -631,6 +738,8 @@ std::string JobKindName(v1::JobKind kind) {
 std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(spec)); }
 
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
+  // Sizes first: every later message may quote a field.
+  if (auto s = CheckSizeLimits(spec); !s.ok()) return s;
   // One check of every float and double field, whatever the kind.
   if (auto s = CheckFiniteNumbers(spec); !s.ok()) return s;
   // 0 stays 0: the daemon writes out its own default for the kind.
@@ -663,8 +772,8 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     case v1::JobSpec::kCollective: {
       if (!spec.device().empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("spec.device: '", spec.device(),
-                         "' is not used by a collective request; it names its "
+            absl::StrCat("spec.device: ", QuotedForError(spec.device()),
+                         " is not used by a collective request; it names its "
                          "devices in collective.devices (or a group)"));
       }
       auto c = ResolveCollective(spec.collective());

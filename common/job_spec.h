@@ -10,29 +10,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "benchd/v1/bench.pb.h"
+#include "common/limits.h"
 #include "google/protobuf/message.h"
 
 namespace benchd {
 
-// Limits on one benchmark request; beyond them a request is a typo, not a plan.
-inline constexpr int64_t kMaxSteps = 100000;
-inline constexpr int64_t kMaxBatch = 1 << 16;
-inline constexpr int64_t kMaxContext = 1 << 20;
-// export_parity writes every weight in fp32 to one file: 8 GB at this limit.
-inline constexpr int64_t kMaxParityParameters = 2'000'000'000;
+// The limits (kMaxSteps, kMaxBatch, ...) are in common/limits.h.
 
-// The memory request's limits and defaults (v1::MemorySpec).
+// The memory request's defaults (v1::MemorySpec).
 inline constexpr int64_t kDefaultMemoryRecordSteps = 2;
-inline constexpr int64_t kMaxMemoryRecordSteps = 100;
 inline constexpr int64_t kDefaultMemoryMaxEntries = 100000;
-inline constexpr int64_t kMinMemoryMaxEntries = 1000;
-inline constexpr int64_t kMaxMemoryMaxEntries = 10000000;
 inline constexpr int64_t kDefaultMemoryTopAllocations = 10;
-inline constexpr int64_t kMaxMemoryRuns = 64;
 
 // The profile request's (v1::ProfileSpec).
 inline constexpr int64_t kDefaultProfileSteps = 3;
-inline constexpr int64_t kMaxProfileSteps = 100;
 
 // The request's kind (the JobSpec oneof's case); unspecified when none is set.
 v1::JobKind JobKindOf(const v1::JobSpec& spec);
@@ -88,11 +79,22 @@ absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std:
 absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
                                 absl::string_view prefix = "");
 
+// INVALID_ARGUMENT naming the field ("<prefix><path>", "collective.devices[3]")
+// for the first string of `message` longer than its limit, list with more
+// entries than its limit (common/limits.h's tables, found through the
+// descriptor: nested messages and lists included), or unknown field (a field
+// this build does not know, which it would neither run nor keep honestly). The
+// message says what came (a string quoted and cut short) and what is accepted.
+// Every request boundary calls it first, before anything echoes a field: the
+// JobSpec (ResolveJobSpec), CreateGroup (GroupRegistry::CheckRequest), and the
+// service's other calls on their whole request.
+absl::Status CheckSizeLimits(const google::protobuf::Message& message,
+                             absl::string_view prefix = "");
+
 // A timeout in seconds as requests give it: 0 = the default (300 s), else
 // 1..86400; anything else (negative, NaN, inf, 0.5, beyond a day) is
 // INVALID_ARGUMENT "<field>: expected 0 (= 300) or 1..86400, got -1". Returns
 // the timeout to use.
-inline constexpr double kMaxTimeoutSeconds = 86400;
 absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double value);
 
 // The progress deadline of a job of this kind when neither the spec

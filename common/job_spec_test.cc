@@ -3,13 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <limits>
+#include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/number_fields_test_util.h"
+#include "common/size_fields_test_util.h"
 #include "gtest/gtest.h"
 
 namespace benchd {
@@ -632,6 +638,8 @@ namespace {
 // Found reading the code and confirmed under UBSan (fuzz/corpus/job_spec/
 // repro-memory-sweep-runs-overflow): the run count wrapped negative and the
 // 64-run limit let a sweep of billions of runs through.
+// Each list is now refused past kMaxMemoryRuns entries before the product
+// is taken; at the limit the product (64^3) is counted exactly and refused.
 TEST(MemorySpecTest, AHugeSweepIsRefusedNotWrappedAround) {
   v1::JobSpec s;
   v1::MemorySpec* m = s.mutable_memory();
@@ -643,8 +651,419 @@ TEST(MemorySpecTest, AHugeSweepIsRefusedNotWrappedAround) {
   }
   auto out = ResolveJobSpec(s);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(out.status().message().find("the sweep has 2197000000 runs"), std::string::npos)
+  EXPECT_EQ(out.status().message(),
+            "memory.context_lengths: expected at most 64 entries (one entry per run of the "
+            "sweep), got 1300");
+  m->mutable_context_lengths()->Truncate(kMaxMemoryRuns);
+  m->mutable_modes()->Truncate(kMaxMemoryRuns);
+  m->mutable_precisions()->Truncate(kMaxMemoryRuns);
+  out = ResolveJobSpec(s);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("the sweep has 262144 runs"), std::string::npos)
       << out.status();
+}
+
+}  // namespace
+}  // namespace benchd
+
+// ------------------------------------------------------- limits (common/limits.h)
+
+namespace benchd {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+const google::protobuf::ServiceDescriptor* BenchServiceDescriptor() {
+  return v1::SubmitRequest::descriptor()->file()->FindServiceByName("Bench");
+}
+
+std::unique_ptr<Message> New(const Descriptor* type) {
+  return std::unique_ptr<Message>(
+      google::protobuf::MessageFactory::generated_factory()->GetPrototype(type)->New());
+}
+
+// Every string and list of every request of the service has its own row in
+// limits.h, so a field added later gets its limit on purpose; no row is stale.
+TEST(SizeLimitsTest, EveryStringAndListOfEveryRequestHasARow) {
+  std::set<std::string> strings, lists;
+  for (const Descriptor* type : testing::RequestTypes(BenchServiceDescriptor())) {
+    for (const testing::FieldPath& path : testing::SizeFieldPaths(type)) {
+      const FieldDescriptor* f = path.back();
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+        strings.insert(f->full_name());
+        EXPECT_NE(FindFieldLimit(kStringLimits, f->full_name()), nullptr)
+            << f->full_name() << ": a string with no row in common/limits.h kStringLimits";
+      }
+      if (f->is_repeated()) {
+        lists.insert(f->full_name());
+        EXPECT_NE(FindFieldLimit(kListLimits, f->full_name()), nullptr)
+            << f->full_name() << ": a list with no row in common/limits.h kListLimits";
+      }
+    }
+  }
+  for (const FieldLimit& row : kStringLimits) {
+    EXPECT_EQ(strings.count(std::string(row.field)), 1u) << row.field << ": no request has it";
+  }
+  for (const FieldLimit& row : kListLimits) {
+    EXPECT_EQ(lists.count(std::string(row.field)), 1u) << row.field << ": no request has it";
+  }
+  // The walk finds the fields there are today.
+  EXPECT_EQ(strings.count("benchd.v1.CollectiveTarget.devices"), 1u);
+  EXPECT_EQ(lists.count("benchd.v1.CollectiveSpec.sizes_bytes"), 1u);
+  EXPECT_EQ(strings.count("benchd.v1.EvictModelRequest.key"), 1u);
+}
+
+// The table: one value over its limit per string and list of every request
+// (found through the descriptors, so every field today and any added later):
+// a string one byte over and a megabyte over, a list one entry over. Each is
+// refused naming the field's path, what came (a string quoted, cut short)
+// and the limit; at the limit it passes. A JobSpec field is refused by
+// ResolveJobSpec itself, with the same message.
+TEST(SizeLimitsTest, EveryFieldOverItsLimitIsRefusedNamingItAndAtItsLimitPasses) {
+  int strings = 0, lists = 0;
+  for (const Descriptor* type : testing::RequestTypes(BenchServiceDescriptor())) {
+    for (const testing::FieldPath& path : testing::SizeFieldPaths(type)) {
+      const FieldDescriptor* f = path.back();
+      // The same request without the SubmitRequest around its JobSpec.
+      const bool in_spec = type == v1::SubmitRequest::descriptor();
+      const testing::FieldPath spec_path(path.begin() + (in_spec ? 1 : 0), path.end());
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+        ++strings;
+        const FieldLimit* limit = FindFieldLimit(kStringLimits, f->full_name());
+        ASSERT_NE(limit, nullptr) << f->full_name();
+        for (const size_t bytes : {static_cast<size_t>(limit->max) + 1, size_t{1} << 20}) {
+          auto m = New(type);
+          const std::string field = testing::SetStringAt(m.get(), path, bytes);
+          const absl::Status s = CheckSizeLimits(*m);
+          ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field << " " << bytes;
+          const std::string quoted = bytes <= kMaxQuotedBytes
+                                         ? absl::StrCat("'", std::string(bytes, 'x'), "'")
+                                         : absl::StrCat("'", std::string(kMaxQuotedBytes, 'x'),
+                                                        "'... (", bytes, " bytes)");
+          EXPECT_EQ(s.message(), absl::StrCat(field, ": expected ", limit->what, " of at most ",
+                                              limit->max, " bytes, got ", quoted));
+          if (in_spec) {
+            v1::JobSpec spec;
+            const std::string spec_field = testing::SetStringAt(&spec, spec_path, bytes);
+            EXPECT_EQ(field, "spec." + spec_field);
+            EXPECT_EQ(ResolveJobSpec(spec).status(), CheckSizeLimits(spec)) << spec_field;
+            EXPECT_EQ(CheckSizeLimits(spec).message(), s.message().substr(5));
+          }
+        }
+        auto at = New(type);
+        const std::string field = testing::SetStringAt(at.get(), path, limit->max);
+        EXPECT_TRUE(CheckSizeLimits(*at).ok()) << field << " at its limit";
+      }
+      if (f->is_repeated()) {
+        ++lists;
+        const FieldLimit* limit = FindFieldLimit(kListLimits, f->full_name());
+        ASSERT_NE(limit, nullptr) << f->full_name();
+        auto m = New(type);
+        const int n = static_cast<int>(limit->max) + 1;
+        const std::string field = testing::AddEntriesAt(m.get(), path, n);
+        const absl::Status s = CheckSizeLimits(*m);
+        ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+        EXPECT_EQ(s.message(), absl::StrCat(field, ": expected at most ", limit->max, " entries (",
+                                            limit->what, "), got ", n));
+        if (in_spec) {
+          v1::JobSpec spec;
+          testing::AddEntriesAt(&spec, spec_path, n);
+          EXPECT_EQ(ResolveJobSpec(spec).status(), CheckSizeLimits(spec)) << field;
+        }
+        auto at = New(type);
+        testing::AddEntriesAt(at.get(), path, static_cast<int>(limit->max));
+        EXPECT_TRUE(CheckSizeLimits(*at).ok()) << field << " at its limit";
+      }
+    }
+  }
+  EXPECT_GE(strings, 20);
+  EXPECT_GE(lists, 11);
+}
+
+// A field this build does not know would be stored with the job and shown
+// as if it had run: refused, naming where it was and its number.
+TEST(SizeLimitsTest, UnknownFieldsAreRefusedNamingWhereTheyWere) {
+  v1::JobSpec spec = Benchmark();
+  spec.mutable_benchmark()
+      ->GetReflection()
+      ->MutableUnknownFields(spec.mutable_benchmark())
+      ->AddLengthDelimited(99, std::string(1 << 20, 'u'));
+  EXPECT_EQ(ResolveJobSpec(spec).status().message(),
+            "benchmark: field number 99 is not a field of benchd.v1.BenchmarkSpec in this build "
+            "of benchd (a client built from a newer bench.proto?); leave it unset or update the "
+            "daemon");
+  v1::JobSpec top = Collective({"cpu:0", "cpu:1"});
+  top.GetReflection()->MutableUnknownFields(&top)->AddVarint(40, 1);
+  EXPECT_EQ(ResolveJobSpec(top).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ResolveJobSpec(top).status().message().find("JobSpec: field number 40 "),
+            std::string::npos);
+  v1::CollectiveSpec* c = top.mutable_collective();
+  top.GetReflection()->MutableUnknownFields(&top)->Clear();
+  c->add_targets()->GetReflection()->MutableUnknownFields(c->mutable_targets(0))->AddFixed32(7, 1);
+  EXPECT_NE(ResolveJobSpec(top).status().message().find("collective.targets[0]: field number 7 "),
+            std::string::npos);
+}
+
+// The conveniences and the targets are folded together; the result must
+// keep the limit too, so that a resolved spec resolves again.
+TEST(SizeLimitsTest, TargetsFoldedTogetherKeepTheLimit) {
+  v1::JobSpec spec;
+  v1::CollectiveSpec* c = spec.mutable_collective();
+  c->set_group("g1");
+  for (int i = 0; i < kMaxCollectiveTargets; ++i) c->add_targets()->set_group("g2");
+  ASSERT_TRUE(CheckSizeLimits(spec).ok());
+  EXPECT_EQ(ResolveJobSpec(spec).status().message(),
+            "collective.targets: expected at most 16 targets in one request (group, devices x "
+            "backends and targets together), got 17");
+  c->mutable_targets()->RemoveLast();
+  auto resolved = ResolveJobSpec(spec);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->collective().targets_size(), kMaxCollectiveTargets);
+  auto again = ResolveJobSpec(*resolved);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), resolved->SerializeAsString());
+}
+
+// Every string and list at its limit, every number at its longest encoding;
+// of a oneof only the field named `chosen`.
+void FillToLimits(Message* m, const std::string& chosen) {
+  const Descriptor* d = m->GetDescriptor();
+  const google::protobuf::Reflection* r = m->GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->real_containing_oneof() != nullptr && f->name() != chosen) continue;
+    const FieldLimit* list = FindFieldLimit(kListLimits, f->full_name());
+    const int n = f->is_repeated() ? static_cast<int>(list ? list->max : 0) : 1;
+    for (int k = 0; k < n; ++k) {
+      switch (f->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_STRING: {
+          const FieldLimit* limit = FindFieldLimit(kStringLimits, f->full_name());
+          const std::string v(limit ? limit->max : 0, 'x');
+          f->is_repeated() ? r->AddString(m, f, v) : r->SetString(m, f, v);
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          FillToLimits(f->is_repeated() ? r->AddMessage(m, f) : r->MutableMessage(m, f), chosen);
+          break;
+        case FieldDescriptor::CPPTYPE_INT32:
+          f->is_repeated() ? r->AddInt32(m, f, -1) : r->SetInt32(m, f, -1);
+          break;
+        case FieldDescriptor::CPPTYPE_INT64:
+          f->is_repeated() ? r->AddInt64(m, f, -1) : r->SetInt64(m, f, -1);
+          break;
+        case FieldDescriptor::CPPTYPE_UINT64:
+          f->is_repeated() ? r->AddUInt64(m, f, ~uint64_t{0}) : r->SetUInt64(m, f, ~uint64_t{0});
+          break;
+        case FieldDescriptor::CPPTYPE_ENUM:
+          f->is_repeated() ? r->AddEnumValue(m, f, -1) : r->SetEnumValue(m, f, -1);
+          break;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          f->is_repeated() ? r->AddDouble(m, f, 1.5) : r->SetDouble(m, f, 1.5);
+          break;
+        case FieldDescriptor::CPPTYPE_BOOL:
+          f->is_repeated() ? r->AddBool(m, f, true) : r->SetBool(m, f, true);
+          break;
+        default:
+          ADD_FAILURE() << f->full_name() << ": a type FillToLimits does not fill";
+      }
+    }
+  }
+}
+
+// The largest request the limits let through is far below kMaxRequestBytes
+// (the gRPC receive limit recommended for the server), so that limit never
+// refuses a request these checks would take.
+TEST(SizeLimitsTest, TheLargestRequestTheLimitsAllowIsFarBelowTheReceiveLimit) {
+  size_t largest = 0;
+  std::string which;
+  for (const Descriptor* type : testing::RequestTypes(BenchServiceDescriptor())) {
+    for (const char* chosen : {"benchmark", "profile", "memory", "collective"}) {
+      auto m = New(type);
+      FillToLimits(m.get(), chosen);
+      EXPECT_TRUE(CheckSizeLimits(*m).ok()) << type->name() << " " << CheckSizeLimits(*m);
+      if (m->ByteSizeLong() > largest) {
+        largest = m->ByteSizeLong();
+        which = absl::StrCat(type->name(), " (", chosen, ")");
+      }
+    }
+  }
+  EXPECT_LT(largest, static_cast<size_t>(kMaxRequestBytes) / 4) << which;
+  EXPECT_GT(largest, 10000u) << which;  // the fill did fill
+  RecordProperty("largest_request_bytes", static_cast<int>(largest));
+  std::cout << "largest request within the limits: " << which << ", " << largest << " bytes\n";
+}
+
+// The field a path names ("collective.targets[0].backend"), from JobSpec.
+const FieldDescriptor* FieldAt(const std::string& path) {
+  const Descriptor* d = v1::JobSpec::descriptor();
+  const FieldDescriptor* f = nullptr;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    part = part.substr(0, part.find('['));
+    if (d == nullptr) return nullptr;
+    f = d->FindFieldByName(std::string(part));
+    if (f == nullptr) return nullptr;
+    d = f->message_type();
+  }
+  return f;
+}
+
+// The table: one out-of-range value per number (integers, enums, floats) of
+// a JobSpec, each refused by ResolveJobSpec naming the field's path. Every
+// number field of a JobSpec is in it, or in `kAnyValue` (with why), so a
+// number field added later needs a row here and a check in job_spec.cc.
+TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
+  struct Case {
+    std::string field;  // the path the refusal starts with
+    std::function<void(v1::JobSpec*)> set;
+    v1::JobSpec (*base)();
+  };
+  auto bench = [] { return Benchmark(); };
+  auto profile = [] { return Profile(); };
+  auto memory = [] { return Memory(); };
+  auto collective = [] { return Collective({"cpu:0", "cpu:1"}); };
+  auto B = [](v1::JobSpec* s) { return s->mutable_benchmark(); };
+  auto M = [](v1::JobSpec* s) { return s->mutable_memory(); };
+  auto C = [](v1::JobSpec* s) { return s->mutable_collective(); };
+  const int64_t big = kMaxContext * 2;  // over every model size's limit, divisible by heads
+  const std::vector<Case> cases = {
+      {"progress_timeout_seconds", [](v1::JobSpec* s) { s->set_progress_timeout_seconds(86401); },
+       bench},
+      {"progress_timeout_seconds", [](v1::JobSpec* s) { s->set_progress_timeout_seconds(-1); },
+       bench},
+      {"benchmark.model.vocab_size",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_vocab_size(big); }, bench},
+      {"benchmark.model.vocab_size",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_vocab_size(-1); }, bench},
+      {"benchmark.model.d_model", [&](v1::JobSpec* s) { B(s)->mutable_model()->set_d_model(big); },
+       bench},
+      {"benchmark.model.d_ff", [&](v1::JobSpec* s) { B(s)->mutable_model()->set_d_ff(big); },
+       bench},
+      {"benchmark.model.num_layers",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_num_layers(big); }, bench},
+      {"benchmark.model.num_heads",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_num_heads(big); }, bench},
+      {"benchmark.model.num_heads",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_num_heads(-2); }, bench},
+      {"benchmark.model.rope_theta",
+       [&](v1::JobSpec* s) { B(s)->mutable_model()->set_rope_theta(-1); }, bench},
+      {"benchmark.mode", [&](v1::JobSpec* s) { B(s)->set_mode(v1::BenchmarkMode(99)); }, bench},
+      {"benchmark.precision", [&](v1::JobSpec* s) { B(s)->set_precision(v1::Precision(-1)); },
+       bench},
+      {"benchmark.batch_size", [&](v1::JobSpec* s) { B(s)->set_batch_size(kMaxBatch + 1); }, bench},
+      {"benchmark.context_length",
+       [&](v1::JobSpec* s) { B(s)->set_context_length(kMaxContext + 1); }, bench},
+      {"benchmark.warmup_steps", [&](v1::JobSpec* s) { B(s)->set_warmup_steps(kMaxSteps + 1); },
+       bench},
+      {"benchmark.measure_steps", [&](v1::JobSpec* s) { B(s)->set_measure_steps(kMaxSteps + 1); },
+       bench},
+      {"benchmark.warmup_max_steps",
+       [&](v1::JobSpec* s) {
+         B(s)->set_warmup_auto(true);
+         B(s)->set_warmup_max_steps(kMaxSteps + 1);
+       },
+       bench},
+      {"benchmark.attention", [&](v1::JobSpec* s) { B(s)->set_attention(v1::AttentionImpl(99)); },
+       bench},
+      {"benchmark.optimizer_impl",
+       [&](v1::JobSpec* s) { B(s)->set_optimizer_impl(v1::OptimizerImpl(99)); }, bench},
+      {"profile.profile_steps",
+       [](v1::JobSpec* s) { s->mutable_profile()->set_profile_steps(kMaxProfileSteps + 1); },
+       profile},
+      {"profile.activities[0]",
+       [](v1::JobSpec* s) { s->mutable_profile()->add_activities(v1::ProfilerActivity(9)); },
+       profile},
+      {"profile.step.batch_size",
+       [](v1::JobSpec* s) { s->mutable_profile()->mutable_step()->set_batch_size(0); }, profile},
+      {"memory.record_steps", [&](v1::JobSpec* s) { M(s)->set_record_steps(101); }, memory},
+      {"memory.max_entries",
+       [&](v1::JobSpec* s) { M(s)->set_max_entries(kMaxMemoryMaxEntries + 1); }, memory},
+      {"memory.max_entries",
+       [&](v1::JobSpec* s) { M(s)->set_max_entries(kMinMemoryMaxEntries - 1); }, memory},
+      {"memory.stacks", [&](v1::JobSpec* s) { M(s)->set_stacks(v1::MemoryStacks(99)); }, memory},
+      {"memory.top_allocations",
+       [&](v1::JobSpec* s) { M(s)->set_top_allocations(kMaxMemoryTopAllocations + 1); }, memory},
+      {"memory.context_lengths[0]", [&](v1::JobSpec* s) { M(s)->add_context_lengths(0); }, memory},
+      {"memory.modes[0]", [&](v1::JobSpec* s) { M(s)->add_modes(v1::BenchmarkMode(99)); }, memory},
+      {"memory.precisions[0]", [&](v1::JobSpec* s) { M(s)->add_precisions(v1::Precision(99)); },
+       memory},
+      {"memory.step.context_length",
+       [&](v1::JobSpec* s) { M(s)->mutable_step()->set_context_length(kMaxContext + 1); }, memory},
+      {"collective.backend", [&](v1::JobSpec* s) { C(s)->set_backend(v1::CollectiveBackend(99)); },
+       collective},
+      {"collective.backends[0]",
+       [&](v1::JobSpec* s) {
+         C(s)->clear_backend();
+         C(s)->add_backends(v1::CollectiveBackend(99));
+       },
+       collective},
+      {"collective.targets[0].backend",
+       [&](v1::JobSpec* s) {
+         C(s)->clear_devices();
+         C(s)->clear_backend();
+         v1::CollectiveTarget* t = C(s)->add_targets();
+         t->add_devices("cpu:0");
+         t->add_devices("cpu:1");
+         t->set_backend(v1::CollectiveBackend(99));
+       },
+       collective},
+      {"collective.world_sizes[0]", [&](v1::JobSpec* s) { C(s)->add_world_sizes(3); }, collective},
+      {"collective.world_sizes[0]", [&](v1::JobSpec* s) { C(s)->add_world_sizes(1); }, collective},
+      {"collective.op", [&](v1::JobSpec* s) { C(s)->set_op(v1::CollectiveOp(99)); }, collective},
+      {"collective.dtype", [&](v1::JobSpec* s) { C(s)->set_dtype(v1::CollectiveDtype(99)); },
+       collective},
+      {"collective.sizes_bytes[0]",
+       [&](v1::JobSpec* s) { C(s)->add_sizes_bytes(kMaxCollectiveBytes + 1); }, collective},
+      {"collective.min_bytes", [&](v1::JobSpec* s) { C(s)->set_min_bytes(0); }, collective},
+      {"collective.max_bytes",
+       [&](v1::JobSpec* s) { C(s)->set_max_bytes(kMaxCollectiveBytes + 1); }, collective},
+      {"collective.factor", [&](v1::JobSpec* s) { C(s)->set_factor(kMaxCollectiveFactor + 1); },
+       collective},
+      {"collective.warmup_iters",
+       [&](v1::JobSpec* s) { C(s)->set_warmup_iters(kMaxCollectiveWarmupIters + 1); }, collective},
+      {"collective.iters", [&](v1::JobSpec* s) { C(s)->set_iters(kMaxCollectiveIters + 1); },
+       collective},
+      {"collective.timeout_seconds",
+       [&](v1::JobSpec* s) { C(s)->set_timeout_seconds(kMaxTimeoutSeconds + 1); }, collective},
+  };
+  std::set<const FieldDescriptor*> covered;
+  for (const Case& c : cases) {
+    v1::JobSpec spec = c.base();
+    ASSERT_TRUE(ResolveJobSpec(spec).ok()) << c.field << ": the base spec";
+    c.set(&spec);
+    auto out = ResolveJobSpec(spec);
+    ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(out.status().message().substr(0, c.field.size() + 2), c.field + ": ") << out.status();
+    const FieldDescriptor* f = FieldAt(c.field);
+    ASSERT_NE(f, nullptr) << c.field;
+    covered.insert(f);
+  }
+  // A number any value of which is accepted, and why.
+  const std::map<std::string, std::string> kAnyValue = {
+      {"benchd.v1.BenchmarkSpec.seed", "every uint64 is a seed"},
+  };
+  std::vector<const Descriptor*> todo = {v1::JobSpec::descriptor()};
+  std::set<const Descriptor*> seen;
+  while (!todo.empty()) {
+    const Descriptor* d = todo.back();
+    todo.pop_back();
+    if (!seen.insert(d).second) continue;
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      switch (f->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          todo.push_back(f->message_type());
+          break;
+        case FieldDescriptor::CPPTYPE_STRING:
+        case FieldDescriptor::CPPTYPE_BOOL:
+          break;  // strings: SizeLimitsTest; a bool has no range
+        default:
+          EXPECT_TRUE(covered.count(f) == 1 || kAnyValue.count(f->full_name()) == 1)
+              << f->full_name() << ": a number with no out-of-range case here";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
 
 namespace benchd {
 namespace {
@@ -43,8 +44,8 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
     }
     if (found == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(prefix, "preset: unknown preset '", in.preset(), "'; expected one of ",
-                       PresetNames(), ", or none with explicit sizes"));
+          absl::StrCat(prefix, "preset: unknown preset ", QuotedForError(in.preset()),
+                       "; expected one of ", PresetNames(), ", or none with explicit sizes"));
     }
     out.set_preset(found->name);
     if (in.vocab_size() == 0) out.set_vocab_size(found->vocab_size);

@@ -142,3 +142,18 @@ if [ -n "${GPU_CHECK_COMPARE:-}" ]; then
     python3 bench/compare.py --benchctl "$BIN/benchctl" "${argv[@]}" | tee "$OUT/compare-$n.md"
   done
 fi
+
+# The quickstart notebook against this GPU daemon (GPU_CHECK_NOTEBOOK=docs/notebooks/quickstart.ipynb;
+# with GPU_CHECK_DEVICES="cpu:0 cpu:1" for its collective). The benchd package and nbclient with
+# its kernel travel as wheels in .whl (carry it): python3 -m build --wheel -o .whl client/python,
+# and pip download of nbclient, nbformat, ipykernel for Python 3.12 (DEVELOPERS.md).
+if [ -n "${GPU_CHECK_NOTEBOOK:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/nb-site .whl/*.whl
+  python3 -m pip show grpcio protobuf torch pandas | grep -E "^(Name|Version)" | paste - - \
+    | tee "$OUT/python-versions.txt"
+  cp "$GPU_CHECK_NOTEBOOK" "$OUT/notebook.ipynb"
+  echo "=== docs/notebooks/run_notebook.py --address $BENCHD_ADDRESS"
+  PYTHONPATH=/tmp/nb-site python3 docs/notebooks/run_notebook.py --address "$BENCHD_ADDRESS" \
+    --write "$OUT/notebook.ipynb" || echo "notebook FAILED"
+fi

@@ -18,7 +18,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
-  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git"
+  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git libjemalloc-dev"
 FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-none}
 # libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
 [ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
@@ -49,6 +49,8 @@ fi
 # type-check extras in a venv of its own (tests/CMakeLists.txt says why).
 [ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
 .venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]'
+# ... and on exactly the lowest grpcio/protobuf it declares (ctest python_client.lowest).
+"${BENCHD_PYTHON:-python3}" client/python/tests/lowest.py setup .venv-pyclient-lowest
 
 # 3. Build.
 TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')

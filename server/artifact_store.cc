@@ -126,12 +126,7 @@ absl::StatusOr<std::vector<v1::Artifact>> ArtifactStore::List(const std::string&
 absl::StatusOr<std::unique_ptr<ArtifactReader>> ArtifactStore::Open(const std::string& job_id,
                                                                     const std::string& name) const {
   if (auto dir = JobDir(job_id); !dir.ok()) return dir.status();
-  if (!IsArtifactName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name: expected an artifact name as ListArtifacts gives it (one file name of letters, "
-        "digits, '_', '-' and '.', not starting with '.'), got '",
-        name, "'"));
-  }
+  if (auto s = CheckArtifactName(name, "name"); !s.ok()) return s;
   bool missing = false;
   auto dir_fd = OpenJobDir(job_id, &missing);
   if (!dir_fd.ok()) return dir_fd.status();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_id.h"
+#include "common/job_spec.h"
 #include "common/version.h"
 #include "server/config.h"
 #include "server/model_calls.h"
@@ -181,19 +182,27 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
                                                const v1::SubmitRequest* req, v1::Job* resp) {
-  auto job = jobs_->Submit(req->spec());
+  auto caller = auth_->Check(*ctx, "Submit");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  auto job = jobs_->Submit(req->spec(), caller->name);
   if (job.ok()) *resp = *job;
   return Done(ctx, ToGrpc(job.status()));
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext* ctx,
                                                             const v1::WatchRequest* req) {
+  auto caller = auth_->Check(*ctx, "Watch");
+  if (!caller.ok()) return Refused<v1::JobEvent>(caller.status());
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::JobEvent>(s);
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::JobEvent>(s);
   return new WatchReactor(hub_, jobs_, req->job_id());
 }
 
 grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
                                                const v1::GetJobRequest* req, v1::Job* resp) {
+  auto caller = auth_->Check(*ctx, "GetJob");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
   auto job = jobs_->Get(req->job_id());
   if (job.ok()) *resp = *job;
@@ -203,6 +212,9 @@ grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ctx,
                                                  const v1::ListJobsRequest* req,
                                                  v1::ListJobsResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListJobs");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   JobFilter filter;
   if (!v1::JobState_IsValid(req->state())) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
@@ -241,7 +253,24 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
 
 grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* ctx,
                                                   const v1::CancelJobRequest* req, v1::Job* resp) {
+  auto caller = auth_->Check(*ctx, "CancelJob");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+  // A submitter cancels its own jobs; cancelling another's is admin's.
+  if (caller->role < v1::ROLE_ADMIN) {
+    auto existing = jobs_->Get(req->job_id());
+    if (!existing.ok()) return Done(ctx, ToGrpc(existing.status()));
+    if (existing->submitter() != caller->name) {
+      return Done(
+          ctx, ToGrpc(auth_->Deny(
+                   *ctx, "CancelJob", *caller,
+                   absl::StrCat("job ", req->job_id(), " was submitted by '", existing->submitter(),
+                                "'; cancelling another's job "
+                                "needs the admin role, and '",
+                                caller->name, "' has ", RoleName(caller->role)))));
+    }
+  }
   auto job = jobs_->Cancel(req->job_id());
   if (job.ok()) *resp = *job;
   return Done(ctx, ToGrpc(job.status()));
@@ -250,6 +279,9 @@ grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* BenchService::ListModels(grpc::CallbackServerContext* ctx,
                                                    const v1::ListModelsRequest* req,
                                                    v1::ListModelsResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListModels");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (!req->device().empty()) {
     if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
       return Done(ctx, ToGrpc(s));
@@ -267,6 +299,9 @@ grpc::ServerUnaryReactor* BenchService::ListModels(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* ctx,
                                                    const v1::EvictModelRequest* req,
                                                    v1::EvictModelResponse* resp) {
+  auto caller = auth_->Check(*ctx, "EvictModel");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (!req->device().empty()) {
     if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
       return Done(ctx, ToGrpc(s));
@@ -327,6 +362,8 @@ BenchService::~BenchService() {
 grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext* ctx,
                                                     const v1::CreateGroupRequest* req,
                                                     v1::Group* resp) {
+  auto caller = auth_->Check(*ctx, "CreateGroup");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   if (groups_ == nullptr)
     return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
   // Bad input, and members that could not take part, are refused here,
@@ -348,6 +385,8 @@ grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* ctx,
                                                    const v1::ListGroupsRequest*,
                                                    v1::ListGroupsResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListGroups");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   if (groups_ != nullptr) {
     for (auto& g : groups_->List()) *resp->add_groups() = std::move(g);
   }
@@ -357,6 +396,9 @@ grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext* ctx,
                                                      const v1::DestroyGroupRequest* req,
                                                      v1::DestroyGroupResponse* resp) {
+  auto caller = auth_->Check(*ctx, "DestroyGroup");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (groups_ == nullptr)
     return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
   if (req->group().empty()) {
@@ -378,6 +420,8 @@ grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext* ctx,
                                                     const v1::GetNodeInfoRequest*,
                                                     v1::NodeInfo* resp) {
+  auto caller = auth_->Check(*ctx, "GetNodeInfo");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   resp->set_hostname(host);
@@ -386,6 +430,7 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
   resp->mutable_versions()->set_benchd(kVersion);
   resp->set_data_dir(node_.data_dir);
   resp->set_metrics_address(node_.metrics_address);
+  *resp->mutable_security() = auth_->Describe(*caller);
 
   // All from what the daemon holds (the supervisor's heartbeat keeps each
   // worker's state and free memory): no worker is asked, so a hung one
@@ -396,6 +441,9 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,
                                                       const v1::ListArtifactsRequest* req,
                                                       v1::ListArtifactsResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListArtifacts");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
   if (auto job = jobs_->Get(req->job_id()); !job.ok()) return Done(ctx, ToGrpc(job.status()));
   auto listed = artifacts_.List(req->job_id());
@@ -406,7 +454,10 @@ grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContex
 }
 
 grpc::ServerWriteReactor<v1::ArtifactChunk>* BenchService::FetchArtifact(
-    grpc::CallbackServerContext*, const v1::FetchArtifactRequest* req) {
+    grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) {
+  auto caller = auth_->Check(*ctx, "FetchArtifact");
+  if (!caller.ok()) return Refused<v1::ArtifactChunk>(caller.status());
+  if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::ArtifactChunk>(s);
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::ArtifactChunk>(s);
   if (auto job = jobs_->Get(req->job_id()); !job.ok()) {
     return Refused<v1::ArtifactChunk>(job.status());

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "benchd/v1/bench.grpc.pb.h"
 #include "server/artifact_store.h"
+#include "server/auth.h"
 #include "server/event_hub.h"
 #include "server/group_registry.h"
 #include "server/job_manager.h"
@@ -85,6 +86,9 @@ class BenchService final : public v1::Bench::CallbackService {
   // Runs after every EvictModel (the daemon refreshes its resident-model
   // metrics there). Set before serving.
   void SetOnEvicted(std::function<void()> on_evicted) { on_evicted_ = std::move(on_evicted); }
+  // Who may call what (server/auth.h); without one every caller is admin.
+  // Set before serving; it must outlive the service.
+  void SetAuthorizer(const Authorizer* auth) { auth_ = auth; }
 
   static constexpr int kMaxGroupOperations = 4;
 
@@ -105,6 +109,8 @@ class BenchService final : public v1::Bench::CallbackService {
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;
   std::function<void()> on_evicted_;
+  const Authorizer open_{{}, nullptr};
+  const Authorizer* auth_ = &open_;
   // Group operations under way: each runs on a detached thread (nothing is
   // left behind when it ends) that counts itself out last; the destructor
   // waits for the count to reach zero.

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,6 +48,18 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
         config->worker_start_timeout_s = value.get<int>();
       else if (key == "worker_heartbeat_timeout_s")
         config->worker_heartbeat_timeout_s = value.get<int>();
+      else if (key == "stop_grace_s")
+        config->stop_grace_s = value.get<int>();
+      else if (key == "tls_cert")
+        config->tls_cert = value.get<std::string>();
+      else if (key == "tls_key")
+        config->tls_key = value.get<std::string>();
+      else if (key == "tls_client_ca")
+        config->tls_client_ca = value.get<std::string>();
+      else if (key == "auth_file")
+        config->auth_file = value.get<std::string>();
+      else if (key == "insecure")
+        config->insecure = value.get<bool>();
       else if (key == "progress_timeout_s") {
         for (const auto& [kind, seconds] : value.items()) {
           auto s = ParseProgressTimeout(absl::StrCat(kind, "=", seconds.get<double>()),
@@ -60,7 +73,8 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
         return absl::InvalidArgumentError(absl::StrCat(
             "config file '", path, "': unknown key '", key,
             "'; expected listen_address, metrics_address, data_dir, devices, worker_path, "
-            "worker_start_timeout_s, worker_heartbeat_timeout_s, progress_timeout_s"));
+            "worker_start_timeout_s, worker_heartbeat_timeout_s, stop_grace_s, "
+            "progress_timeout_s, tls_cert, tls_key, tls_client_ca, auth_file, insecure"));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", e.what()));

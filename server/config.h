@@ -32,6 +32,12 @@ struct DaemonConfig {
   // DefaultProgressTimeoutSeconds (common/job_spec.h); a job's own
   // progress_timeout_seconds wins over both.
   std::map<std::string, double> progress_timeout_s;
+  // Who gets in (docs/architecture.md "Who gets in"): TLS on the gRPC port
+  // (PEM files, reloaded on SIGHUP), client certificates checked against
+  // tls_client_ca (mTLS), and the auth file's tokens and roles.
+  std::string tls_cert, tls_key, tls_client_ca, auth_file;
+  // Serve a non-loopback address without TLS, or without checking callers.
+  bool insecure = false;
 };
 
 // "KIND=SECONDS" (--progress-timeout benchmark=900) into `out`: KIND one of
@@ -40,7 +46,8 @@ absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string,
 
 // Reads a JSON file with any of the keys listen_address, metrics_address,
 // data_dir, devices (list), worker_path, worker_start_timeout_s,
-// worker_heartbeat_timeout_s, progress_timeout_s (an object: kind -> seconds)
+// worker_heartbeat_timeout_s, stop_grace_s, progress_timeout_s (an object:
+// kind -> seconds), tls_cert, tls_key, tls_client_ca, auth_file, insecure
 // into `config`.
 // Unknown keys and wrong types are errors naming the key.
 absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config);

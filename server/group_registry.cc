@@ -93,6 +93,8 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
 
 absl::StatusOr<v1::CreateGroupRequest> GroupRegistry::CheckRequest(
     const v1::CreateGroupRequest& request) const {
+  // Sizes first: the checks below quote the devices.
+  if (auto s = CheckSizeLimits(request); !s.ok()) return s;
   if (auto s = CheckFiniteNumbers(request); !s.ok()) return s;
   std::vector<std::string> devices(request.devices().begin(), request.devices().end());
   v1::CollectiveBackend backend = request.backend();

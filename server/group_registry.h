@@ -37,7 +37,9 @@ class GroupRegistry {
   // failure every member drops what it made.
   absl::StatusOr<v1::Group> Create(const v1::CreateGroupRequest& request, bool transient = false);
   // Create's checks alone, made before anything starts (no worker is asked):
-  // every number finite, the devices and backend (CheckMembers), the timeout
+  // the sizes (CheckSizeLimits: at most kMaxGroupDevices devices, each name
+  // at most kMaxDeviceNameBytes, no unknown field), every number finite, the
+  // devices and backend (CheckMembers), the timeout
   // (0 = 300, else 1..86400). Returns the request resolved (backend and
   // timeout written out) or INVALID_ARGUMENT naming the field.
   absl::StatusOr<v1::CreateGroupRequest> CheckRequest(const v1::CreateGroupRequest& request) const;

@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/number_fields_test_util.h"
+#include "common/size_fields_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/fake_worker_client.h"
@@ -241,6 +243,63 @@ TEST_F(GroupRegistryTest, TimeoutOutOfRangeIsRefusedNeverReplaced) {
   EXPECT_EQ(checked->backend(), v1::COLLECTIVE_BACKEND_GLOO);
   req.set_timeout_seconds(42);
   EXPECT_EQ(groups_->CheckRequest(req)->timeout_seconds(), 42);
+}
+
+// Every string and list of the request (found through its descriptor: a
+// field added later too) one over its limit is refused by CheckRequest naming
+// it, before any worker is asked; a megabyte device name is quoted cut short.
+TEST_F(GroupRegistryTest, EveryStringAndListOverItsLimitIsRefusedNamingIt) {
+  const auto paths = testing::SizeFieldPaths(v1::CreateGroupRequest::descriptor());
+  ASSERT_FALSE(paths.empty());
+  for (const auto& path : paths) {
+    const google::protobuf::FieldDescriptor* f = path.back();
+    v1::CreateGroupRequest req;
+    std::string field;
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      const FieldLimit* limit = FindFieldLimit(kStringLimits, f->full_name());
+      ASSERT_NE(limit, nullptr) << f->full_name();
+      field = testing::SetStringAt(&req, path, 1 << 20);
+      auto checked = groups_->CheckRequest(req);
+      EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument) << field;
+      EXPECT_THAT(checked.status().message(),
+                  HasSubstr(absl::StrCat(field, ": expected ", limit->what, " of at most ",
+                                         limit->max, " bytes, got 'xxxx")));
+      EXPECT_LT(checked.status().message().size(), 300u) << field;
+    }
+    if (f->is_repeated()) {
+      const FieldLimit* limit = FindFieldLimit(kListLimits, f->full_name());
+      ASSERT_NE(limit, nullptr) << f->full_name();
+      v1::CreateGroupRequest many;
+      field = testing::AddEntriesAt(&many, path, static_cast<int>(limit->max) + 1);
+      auto checked = groups_->CheckRequest(many);
+      EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument) << field;
+      EXPECT_EQ(checked.status().message(),
+                absl::StrCat(field, ": expected at most ", limit->max, " entries (", limit->what,
+                             "), got ", limit->max + 1));
+    }
+  }
+  // Through Create too, and nothing was started.
+  v1::CreateGroupRequest req;
+  req.add_devices("cpu:0");
+  req.add_devices(std::string(1 << 20, 'c'));
+  auto group = groups_->Create(req);
+  EXPECT_EQ(group.status().message(),
+            absl::StrCat("devices[1]: expected a device name such as cuda:0 of at most 32 bytes, "
+                         "got '",
+                         std::string(kMaxQuotedBytes, 'c'), "'... (1048576 bytes)"));
+  EXPECT_EQ(W("cpu:0")->prepare_group.calls(), 0u);
+}
+
+TEST_F(GroupRegistryTest, UnknownFieldsAreRefused) {
+  v1::CreateGroupRequest req;
+  req.add_devices("cpu:0");
+  req.add_devices("cpu:1");
+  req.GetReflection()->MutableUnknownFields(&req)->AddVarint(12, 1);
+  auto checked = groups_->CheckRequest(req);
+  EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(checked.status().message(),
+              HasSubstr("CreateGroupRequest: field number 12 is not a field of "
+                        "benchd.v1.CreateGroupRequest"));
 }
 
 // Every float and double of the request, found through its descriptor (a

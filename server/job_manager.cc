@@ -176,7 +176,7 @@ absl::StatusOr<JobPage> JobManager::List(const JobFilter& filter, int page_size,
   return page;
 }
 
-absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string submitter) {
   auto spec = ResolveJobSpec(in);
   if (!spec.ok()) return spec.status();
   std::vector<std::string> job_devices;
@@ -208,6 +208,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in) {
   job.set_kind(JobKindOf(*spec));
   for (auto& d : job_devices) job.add_devices(std::move(d));
   *job.mutable_created() = Now();
+  job.set_submitter(std::move(submitter));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || draining_)

@@ -66,7 +66,8 @@ class JobManager {
   // get a last try (PendingResults::Flush).
   void Stop();
 
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  // `submitter`: who asked (Job.submitter; "" when the daemon checks nobody).
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, std::string submitter = "");
   // A queued job is cancelled at once; a running one stops at its next step.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
   // The stored job; one that has ended but waits to be stored says so in

@@ -16,10 +16,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/artifacts.h"
+#include "common/limits.h"
+#include "common/loopback.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 #include "server/artifact_owner.h"
+#include "server/auth.h"
 #include "server/bench_service.h"
 #include "server/config.h"
 #include "server/event_hub.h"
@@ -31,8 +34,10 @@
 #include "server/public_reflection.h"
 #include "server/store.h"
 #include "server/supervisor.h"
+#include "server/tls.h"
 
 namespace fs = std::filesystem;
+using benchd::IsLoopbackAddress;
 using benchd::server::DaemonConfig;
 
 namespace {
@@ -77,10 +82,15 @@ int main(int argc, char** argv) {
   int heartbeat_timeout = 0;
   std::vector<std::string> progress_timeouts;
   int stop_grace = std::numeric_limits<int>::min();  // not given
+  std::string tls_cert, tls_key, tls_client_ca, auth_file;
+  bool insecure = false;
   app.add_option("--config", config_file, "JSON config file (flags override it)");
-  app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)");
+  // The last --listen / --metrics wins, so a wrapper's defaults can be overridden.
+  app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--metrics", metrics,
-                 "/metrics address (default 127.0.0.1:9531; 'off' = none; port 0 = any free)");
+                 "/metrics address (default 127.0.0.1:9531; 'off' = none; port 0 = any free)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--data-dir", data_dir,
                  "where the store, logs and sockets live (default ./benchd-data)");
   app.add_option("--device", devices, "a device to serve (cpu:0, cuda:N); repeat; default: detect");
@@ -96,6 +106,17 @@ int main(int argc, char** argv) {
                  "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective) that shows "
                  "no progress for SECONDS has its worker killed and fails (defaults 600, 900, "
                  "900, 600); repeat; a job's progress_timeout_seconds wins");
+  app.add_option("--tls-cert", tls_cert,
+                 "PEM certificate chain: the gRPC port speaks TLS (reloaded on SIGHUP)");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (reloaded on SIGHUP)");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "PEM CA: every client must show a certificate it signed (mTLS)");
+  app.add_option("--auth-file", auth_file,
+                 "who may do what: lines 'ROLE NAME sha256:<token hash>' or 'ROLE NAME "
+                 "subject:<certificate subject>', ROLE read|submit|admin (benchctl token create; "
+                 "reloaded on SIGHUP)");
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback address without TLS or without checking callers");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_file.empty()) {
@@ -116,6 +137,49 @@ int main(int argc, char** argv) {
     }
   }
   if (stop_grace != std::numeric_limits<int>::min()) config.stop_grace_s = stop_grace;
+  if (!tls_cert.empty()) config.tls_cert = tls_cert;
+  if (!tls_key.empty()) config.tls_key = tls_key;
+  if (!tls_client_ca.empty()) config.tls_client_ca = tls_client_ca;
+  if (!auth_file.empty()) config.auth_file = auth_file;
+  if (insecure) config.insecure = true;
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    return Fail("--tls-cert and --tls-key go together: give both, or neither");
+  }
+  if (!config.tls_client_ca.empty() && config.tls_cert.empty()) {
+    return Fail(
+        "--tls-client-ca (mTLS) needs the daemon's own certificate: give --tls-cert and "
+        "--tls-key too");
+  }
+  // Who gets in. Loopback stays open as before; an address other hosts
+  // reach needs TLS and a check of callers, unless --insecure says otherwise.
+  const bool tls_on = !config.tls_cert.empty();
+  const bool checks_callers = !config.auth_file.empty() || !config.tls_client_ca.empty();
+  if (!IsLoopbackAddress(config.listen_address) && !config.insecure) {
+    if (!tls_on) {
+      return Fail(absl::StrCat(
+          "--listen ", config.listen_address,
+          " is reachable from other hosts, and without TLS anyone on the network reads and sends "
+          "its calls: give --tls-cert and --tls-key (and --auth-file or --tls-client-ca), or "
+          "--insecure to serve it in the clear anyway"));
+    }
+    if (!checks_callers) {
+      return Fail(absl::StrCat("--listen ", config.listen_address,
+                               " is reachable from other hosts, and without --auth-file or "
+                               "--tls-client-ca every caller may do everything: give one, or "
+                               "--insecure to serve it so anyway"));
+    }
+  }
+  // /metrics has no TLS: Debian's civetweb (under prometheus-cpp) crashes
+  // serving HTTPS with OpenSSL 3 (a null entry in the SSL functions it loads
+  // at run time; docs/architecture.md). Off loopback it stays off unless
+  // --insecure: scrape it through a TLS proxy on the node, or on loopback.
+  if (!config.metrics_address.empty() && !IsLoopbackAddress(config.metrics_address) &&
+      !config.insecure) {
+    return Fail(absl::StrCat("--metrics ", config.metrics_address,
+                             " is reachable from other hosts, and /metrics has no TLS here: keep "
+                             "it on loopback (scrape it through a TLS proxy on the node), "
+                             "--metrics off, or --insecure to serve it in the clear"));
+  }
   if (config.stop_grace_s < 0 || config.stop_grace_s > 3600) {
     return Fail(absl::StrCat("stop grace: expected 0..3600 seconds, got ", config.stop_grace_s));
   }
@@ -157,12 +221,14 @@ int main(int argc, char** argv) {
     run_dir = temporary_run_dir.path = *made;
   }
 
-  // SIGTERM/SIGINT are taken by sigwait below; every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGTERM/SIGINT (stop) and SIGHUP (reload) are taken by sigwait below;
+  // every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   auto store = benchd::server::Store::Open((data / "benchd.sqlite3").string());
@@ -171,6 +237,23 @@ int main(int argc, char** argv) {
   if (auto s = benchd::server::ClaimArtifactsDir(**store, (data / "artifacts").string()); !s.ok()) {
     return Fail(std::string(s.message()));
   }
+  std::unique_ptr<benchd::server::ReloadableTls> tls;
+  if (tls_on) {
+    auto loaded = benchd::server::ReloadableTls::Load(
+        {config.tls_cert, config.tls_key, config.tls_client_ca});
+    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+    tls = *std::move(loaded);
+  }
+  std::unique_ptr<benchd::server::AuthFile> principals;
+  if (!config.auth_file.empty()) {
+    auto loaded = benchd::server::AuthFile::Load(config.auth_file);
+    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+    principals = std::make_unique<benchd::server::AuthFile>(*std::move(loaded));
+  }
+  benchd::server::Authorizer authorizer({.client_certificates = !config.tls_client_ca.empty(),
+                                         .tls = tls_on,
+                                         .insecure = config.insecure},
+                                        std::move(principals));
   auto metrics_or = benchd::server::Metrics::Create(config.metrics_address, config.devices);
   if (!metrics_or.ok()) return Fail(std::string(metrics_or.status().message()));
   auto& registry = *metrics_or;
@@ -196,13 +279,19 @@ int main(int argc, char** argv) {
       &jobs, &hub, &supervisor,
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
   service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
+  service.SetAuthorizer(&authorizer);
 
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<benchd::server::PublicReflection> reflection(
       benchd::server::NewPublicReflection());
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen_address,
+                           tls ? tls->ServerCredentials() : grpc::InsecureServerCredentials(),
+                           &port);
+  // No request comes near this (common/limits.h): gRPC refuses a bigger one
+  // before it is parsed.
+  builder.SetMaxReceiveMessageSize(benchd::kMaxRequestBytes);
   builder.RegisterService(&service);
   builder.RegisterService(reflection.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -234,13 +323,50 @@ int main(int argc, char** argv) {
       !s.ok()) {
     fprintf(stderr, "benchd: %s\n", std::string(s.message()).c_str());
   }
-  fprintf(stderr, "benchd: serving gRPC on %s, /metrics on %s, devices %s, data in %s\n",
-          bound.c_str(),
+  fprintf(stderr, "benchd: serving gRPC%s on %s, /metrics on %s, devices %s, data in %s\n",
+          tls ? " (TLS)" : "", bound.c_str(),
           registry->BoundAddress().empty() ? "(off)" : registry->BoundAddress().c_str(),
           absl::StrJoin(config.devices, ",").c_str(), data.string().c_str());
 
+  if (tls) fprintf(stderr, "benchd: TLS: %s\n", tls->Describe().c_str());
+  fprintf(stderr, "benchd: callers: %s\n",
+          !checks_callers ? "not checked: every caller may do everything"
+          : config.auth_file.empty()
+              ? "any client certificate the CA signed, as admin"
+              : absl::StrCat(
+                    "roles from ", config.auth_file,
+                    tls && tls->client_certificates() ? " (tokens and certificates)" : " (tokens)")
+                    .c_str());
+  if (config.insecure) {
+    fprintf(stderr, "benchd: WARNING: --insecure: %s is served%s%s; GetNodeInfo says so\n",
+            bound.c_str(), tls_on ? "" : " without TLS",
+            checks_callers ? "" : " to every caller as admin");
+  }
+
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    // Reload what may be renewed without a restart; what fails to load is
+    // reported and the old one stays.
+    if (tls) {
+      auto s = tls->Reload();
+      fprintf(stderr, "benchd: SIGHUP: TLS %s\n",
+              s.ok() ? absl::StrCat("reloaded: ", tls->Describe()).c_str()
+                     : absl::StrCat("kept the old certificate: ", s.message()).c_str());
+    }
+    if (!config.auth_file.empty()) {
+      auto loaded = benchd::server::AuthFile::Load(config.auth_file);
+      if (loaded.ok()) {
+        fprintf(stderr, "benchd: SIGHUP: auth file reloaded: %zu principals\n", loaded->size());
+        authorizer.Replace(std::make_unique<benchd::server::AuthFile>(*std::move(loaded)));
+      } else {
+        fprintf(stderr, "benchd: SIGHUP: kept the old auth file: %s\n",
+                std::string(loaded.status().message()).c_str());
+      }
+    }
+    if (!tls && config.auth_file.empty()) fprintf(stderr, "benchd: SIGHUP: nothing to reload\n");
+  }
   // Drain while still serving: watchers see running jobs finish; Submit refuses.
   fprintf(stderr, "benchd: %s: stopping; running jobs have %d s to finish\n", strsignal(sig),
           config.stop_grace_s);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 
 namespace benchd::server {
 namespace {
@@ -91,6 +92,13 @@ void ListModelsOnWorkers(Workers* workers, const std::vector<std::string>& devic
 void EvictModelOnWorkers(Workers* workers, const std::vector<std::string>& devices,
                          const v1::EvictModelRequest& request,
                          WorkerClient::Done<v1::EvictModelResponse> done) {
+  // The service checks the whole request first (CheckSizeLimits); this keeps
+  // the promise for any other caller, since the key is quoted back below.
+  if (request.key().size() > kMaxModelKeyBytes) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("key: expected a key as ListModels gives it of at most ", kMaxModelKeyBytes,
+                     " bytes, got ", QuotedForError(request.key()))));
+  }
   auto targets = Targets(workers, devices, [&](const std::string& d) {
     if (!request.device().empty() && d != request.device()) return false;
     // A key names its device first ("cuda:0/small/fp32").
@@ -110,8 +118,9 @@ void EvictModelOnWorkers(Workers* workers, const std::vector<std::string>& devic
           total.set_evicted(total.evicted() + answers[i]->evicted());
         }
         if (!key.empty() && total.evicted() == 0) {
-          return done(absl::NotFoundError(absl::StrCat("no resident model with key '", key,
-                                                       "'; `benchctl models` lists the keys")));
+          return done(
+              absl::NotFoundError(absl::StrCat("no resident model with key ", QuotedForError(key),
+                                               "; `benchctl models` lists the keys")));
         }
         done(std::move(total));
       });

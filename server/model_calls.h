@@ -22,7 +22,8 @@ void ListModelsOnWorkers(Workers* workers, const std::vector<std::string>& devic
                          WorkerClient::Done<v1::ListModelsResponse> done);
 
 // Evicts on the workers `request` names (a device, a key "cuda:0/small/fp32",
-// or all). NOT_FOUND when a key was given and no worker held it.
+// or all). NOT_FOUND when a key was given and no worker held it;
+// INVALID_ARGUMENT, asking no worker, for a key over kMaxModelKeyBytes.
 void EvictModelOnWorkers(Workers* workers, const std::vector<std::string>& devices,
                          const v1::EvictModelRequest& request,
                          WorkerClient::Done<v1::EvictModelResponse> done);

@@ -1,5 +1,6 @@
 #include "server/model_calls.h"
 
+#include "common/limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/fake_worker_client.h"
@@ -94,6 +95,27 @@ TEST_F(ModelCallsTest, EvictAsksTheKeysDeviceOnly) {
   EXPECT_THAT(missed.status().message(), HasSubstr("the worker for cpu:0 did not answer"));
   EXPECT_EQ(workers_.client("cpu:0")->evict_model.timeouts().back(),
             std::chrono::milliseconds(kEvictModelTimeout));
+}
+
+// A key over the limit asks no worker; a long unknown key is quoted cut short.
+TEST_F(ModelCallsTest, AnOverlongKeyIsRefusedAndKeysAreQuotedCutShort) {
+  workers_.UpAll();
+  v1::EvictModelRequest req;
+  req.set_key("cpu:0/" + std::string(1 << 20, 'k'));
+  auto huge = Evict(req);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("key: expected a key as ListModels gives it of at most 256 bytes, got "
+                        "'cpu:0/kkkk"));
+  EXPECT_THAT(huge.status().message(), HasSubstr("'... (1048582 bytes)"));
+  EXPECT_LT(huge.status().message().size(), 300u);
+  EXPECT_EQ(workers_.client("cpu:0")->evict_model.calls(), 0u);
+
+  req.set_key("cpu:0/" + std::string(kMaxModelKeyBytes - 6, 'k'));  // at the limit: asked
+  auto unknown = Evict(req);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("'... (256 bytes); `benchctl models`"));
+  EXPECT_EQ(workers_.client("cpu:0")->evict_model.calls(), 1u);
 }
 
 TEST_F(ModelCallsTest, AWorkerWithTooManyCallsInFlightIsNamedAsSuch) {

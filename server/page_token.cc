@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/limits.h"
 
 namespace benchd::server {
 namespace {
@@ -24,6 +25,12 @@ std::string EncodePageToken(const JobFilter& filter, int64_t before_id) {
 
 absl::StatusOr<int64_t> DecodePageToken(const std::string& token, const JobFilter& filter) {
   if (token.empty()) return 0;
+  // Never decoded: no token this daemon gives is that long.
+  if (token.size() > kMaxPageTokenBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token: expected a ListJobs reply's next_page_token (at most ",
+                     kMaxPageTokenBytes, " bytes), got ", token.size(), " bytes"));
+  }
   std::string plain;
   int64_t before_id = 0;
   const std::vector<std::string> parts = absl::WebSafeBase64Unescape(token, &plain)

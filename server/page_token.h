@@ -14,7 +14,8 @@ namespace benchd::server {
 
 std::string EncodePageToken(const JobFilter& filter, int64_t before_id);
 // The before_id of a token made for `filter`; INVALID_ARGUMENT naming
-// page_token for anything else. "" decodes to 0 (the first page).
+// page_token for anything else (a token over kMaxPageTokenBytes is refused
+// undecoded). "" decodes to 0 (the first page).
 absl::StatusOr<int64_t> DecodePageToken(const std::string& token, const JobFilter& filter);
 
 }  // namespace benchd::server

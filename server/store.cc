@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "common/job_spec.h"
 #include "server/disk_space.h"
 #include "server/job_state.h"
+#include "server/sqlite_statement.h"
 
 namespace benchd::server {
 namespace {
@@ -30,16 +32,6 @@ constexpr int kSchemaVersion = 3;
 // Long enough to ride out another process's checkpoint, short enough that a
 // stuck lock surfaces as an error instead of a hung RPC.
 constexpr int kBusyTimeoutMs = 5000;
-
-// SQLITE_FULL (a write that found the disk full) is RESOURCE_EXHAUSTED, which
-// Store::Explain completes with the data dir's figures; the rest are INTERNAL.
-absl::Status ErrorFor(int code, std::string msg) {
-  if ((code & 0xff) == SQLITE_FULL) return absl::ResourceExhaustedError(std::move(msg));
-  if ((code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT) {
-    return absl::DataLossError(std::move(msg));
-  }
-  return absl::InternalError(std::move(msg));
-}
 
 // A store file that is not a database, or fails SQLite's quick_check: said
 // plainly, with what to do. benchd never replaces or repairs one itself: the
@@ -71,81 +63,15 @@ absl::Status QuickCheck(sqlite3* db, const std::string& path) {
   return DamagedStoreError(path, absl::StrCat("quick_check: ", absl::StrJoin(problems, "; ")));
 }
 
-absl::Status SqliteError(sqlite3* db, const std::string& op) {
-  return ErrorFor(sqlite3_extended_errcode(db),
-                  absl::StrCat("store: ", op, ": ", sqlite3_errmsg(db)));
-}
-
 absl::Status Exec(sqlite3* db, const std::string& op, const std::string& sql) {
   char* err = nullptr;
   if (const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err != nullptr ? err : sqlite3_errmsg(db);
     sqlite3_free(err);
-    return ErrorFor(rc, absl::StrCat("store: ", op, ": ", msg));
+    return SqliteErrorFor(rc, absl::StrCat("store: ", op, ": ", msg));
   }
   return absl::OkStatus();
 }
-
-// A prepared statement, finalized however the caller leaves. Bind errors are
-// kept and reported by the next Step, so call sites stay flat.
-class Statement {
- public:
-  static absl::StatusOr<Statement> Prepare(sqlite3* db, std::string op, const char* sql) {
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) != SQLITE_OK) {
-      sqlite3_finalize(stmt);
-      return SqliteError(db, op);
-    }
-    return Statement(db, std::move(op), stmt);
-  }
-
-  Statement(Statement&& o) noexcept
-      : db_(o.db_),
-        op_(std::move(o.op_)),
-        stmt_(std::exchange(o.stmt_, nullptr)),
-        status_(std::move(o.status_)) {}
-  Statement& operator=(Statement&&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }  // a no-op on nullptr
-
-  void Bind(int i, int64_t v) { Check(sqlite3_bind_int64(stmt_, i, v)); }
-  void Bind(int i, const std::string& text) {
-    Check(
-        sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT));
-  }
-  void BindBlob(int i, const std::string& bytes) {
-    Check(sqlite3_bind_blob(stmt_, i, bytes.data(), static_cast<int>(bytes.size()),
-                            SQLITE_TRANSIENT));
-  }
-
-  // True with a row to read, false when done.
-  absl::StatusOr<bool> Step() {
-    if (!status_.ok()) return status_;
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqliteError(db_, op_);
-  }
-
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-  std::string Blob(int col) {
-    const void* p = sqlite3_column_blob(stmt_, col);
-    const int n = sqlite3_column_bytes(stmt_, col);
-    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
-  }
-  const std::string& op() const { return op_; }
-
- private:
-  Statement(sqlite3* db, std::string op, sqlite3_stmt* stmt)
-      : db_(db), op_(std::move(op)), stmt_(stmt) {}
-  void Check(int rc) {
-    if (rc != SQLITE_OK && status_.ok()) status_ = SqliteError(db_, op_);
-  }
-
-  sqlite3* db_;
-  std::string op_;
-  sqlite3_stmt* stmt_;
-  absl::Status status_;
-};
 
 // BEGIN IMMEDIATE on Begin; rolled back on scope exit unless committed.
 class Transaction {
@@ -183,8 +109,13 @@ absl::Status NotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
 }
 
-// Every query that reads jobs selects these columns, in this order.
-constexpr char kJobColumns[] = "id, job, kind, device, state, created_unix_ms";
+// Every query that reads jobs selects these columns, in this order: id, job,
+// kind, device, state, created_unix_ms (ReadJob, DamagedRow, ListSql).
+constexpr char kGetSql[] =
+    "SELECT id, job, kind, device, state, created_unix_ms FROM jobs WHERE id = ?1";
+constexpr char kJobsInStateSql[] =
+    "SELECT id, job, kind, device, state, created_unix_ms FROM jobs WHERE state = ?1 "
+    "ORDER BY id ASC";
 
 // One row read: the job, or (damaged) what its query columns still say.
 struct Row {
@@ -228,8 +159,11 @@ Row ReadJob(Statement& stmt) {
   const int64_t id = stmt.Int(0);
   Row row;
   v1::Job& job = row.job;
-  const std::string bytes = stmt.Blob(1);
-  if (!job.ParseFromString(bytes)) return DamagedRow(stmt, id, bytes.size());
+  // Parsed from SQLite's buffer: no copy of the record.
+  const absl::string_view bytes = stmt.BlobView(1);
+  if (!job.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return DamagedRow(stmt, id, bytes.size());
+  }
   job.set_id(absl::StrCat(id));
   // Records written before the kind was an enum and the devices a list.
   if (job.kind() == v1::JOB_KIND_UNSPECIFIED) job.set_kind(JobKindOf(job.spec()));
@@ -252,14 +186,15 @@ absl::StatusOr<std::vector<Row>> ReadAll(Statement& stmt) {
 }
 
 // Writes the whole job and its query columns to row `id`; false if no such row.
-absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1::Job job) {
+absl::StatusOr<bool> WriteJob(StatementCache& statements, sqlite3* db, const std::string& op,
+                              int64_t id, v1::Job job) {
   job.set_id(absl::StrCat(id));
   std::string bytes;
   if (!job.SerializeToString(&bytes)) {
     return absl::InternalError(absl::StrCat("store: ", op, ": job ", id, " does not serialize"));
   }
-  absl::StatusOr<Statement> stmt = Statement::Prepare(
-      db, op,
+  absl::StatusOr<Statement> stmt = statements.Get(
+      op,
       "UPDATE jobs SET kind = ?1, device = ?2, state = ?3, created_unix_ms = ?4, job = ?5 "
       "WHERE id = ?6");
   if (!stmt.ok()) return stmt.status();
@@ -274,20 +209,18 @@ absl::StatusOr<bool> WriteJob(sqlite3* db, const std::string& op, int64_t id, v1
   return sqlite3_changes(db) > 0;
 }
 
-absl::StatusOr<std::vector<Row>> JobsInState(sqlite3* db, const std::string& op,
+absl::StatusOr<std::vector<Row>> JobsInState(StatementCache& statements, const std::string& op,
                                              v1::JobState state) {
-  const std::string sql =
-      absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE state = ?1 ORDER BY id ASC");
-  absl::StatusOr<Statement> stmt = Statement::Prepare(db, op, sql.c_str());
+  absl::StatusOr<Statement> stmt = statements.Get(op, kJobsInStateSql);
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, static_cast<int64_t>(state));
   return ReadAll(*stmt);
 }
 
-absl::Status InsertJobDevice(sqlite3* db, const std::string& op, int64_t id,
+absl::Status InsertJobDevice(StatementCache& statements, const std::string& op, int64_t id,
                              const std::string& device) {
-  absl::StatusOr<Statement> stmt = Statement::Prepare(
-      db, op, "INSERT OR IGNORE INTO job_devices (device, job_id) VALUES (?1, ?2)");
+  absl::StatusOr<Statement> stmt =
+      statements.Get(op, "INSERT OR IGNORE INTO job_devices (device, job_id) VALUES (?1, ?2)");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, device);
   stmt->Bind(2, id);
@@ -316,10 +249,29 @@ std::string ListSql(const JobFilter& f, bool explain) {
   return sql;
 }
 
-absl::StatusOr<Statement> PrepareList(sqlite3* db, const JobFilter& f, bool explain,
-                                      int64_t before_id, int64_t limit) {
-  const std::string sql = ListSql(f, explain);
-  absl::StatusOr<Statement> stmt = Statement::Prepare(db, "list", sql.c_str());
+// ListSql for each combination of filters (state, kind, device), made once.
+const std::string& CachedListSql(const JobFilter& f) {
+  static const std::array<std::string, 8> kSql = [] {
+    std::array<std::string, 8> sql;
+    for (int shape = 0; shape < 8; ++shape) {
+      JobFilter g;
+      if (shape & 1) g.state = v1::JOB_STATE_QUEUED;
+      if (shape & 2) g.kind = v1::JOB_KIND_BENCHMARK;
+      if (shape & 4) g.device = "-";
+      sql[shape] = ListSql(g, false);
+    }
+    return sql;
+  }();
+  return kSql[(f.state != v1::JOB_STATE_UNSPECIFIED ? 1 : 0) |
+              (f.kind != v1::JOB_KIND_UNSPECIFIED ? 2 : 0) | (!f.device.empty() ? 4 : 0)];
+}
+
+// ListJobs' statement, bound; kept prepared, except EXPLAIN's (tests only).
+absl::StatusOr<Statement> PrepareList(StatementCache& statements, sqlite3* db, const JobFilter& f,
+                                      bool explain, int64_t before_id, int64_t limit) {
+  absl::StatusOr<Statement> stmt = explain
+                                       ? Statement::Prepare(db, "list", ListSql(f, true).c_str())
+                                       : statements.Get("list", CachedListSql(f));
   if (!stmt.ok()) return stmt.status();
   if (f.state != v1::JOB_STATE_UNSPECIFIED) stmt->Bind(1, static_cast<int64_t>(f.state));
   if (f.kind != v1::JOB_KIND_UNSPECIFIED) stmt->Bind(2, JobKindName(f.kind));
@@ -331,7 +283,7 @@ absl::StatusOr<Statement> PrepareList(sqlite3* db, const JobFilter& f, bool expl
 
 // Brings the schema from whatever version the file has to kSchemaVersion, in
 // one transaction so a crash leaves either the old schema or the new one.
-absl::Status Migrate(sqlite3* db, const std::string& path) {
+absl::Status Migrate(sqlite3* db, StatementCache& statements, const std::string& path) {
   const std::string op = absl::StrCat("open '", path, "': migrate");
   Transaction txn(db);
   if (absl::Status s = txn.Begin(op); !s.ok()) return s;
@@ -379,7 +331,9 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
       if (!*row) break;
       const int64_t id = old->Int(0);
       for (absl::string_view d : absl::StrSplit(old->Blob(1), ',', absl::SkipEmpty())) {
-        if (absl::Status s = InsertJobDevice(db, op, id, std::string(d)); !s.ok()) return s;
+        if (absl::Status s = InsertJobDevice(statements, op, id, std::string(d)); !s.ok()) {
+          return s;
+        }
       }
     }
   }
@@ -435,7 +389,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (absl::Status s = Exec(db, op + ": synchronous", "PRAGMA synchronous = NORMAL"); !s.ok()) {
     return store->Explain(s);
   }
-  if (absl::Status s = Migrate(db, path); !s.ok()) return store->Explain(s);
+  if (absl::Status s = Migrate(db, store->statements_, path); !s.ok()) return store->Explain(s);
   absl::StatusOr<Statement> meta =
       Statement::Prepare(db, op + ": store id", "SELECT value FROM meta WHERE key = 'store_id'");
   if (!meta.ok()) return meta.status();
@@ -451,9 +405,15 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Store::Store(sqlite3* db, std::string path)
-    : path_(std::move(path)), dir_(std::filesystem::path(path_).parent_path().string()), db_(db) {}
+    : path_(std::move(path)),
+      dir_(std::filesystem::path(path_).parent_path().string()),
+      db_(db),
+      statements_(db) {}
 
-Store::~Store() { sqlite3_close_v2(db_); }
+Store::~Store() {
+  statements_.Clear();  // a connection closes only once its statements are gone
+  sqlite3_close_v2(db_);
+}
 
 absl::Status Store::Explain(absl::Status s) const {
   if (s.code() != absl::StatusCode::kResourceExhausted) return s;
@@ -478,16 +438,16 @@ absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
   // insert a placeholder row, then write the job into it, atomically.
   Transaction txn(db_);
   if (absl::Status s = txn.Begin(op); !s.ok()) return Explain(s);
-  absl::StatusOr<Statement> stmt = Statement::Prepare(
-      db_, op,
+  absl::StatusOr<Statement> stmt = statements_.Get(
+      op,
       "INSERT INTO jobs (kind, device, state, created_unix_ms, job) VALUES ('', '', 0, 0, x'')");
   if (!stmt.ok()) return Explain(stmt.status());
   if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) return Explain(row.status());
   const int64_t id = sqlite3_last_insert_rowid(db_);
-  absl::StatusOr<bool> written = WriteJob(db_, op, id, job);
+  absl::StatusOr<bool> written = WriteJob(statements_, db_, op, id, job);
   if (!written.ok()) return Explain(written.status());
   for (const std::string& d : job.devices()) {
-    if (absl::Status s = InsertJobDevice(db_, op, id, d); !s.ok()) return Explain(s);
+    if (absl::Status s = InsertJobDevice(statements_, op, id, d); !s.ok()) return Explain(s);
   }
   if (absl::Status s = txn.Commit(op); !s.ok()) return Explain(s);
   return absl::StrCat(id);
@@ -497,7 +457,7 @@ absl::Status Store::Update(const v1::Job& job) {
   absl::StatusOr<int64_t> id = ParseId(job.id());
   if (!id.ok()) return id.status();
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<bool> written = WriteJob(db_, "update", *id, job);
+  absl::StatusOr<bool> written = WriteJob(statements_, db_, "update", *id, job);
   if (!written.ok()) return Explain(written.status());
   return *written ? absl::OkStatus() : NotFound(job.id());
 }
@@ -506,8 +466,7 @@ absl::StatusOr<v1::Job> Store::Get(const std::string& id) {
   absl::StatusOr<int64_t> key = ParseId(id);
   if (!key.ok()) return key.status();
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string sql = absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE id = ?1");
-  absl::StatusOr<Statement> stmt = Statement::Prepare(db_, "get", sql.c_str());
+  absl::StatusOr<Statement> stmt = statements_.Get("get", kGetSql);
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, *key);
   absl::StatusOr<bool> more = stmt->Step();
@@ -522,7 +481,8 @@ absl::StatusOr<JobPage> Store::List(const JobFilter& filter, int page_size, int6
   if (page_size <= 0) page_size = kDefaultPageSize;
   std::lock_guard<std::mutex> lock(mu_);
   // Ids follow insertion order, unlike `created`, which follows the wall clock.
-  absl::StatusOr<Statement> stmt = PrepareList(db_, filter, false, before_id, page_size + 1);
+  absl::StatusOr<Statement> stmt =
+      PrepareList(statements_, db_, filter, false, before_id, page_size + 1);
   if (!stmt.ok()) return stmt.status();
   absl::StatusOr<std::vector<Row>> rows = ReadAll(*stmt);
   if (!rows.ok()) return rows.status();
@@ -540,7 +500,7 @@ absl::StatusOr<JobPage> Store::List(const JobFilter& filter, int page_size, int6
 
 absl::StatusOr<std::vector<std::string>> Store::ListPlan(const JobFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<Statement> stmt = PrepareList(db_, filter, true, 0, 1);
+  absl::StatusOr<Statement> stmt = PrepareList(statements_, db_, filter, true, 0, 1);
   if (!stmt.ok()) return stmt.status();
   std::vector<std::string> plan;
   while (true) {
@@ -562,13 +522,13 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
     const int64_t id = *ParseId(row.job.id());
     ReportBadRow(id, row.job.error_message());
     absl::StatusOr<Statement> stmt =
-        Statement::Prepare(db_, op, "UPDATE jobs SET state = ?1 WHERE id = ?2");
+        statements_.Get(op, "UPDATE jobs SET state = ?1 WHERE id = ?2");
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, static_cast<int64_t>(v1::JOB_STATE_FAILED));
     stmt->Bind(2, id);
     return stmt->Step().status();
   };
-  absl::StatusOr<std::vector<Row>> running = JobsInState(db_, op, v1::JOB_STATE_RUNNING);
+  absl::StatusOr<std::vector<Row>> running = JobsInState(statements_, op, v1::JOB_STATE_RUNNING);
   if (!running.ok()) return running.status();
   const google::protobuf::Timestamp now = Now();
   for (Row& row : *running) {
@@ -583,10 +543,10 @@ absl::StatusOr<std::vector<v1::Job>> Store::Recover() {
     job.set_error_message("the daemon stopped while this job was running");
     absl::StatusOr<int64_t> id = ParseId(job.id());
     if (!id.ok()) return id.status();
-    absl::StatusOr<bool> written = WriteJob(db_, op, *id, job);
+    absl::StatusOr<bool> written = WriteJob(statements_, db_, op, *id, job);
     if (!written.ok()) return Explain(written.status());
   }
-  absl::StatusOr<std::vector<Row>> queued = JobsInState(db_, op, v1::JOB_STATE_QUEUED);
+  absl::StatusOr<std::vector<Row>> queued = JobsInState(statements_, op, v1::JOB_STATE_QUEUED);
   if (!queued.ok()) return queued.status();
   std::vector<v1::Job> jobs;
   for (Row& row : *queued) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
+#include "server/sqlite_statement.h"
 
 struct sqlite3;
 
@@ -114,6 +115,9 @@ class Store {
   // One connection, used by one thread at a time.
   std::mutex mu_;
   sqlite3* const db_;
+  // Prepared once per SQL text: compiling GetJob's and ListJobs' SELECT on
+  // every call cost more than running it.
+  StatementCache statements_;                                          // under mu_
   std::set<int64_t> reported_bad_rows_;                                // under mu_
   std::function<void(int64_t, const std::string&)> bad_row_listener_;  // under mu_
 };

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/peer_checked_listener.h"
 #include "worker/device.h"
 #include "worker/device_info.h"
 #include "worker/worker_service.h"
@@ -113,15 +114,24 @@ int main(int argc, char** argv) {
 #endif
   if (!RemoveStaleSocket(socket_path)) return 1;
 
+  // Only the daemon's own user gets in (SO_PEERCRED), on top of the run
+  // folder's 0700: the listener accepts, checks and hands the connection to
+  // gRPC.
+  auto listener = benchd::PeerCheckedListener::Listen(
+      socket_path, [](const std::string& line) { std::cerr << "benchd-worker: " << line << "\n"; });
+  if (!listener.ok()) {
+    std::cerr << "benchd-worker: " << listener.status().message() << "\n";
+    return 1;
+  }
   benchd::worker::WorkerService service(*device, artifacts_dir);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
-    std::cerr << "benchd-worker: cannot listen on unix:" << socket_path << "\n";
+    std::cerr << "benchd-worker: cannot start its gRPC server\n";
     return 1;
   }
+  (*listener)->Serve(server.get());
 
   std::thread stopper([&] {
     int sig = 0;
@@ -129,6 +139,7 @@ int main(int argc, char** argv) {
     // A running job stops at its next step and ends its stream; the deadline
     // only matters if a step outlasts it.
     service.Stop();
+    (*listener)->Stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   });
 

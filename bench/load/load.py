@@ -6,8 +6,13 @@ per call kind, the daemon's RSS idle and under load, the CPU split and every
 failed call, beside the targets of issue 18 (10,000 calls/s and p99 < 20 ms at
 1,000 watchers, RSS < 300 MB).
 
-    python3 bench/load/load.py --bin build/bin            # 1,000 then 0 watchers
-    python3 bench/load/load.py --watchers 1000 --duration 60 --perf perf.txt
+    .venv/bin/python bench/load/load.py --bin build/bin   # 1,000 then 0 watchers
+    .venv/bin/python bench/load/load.py --watchers 1000 --duration 60 --perf perf.txt
+
+The unary clients are benchd_loadgen processes (loadgen.cc, built beside
+benchd: `ninja -C build benchd_loadgen`) unless --api picks Python's grpc.aio
+or sync stub; the Python clients cost 3-4 times as much CPU per call, which on
+a 2-core machine is taken from the daemon being measured.
 
 Each figure set is a fresh daemon. The queue: a long benchmark takes the only
 worker (RUNNING), `--queued` small jobs wait behind it (one job at a time per
@@ -30,6 +35,7 @@ from typing import Any, List, Optional, Tuple
 import grpc
 
 import clients
+import cpp_client
 import daemon as d
 import report
 
@@ -48,8 +54,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--watch-channels", type=int, default=10,
                     help="TCP connections the Watch streams are spread over")
     ap.add_argument("--clients", type=int, default=2, help="unary client processes")
-    ap.add_argument("--api", choices=["aio", "sync"], default="aio",
-                    help="grpc.aio coroutines or the sync stub on threads")
+    ap.add_argument("--api", choices=["cpp", "aio", "sync"], default="cpp",
+                    help="the unary clients: benchd_loadgen (C++, one thread polling a "
+                         "completion queue), grpc.aio coroutines, or the sync stub on threads")
+    ap.add_argument("--loadgen", help="benchd_loadgen for --api cpp (default: BIN/benchd_loadgen)")
     ap.add_argument("--concurrency", type=int, default=16,
                     help="calls in flight per client process (coroutines or threads)")
     ap.add_argument("--queued", type=int, default=1000, help="jobs kept QUEUED")
@@ -58,6 +66,9 @@ def parse_args() -> argparse.Namespace:
                     help="call kinds and their weights")
     ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
                     help="extra environment for the daemon (e.g. LD_PRELOAD=...), repeatable")
+    ap.add_argument("--stubs", metavar="DIR",
+                    help="Python stubs of benchd/v1 made beforehand (where grpc_tools is missing); "
+                         "by default they are generated from proto/")
     ap.add_argument("--perf", metavar="FILE",
                     help="perf record the daemon during the first run's window into FILE.data; "
                          "perf_summary.py's tables and perf's top entries go to FILE")
@@ -142,6 +153,52 @@ def measure(pids: dict, window: Tuple[float, float], daemon_pid: int,
     return cores, rss_max, threads_max
 
 
+def start_clients(args: argparse.Namespace, ctx: Any, plans: List[clients.ClientPlan]
+                  ) -> Tuple[Tuple[float, float], List[int], Any]:
+    """Starts the unary clients, waits until each is ready, opens the window
+    (after --warmup). Returns the window, the clients' pids and a function that
+    waits for their results."""
+    if args.api == "cpp":
+        work_dir = tempfile.mkdtemp(prefix="benchd-load-clients-")
+        try:
+            started = cpp_client.start_all(
+                args.loadgen or os.path.join(args.bin, "benchd_loadgen"), plans, work_dir)
+        except BaseException:
+            shutil.rmtree(work_dir, ignore_errors=True)
+            raise
+        start_at = time.monotonic() + args.warmup
+        for c in started:
+            c.go(start_at, start_at + args.duration)
+
+        def collect_cpp() -> List[clients.ClientResult]:
+            try:
+                return [c.result() for c in started]
+            finally:
+                cpp_client.close_all(started)
+                shutil.rmtree(work_dir, ignore_errors=True)
+        return (start_at, start_at + args.duration), [c.pid for c in started], collect_cpp
+
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    times = ctx.Array("d", 2)
+    procs = []
+    for plan in plans:
+        p = ctx.Process(target=clients.client_main, args=(plan, ready, go, times, out))
+        p.start()
+        procs.append(p)
+    for _ in procs:
+        ready.get(timeout=120)
+    start_at = time.monotonic() + args.warmup
+    times[0], times[1] = start_at, start_at + args.duration
+    go.set()
+
+    def collect_py() -> List[clients.ClientResult]:
+        results = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join()
+        return results
+    return (start_at, start_at + args.duration), [p.pid for p in procs], collect_py
+
+
 def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
              perf: Optional[Tuple[str, str]]) -> report.RunFigures:
     pb, pb_grpc = d.import_stubs(stub_dir)
@@ -168,27 +225,14 @@ def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
             rss_idle = d.status_kb(daemon.pid, "VmRSS") / 1024
             threads_idle = d.thread_count(daemon.pid)
 
-            ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
-            times = ctx.Array("d", 2)
-            procs = []
-            for i in range(args.clients):
-                plan = clients.ClientPlan(i, daemon.address, stub_dir, args.api, args.concurrency,
-                                          ids, tokens, args.page_size, parse_mix(args.mix))
-                p = ctx.Process(target=clients.client_main, args=(plan, ready, go, times, out))
-                p.start()
-                procs.append(p)
-            for _ in procs:
-                ready.get(timeout=120)
-            start_at = time.monotonic() + args.warmup
-            times[0], times[1] = start_at, start_at + args.duration
-            go.set()
-
-            pids = {"daemon": [daemon.pid], "clients": [p.pid for p in procs],
+            plans = [clients.ClientPlan(i, daemon.address, stub_dir, args.api, args.concurrency,
+                                        ids, tokens, args.page_size, parse_mix(args.mix))
+                     for i in range(args.clients)]
+            window, client_pids, collect = start_clients(args, ctx, plans)
+            pids = {"daemon": [daemon.pid], "clients": client_pids,
                     "watchers": [watcher.pid], "worker": [worker_pid], "this script": [os.getpid()]}
-            cores, rss_max, threads_max = measure(pids, (times[0], times[1]), daemon.pid, perf)
-            results: List[clients.ClientResult] = [out.get(timeout=120) for _ in procs]
-            for p in procs:
-                p.join()
+            cores, rss_max, threads_max = measure(pids, window, daemon.pid, perf)
+            results: List[clients.ClientResult] = collect()
             stop_watchers.set()
             watched: clients.WatchResult = watch_out.get(timeout=60)
             watcher.join()
@@ -219,7 +263,7 @@ def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
 def main() -> None:
     args = parse_args()
     parse_mix(args.mix)
-    stub_dir = d.generate_stubs(SRC)
+    stub_dir = args.stubs or d.generate_stubs(SRC)
     load_before = f"{os.getloadavg()[0]:.1f}"
     cores = len(os.sched_getaffinity(0))
     runs = []
@@ -232,7 +276,8 @@ def main() -> None:
             report.print_run(run)
             runs.append(run)
     finally:
-        shutil.rmtree(stub_dir, ignore_errors=True)
+        if not args.stubs:
+            shutil.rmtree(stub_dir, ignore_errors=True)
     print(f"\nbenchd under load: {args.queued:,} jobs queued, {args.clients} {args.api} client "
           f"processes x {args.concurrency} calls in flight, mix {args.mix}, "
           f"{args.duration:.0f} s per run, {cores} cores (this process's affinity) shared by "

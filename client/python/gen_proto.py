@@ -32,9 +32,6 @@ from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOS = ["benchd/v1/bench.proto"]
-# Lowest runtimes when the generated code does not say (older grpcio-tools).
-FALLBACK_PROTOBUF = "4.21"
-FALLBACK_GRPCIO = "1.50"
 
 
 def find_proto_root() -> str:
@@ -63,9 +60,11 @@ def _plugin(workdir: str, name: str, function: str) -> str:
     return path
 
 
-def generate(out_dir: str, proto_root: Optional[str] = None, typed: bool = True) -> Dict[str, str]:
+def generate(out_dir: str, proto_root: Optional[str] = None,
+             typed: bool = True) -> Dict[str, Optional[str]]:
     """Writes benchd/v1/* under out_dir; returns the lowest runtimes the
-    generated code accepts: {"protobuf": "X.Y.Z", "grpcio": "X.Y.Z"}."""
+    generated code demands: {"protobuf": "X.Y.Z", "grpcio": "X.Y.Z" or None
+    where it demands none}."""
     import grpc_tools
     from grpc_tools import protoc
 
@@ -98,16 +97,21 @@ def generate(out_dir: str, proto_root: Optional[str] = None, typed: bool = True)
     return runtime_requirements(pkg)
 
 
-def runtime_requirements(pkg: str) -> Dict[str, str]:
+def runtime_requirements(pkg: str) -> Dict[str, Optional[str]]:
+    """What the generated code demands: protobuf's runtime check (gencode 5.26+),
+    else the gencode version its header names (protobuf supports a runtime at
+    least as new as the gencode); grpcio's GRPC_GENERATED_VERSION (grpcio-tools
+    1.63+), else nothing."""
     with open(os.path.join(pkg, "bench_pb2.py")) as f:
         pb2 = f.read()
     with open(os.path.join(pkg, "bench_pb2_grpc.py")) as f:
         grpc_py = f.read()
     m = re.search(r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*"
                   r"(\d+),\s*(\d+),\s*(\d+),", pb2)
+    header = re.search(r"^# Protobuf Python Version: ([0-9]+\.[0-9]+\.[0-9]+)", pb2, re.M)
     g = re.search(r"GRPC_GENERATED_VERSION\s*=\s*'([0-9.]+)'", grpc_py)
-    return {"protobuf": ".".join(m.groups()) if m else FALLBACK_PROTOBUF,
-            "grpcio": g.group(1) if g else FALLBACK_GRPCIO}
+    protobuf = ".".join(m.groups()) if m else (header.group(1) if header else None)
+    return {"protobuf": protobuf, "grpcio": g.group(1) if g else None}
 
 
 def main(argv: List[str]) -> int:
@@ -116,7 +120,7 @@ def main(argv: List[str]) -> int:
         return 2
     req = generate(HERE, typed="--untyped" not in argv)
     print(f"wrote {os.path.join(HERE, 'benchd', 'v1')} (needs protobuf>={req['protobuf']}, "
-          f"grpcio>={req['grpcio']})")
+          f"grpcio>={req['grpcio'] or 'any'})")
     return 0
 
 

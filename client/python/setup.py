@@ -5,10 +5,13 @@ proto/ by gen_proto.py when the package is built, never committed.
   build tree (into the source tree for an editable install).
 - sdist: puts a copy of the .proto files under proto/ in the sdist, so a wheel
   builds from the sdist alone (gen_proto.find_proto_root looks there last).
-- dependencies: the generated code checks the protobuf and grpcio runtimes
-  it was generated for (protobuf's ValidateProtobufRuntimeVersion, grpc's
-  GRPC_GENERATED_VERSION), so the wheel requires at least those: the stubs are
-  generated once into a temporary folder here to read them.
+- dependencies: the lowest grpcio and protobuf the package supports
+  (LOWEST: what the GPU machines' Python may have). The generated code may
+  demand more (protobuf's ValidateProtobufRuntimeVersion, grpc's
+  GRPC_GENERATED_VERSION, protobuf gencode's own version): the stubs are
+  generated once into a temporary folder here to read what they demand, and a
+  build whose grpcio-tools demands more than LOWEST fails (pin grpcio-tools in
+  pyproject.toml's build requirements instead of raising LOWEST unawares).
 """
 import importlib.util
 import os
@@ -26,12 +29,29 @@ gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 
 
+# The lowest runtimes declared; tests/lowest (ctest python_client.lowest) runs
+# the package on exactly these.
+LOWEST = {"grpcio": "1.60.0", "protobuf": "4.25.0"}
+
+
+def _version(v):
+    return tuple(int(x) for x in v.split("."))
+
+
 def _runtime_requirements():
     tmp = tempfile.mkdtemp(prefix="benchd-req-")
     try:
-        return gen.generate(tmp, typed=False)
+        need = gen.generate(tmp, typed=False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    for name, lowest in LOWEST.items():
+        if need.get(name) and _version(need[name]) > _version(lowest):
+            raise RuntimeError(
+                f"benchd: the stubs generated here need {name}>={need[name]}, above the lowest "
+                f"this package declares ({name}>={lowest}, setup.py LOWEST): build with the "
+                "grpcio-tools pyproject.toml pins (pip does, in an isolated build), or raise "
+                "LOWEST on purpose")
+    return LOWEST
 
 
 class BuildPyWithStubs(build_py):

@@ -2,6 +2,8 @@
 
     import benchd
     c = benchd.Client()                      # $BENCHD_ADDRESS, else 127.0.0.1:7531
+    c = benchd.Client("gpu-node:7531", credentials=benchd.Credentials(
+        token_file="~/.config/benchd/token", tls_ca="ca.pem"))   # or BENCHD_TOKEN_FILE, ...
     c.node()                                 # devices, workers, versions
     job = c.benchmark(preset="small", mode="train_step", precision="bf16", steps=10)
     res = job.wait().result                  # a progress bar in a notebook or terminal
@@ -14,8 +16,10 @@ destroy_group, artifacts/download. Plots: benchd.plots (pip install
 """
 from ._aio import AsyncClient, AsyncJob
 from ._client import Client, Job, JobList
-from ._common import DEFAULT_ADDRESS, Event, JobState, load_snapshot
+from ._common import Event, JobState, load_snapshot
+from ._credentials import DEFAULT_ADDRESS, Credentials, TokenFileWarning
 from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Cancelled,
+                      CredentialsError,
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
@@ -26,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
+    "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result", "Node",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",

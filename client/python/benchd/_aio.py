@@ -3,32 +3,32 @@ run an event loop (every method is a coroutine; Job handles are AsyncJob)."""
 from __future__ import annotations
 
 import asyncio
-import html
 import os
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Sequence, TypeVar, cast
+from typing import Any, AsyncIterator, Sequence, TypeVar, cast
 
 import grpc
 import grpc.aio
-import pandas as pd
 from typing_extensions import Unpack
 
 from . import _args as A
-from ._client import LOST_CODES, JobList
-from ._common import (CHANNEL_OPTIONS, Event, JobState, Progress, error_code, jobs_frame,
-                      jobs_html, kind_of, load_snapshot, resolve_address, result_of,
-                      show_progress, snapshot_name, translate, unreachable, write_atomically)
-from ._errors import ArgumentError, BenchdError, DeadlineExceeded, RpcError, Unavailable, WaitTimeout
+from . import _base as B
+from ._base import Call, ClientBase, JobBase
+from ._client import JobList
+from ._common import (Event, JobState, Progress, load_snapshot, show_progress, snapshot_name,
+                      write_atomically)
+from ._credentials import Credentials
+from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result, artifacts_records, groups_records, models_records)
+                       Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
 R = TypeVar("R", bound=Result)
-Resp = TypeVar("Resp")
+T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """benchd.Client's calls as coroutines (grpc.aio):
 
         c = benchd.AsyncClient("gpu-node:7531")
@@ -36,24 +36,19 @@ class AsyncClient:
         await job.wait()
         job.result.to_pandas()
 
-    Same arguments and behaviour as benchd.Client."""
+    Same arguments (credentials included) and behaviour as benchd.Client."""
 
     def __init__(self, address: str | None = None, *, timeout: float = 30.0,
                  connect_timeout: float = 5.0, reconnect_timeout: float = 60.0,
-                 credentials: grpc.ChannelCredentials | None = None,
+                 credentials: Credentials | None = None,
                  options: Sequence[tuple[str, Any]] = ()) -> None:
-        self.address = resolve_address(address)
-        self.timeout = A.as_float("timeout", timeout)
-        self.connect_timeout = A.as_float("connect_timeout", connect_timeout)
-        self.reconnect_timeout = A.as_float("reconnect_timeout", reconnect_timeout)
-        if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
-            raise A.ArgumentTypeError("credentials", credentials, "a grpc.ChannelCredentials",
-                                      "credentials: expected a grpc.ChannelCredentials, got "
-                                      f"{type(credentials).__name__}")
-        opts = [*CHANNEL_OPTIONS, *options]
-        self._channel = (grpc.aio.secure_channel(self.address, credentials, options=opts)
-                         if credentials is not None
-                         else grpc.aio.insecure_channel(self.address, options=opts))
+        super().__init__(address, timeout=timeout, connect_timeout=connect_timeout,
+                         reconnect_timeout=reconnect_timeout, credentials=credentials,
+                         options=options)
+        p = self._parts
+        self._channel = (grpc.aio.secure_channel(self.address, p.credentials, options=p.options)
+                         if p.credentials is not None
+                         else grpc.aio.insecure_channel(self.address, options=p.options))
         self._stub = pb_grpc.BenchStub(self._channel)
 
     async def close(self) -> None:
@@ -66,10 +61,15 @@ class AsyncClient:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<benchd.AsyncClient {self.address}>"
+        return f"<benchd.AsyncClient {self.address}{' (TLS)' if self.tls else ''}>"
 
     def _ready(self) -> bool:
         return self._channel.get_state(try_to_connect=False) == grpc.ChannelConnectivity.READY
+
+    async def _unreachable_async(self, why: str, method: str) -> Unavailable:
+        # diagnose() blocks (a TCP connection and a TLS handshake): off the loop.
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._unreachable, why, method)
 
     async def _ensure_connected(self, method: str) -> None:
         deadline = time.monotonic() + self.connect_timeout
@@ -77,13 +77,13 @@ class AsyncClient:
         changed = False
         while state != grpc.ChannelConnectivity.READY:
             if state == grpc.ChannelConnectivity.SHUTDOWN:
-                raise unreachable(self.address, "the client is closed", method)
+                raise self._unreachable("the client is closed", method)
             if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and changed:
-                raise unreachable(self.address, "connection failed", method)
+                raise await self._unreachable_async("connection failed", method)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise unreachable(self.address, f"no connection within {self.connect_timeout:g} s",
-                                  method)
+                raise self._unreachable(f"no connection within {self.connect_timeout:g} s",
+                                        method)
             try:
                 await asyncio.wait_for(self._channel.wait_for_state_change(state),
                                        min(left, 0.25))
@@ -93,23 +93,21 @@ class AsyncClient:
             state = self._channel.get_state(try_to_connect=True)
 
     def _error(self, err: grpc.RpcError, method: str, timeout: float | None) -> RpcError:
-        return translate(err, address=self.address, method=method, connected=self._ready(),
-                         timeout=timeout)
+        return self._translate(err, method, timeout, self._ready())
 
-    async def _unary(self, method: str, call: Callable[..., Awaitable[Resp]], request: Any,
-                     timeout: float | None = None) -> Resp:
-        t = self.timeout if timeout is None else timeout
-        await self._ensure_connected(method)
+    async def _do(self, call: Call[T]) -> T:
+        t = self.timeout if call.timeout is None else call.timeout
+        await self._ensure_connected(call.method)
         try:
-            return await call(request, timeout=t, wait_for_ready=False)
+            resp = await getattr(self._stub, call.method)(call.request, **self._call_options(t))
         except grpc.RpcError as e:
-            raise self._error(e, method, t) from None
+            raise self._error(e, call.method, t) from None
+        return call.wrap(resp)
 
     async def _watch(self, job_id: str, deadline: float | None) -> AsyncIterator[Event]:
         await self._ensure_connected("Watch")
         timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
-        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), timeout=timeout,
-                                  wait_for_ready=False)
+        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), **self._call_options(timeout))
         try:
             async for ev in stream:
                 e = Event(ev)
@@ -125,8 +123,7 @@ class AsyncClient:
         return AsyncJob(self, proto)
 
     async def _submit(self, spec: pb.JobSpec) -> "AsyncJob[Any]":
-        return self._job(await self._unary("Submit", self._stub.Submit,
-                                           pb.SubmitRequest(spec=spec)))
+        return self._job(await self._do(B.submit(spec)))
 
     # ------------------------------------------------------------ request kinds
 
@@ -153,8 +150,7 @@ class AsyncClient:
     # ------------------------------------------------------------ jobs
 
     async def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
-        return await self._unary("GetJob", self._stub.GetJob, pb.GetJobRequest(job_id=job_id),
-                                 timeout)
+        return await self._do(B.get_job(job_id, timeout))
 
     async def job(self, job_id: str | int) -> "AsyncJob[Any]":
         return self._job(await self._get_job(A.job_id(job_id)))
@@ -162,10 +158,7 @@ class AsyncClient:
     async def jobs_page(self, *, page_size: int = 50, page_token: str = "",
                         state: str | None = None, kind: str | None = None,
                         device: str | None = None) -> JobList:
-        request = pb.ListJobsRequest(page_size=A.as_int("page_size", page_size),
-                                     page_token=A.as_str("page_token", page_token),
-                                     **A.list_filters(state, kind, device))
-        resp = await self._unary("ListJobs", self._stub.ListJobs, request)
+        resp = await self._do(B.list_jobs(page_size, page_token, state, kind, device))
         return JobList([cast(Any, self._job(j)) for j in resp.jobs], resp.next_page_token)
 
     async def iter_jobs(self, *, state: str | None = None, kind: str | None = None,
@@ -183,10 +176,7 @@ class AsyncClient:
 
     async def jobs(self, *, limit: int = 50, state: str | None = None, kind: str | None = None,
                    device: str | None = None) -> JobList:
-        n = A.as_int("limit", limit)
-        if n < 1:
-            raise ArgumentError("limit", limit, "1 or more",
-                                f"limit: expected a number of jobs, 1 or more; got {limit}")
+        n = B.jobs_limit(limit)
         out: list[Any] = []
         async for j in self.iter_jobs(state=state, kind=kind, device=device,
                                       page_size=min(n, 1000)):
@@ -196,51 +186,39 @@ class AsyncClient:
         return JobList(out, "")
 
     async def cancel(self, job_id: str | int) -> "AsyncJob[Any]":
-        return self._job(await self._unary("CancelJob", self._stub.CancelJob,
-                                           pb.CancelJobRequest(job_id=A.job_id(job_id))))
+        return self._job(await self._do(B.cancel_job(job_id)))
 
     # ------------------------------------------------------------ models, node, groups
 
     async def models(self, *, device: str | None = None) -> Records[pb.ResidentModel]:
-        r = pb.ListModelsRequest(device=A.as_str("device", device) if device else "")
-        return models_records((await self._unary("ListModels", self._stub.ListModels, r)).models)
+        return await self._do(B.list_models(device))
 
     async def evict(self, key: str | None = None, *, device: str | None = None,
                     all: bool | None = None) -> int:
-        r = A.evict_request(key, device, all)
-        return (await self._unary("EvictModel", self._stub.EvictModel, r)).evicted
+        return await self._do(B.evict_model(key, device, all))
 
     async def node(self) -> Node:
-        return Node(await self._unary("GetNodeInfo", self._stub.GetNodeInfo,
-                                      pb.GetNodeInfoRequest()))
+        return await self._do(B.node_info())
 
     async def create_group(self, *, devices: str | Sequence[str], backend: str | None = None,
                            group_timeout: float | None = None) -> pb.Group:
-        r = A.create_group_request(devices, backend, group_timeout)
-        rendezvous = (r.timeout_seconds or 300.0) + 60.0
-        return await self._unary("CreateGroup", self._stub.CreateGroup, r,
-                                 max(self.timeout, rendezvous))
+        return await self._do(B.create_group(devices, backend, group_timeout, self.timeout))
 
     async def groups(self) -> Records[pb.Group]:
-        return groups_records((await self._unary("ListGroups", self._stub.ListGroups,
-                                                 pb.ListGroupsRequest())).groups)
+        return await self._do(B.list_groups())
 
     async def destroy_group(self, group: str) -> pb.Group:
-        r = pb.DestroyGroupRequest(group=A.as_str("group", group))
-        return (await self._unary("DestroyGroup", self._stub.DestroyGroup, r)).group
+        return await self._do(B.destroy_group(group))
 
     # ------------------------------------------------------------ artifacts
 
     async def artifacts(self, job_id: str | int) -> Records[pb.Artifact]:
-        r = pb.ListArtifactsRequest(job_id=A.job_id(job_id))
-        return artifacts_records((await self._unary("ListArtifacts", self._stub.ListArtifacts,
-                                                    r)).artifacts)
+        return await self._do(B.list_artifacts(job_id))
 
-    async def fetch_artifact(self, job_id: str | int, name: str) -> bytes:
+    async def _fetch(self, request: pb.FetchArtifactRequest) -> bytes:
         await self._ensure_connected("FetchArtifact")
-        request = pb.FetchArtifactRequest(job_id=A.job_id(job_id), name=A.as_str("name", name))
-        stream = self._stub.FetchArtifact(request, timeout=max(self.timeout, 600.0),
-                                          wait_for_ready=False)
+        stream = self._stub.FetchArtifact(request,
+                                          **self._call_options(max(self.timeout, 600.0)))
         parts: list[bytes] = []
         try:
             async for chunk in stream:
@@ -249,13 +227,14 @@ class AsyncClient:
             raise self._error(e, "FetchArtifact", None) from None
         return b"".join(parts)
 
+    async def fetch_artifact(self, job_id: str | int, name: str) -> bytes:
+        return await self._fetch(B.fetch_request(job_id, name))
+
     async def download(self, job_id: str | int, name: str,
                        path: str | os.PathLike[str] | None = None) -> str:
-        name = A.as_str("name", name)
-        data = await self.fetch_artifact(job_id, name)
-        target = os.fspath(path) if path is not None else name
-        if os.path.isdir(target):
-            target = os.path.join(target, name)
+        request = B.fetch_request(job_id, name)
+        data = await self._fetch(request)
+        target = B.download_target(request.name, path)
         write_atomically(target, [data])
         return target
 
@@ -272,52 +251,23 @@ def _share_docs() -> None:
 _share_docs()
 
 
-class AsyncJob(Generic[R]):
+class AsyncJob(JobBase[R]):
     """benchd.Job for the AsyncClient: wait(), events(), cancel(), refresh(),
     artifacts(), download(), memory_snapshot() are coroutines (events() an
     async iterator); state is the last seen (await refresh() to ask again)."""
 
     def __init__(self, client: AsyncClient, proto: pb.Job) -> None:
+        super().__init__(proto)
         self._client = client
-        self._proto = proto
-
-    @property
-    def id(self) -> str:
-        return self._proto.id
-
-    @property
-    def proto(self) -> pb.Job:
-        return self._proto
-
-    @property
-    def kind(self) -> str:
-        return kind_of(self._proto)
-
-    @property
-    def devices(self) -> list[str]:
-        return list(self._proto.devices)
-
-    @property
-    def spec(self) -> pb.JobSpec:
-        return self._proto.spec
 
     @property
     def state(self) -> JobState:
         return JobState.of(self._proto.state)
 
     @property
-    def error(self) -> tuple[grpc.StatusCode | None, str] | None:
-        if self._proto.error_code == 0 and not self._proto.error_message:
-            return None
-        return error_code(self._proto), self._proto.error_message
-
-    @property
     def result(self) -> R:
         """As Job.result, from the last seen state (await wait() or refresh() first)."""
-        return cast(R, result_of(self._proto))
-
-    def to_pandas(self) -> pd.DataFrame:
-        return self.result.to_pandas()
+        return self._result()
 
     async def refresh(self) -> "AsyncJob[R]":
         self._proto = await self._client._get_job(self.id)
@@ -341,24 +291,15 @@ class AsyncJob(Generic[R]):
             while True:
                 try:
                     async for e in self._client._watch(self.id, deadline):
-                        bar.update(e)
-                        if e.terminal and e.job is not None:
-                            self._proto = e.job
+                        if self._take(e, bar):
                             try:
-                                await self.refresh()
+                                await self.refresh()  # the stored job, as `get` shows it
                             except RpcError:
                                 pass
                             return self
                     why = "the event stream ended before the job did"
-                except DeadlineExceeded:
-                    if deadline is not None and time.monotonic() >= deadline - 0.01:
-                        raise WaitTimeout(f"job {self.id} still {self.state.value} after "
-                                          f"{t:g} s") from None
-                    raise
                 except RpcError as err:
-                    if err.code not in LOST_CODES:
-                        raise
-                    why = err.message
+                    why = self._why_lost(err, deadline, t, lambda: self.state.value)
                 if await self._reconnect(deadline, why, t):
                     return self
         finally:
@@ -375,17 +316,9 @@ class AsyncJob(Generic[R]):
                 return self.state.terminal
             except (Unavailable, DeadlineExceeded) as e:
                 last = e
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise WaitTimeout(f"job {self.id}: lost benchd at {c.address} ({why}) and the "
-                                  f"wait's {timeout:g} s ran out before it answered again")
-            if now >= limit:
-                raise Unavailable(
-                    f"lost benchd at {c.address} while waiting for job {self.id} ({why}) and "
-                    f"could not reach it again within {c.reconnect_timeout:g} s "
-                    f"({last.message if isinstance(last, RpcError) else last}); the job's state "
-                    "is unknown here: call wait() again once the daemon is back",
-                    address=c.address, method="Watch", field="")
+            verdict = self._reconnect_verdict(c, deadline, why, timeout, limit, last)
+            if verdict is not None:
+                raise verdict
             await asyncio.sleep(pause if deadline is None else
                                 max(0.0, min(pause, deadline - time.monotonic())))
             pause = min(pause * 2, 1.0)
@@ -413,11 +346,4 @@ class AsyncJob(Generic[R]):
         return f"<benchd.AsyncJob {self.id} {self.kind} {self.state.value}>"
 
     def _repr_html_(self) -> str:
-        head = (f"<b>benchd job {html.escape(self.id)}</b> {html.escape(self.kind)} on "
-                f"{html.escape(','.join(self.devices))}: {self.state.value}")
-        if self.state == JobState.SUCCEEDED:
-            try:
-                return head + self.result._repr_html_()
-            except BenchdError:
-                pass
-        return head
+        return self._html(self.state)

@@ -1,35 +1,31 @@
 """benchd.Client: the blocking client, and Job, the handle of a submitted job."""
 from __future__ import annotations
 
-import html
 import os
 import threading
 import time
-from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
+from typing import Any, Iterator, Sequence, TypeVar, cast
 
 import grpc
 import pandas as pd
 from typing_extensions import Unpack
 
 from . import _args as A
-from ._common import (CHANNEL_OPTIONS, Event, JobState, Progress, error_code, jobs_frame,
-                      jobs_html, kind_of, load_snapshot, resolve_address, result_of,
-                      show_progress, snapshot_name, translate, unreachable, write_atomically)
-from ._errors import (ArgumentError, BenchdError, DeadlineExceeded, RpcError, Unavailable,
-                      WaitTimeout)
+from . import _base as B
+from ._base import Call, ClientBase, JobBase
+from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_snapshot,
+                      show_progress, snapshot_name, write_atomically)
+from ._credentials import Credentials
+from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result, artifacts_records, groups_records, models_records)
+                       Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
 R = TypeVar("R", bound=Result)
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
+T = TypeVar("T")
 
-# Watch ends like this when the daemon goes away mid-stream (stopped, killed,
-# restarted); the job's fate is then asked again once it is back.
-LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
-              grpc.StatusCode.INTERNAL)
+__all__ = ["Client", "Job", "JobList"]
 
 
 class _Connectivity:
@@ -101,7 +97,7 @@ class _Connectivity:
             time.sleep(0.02)
 
 
-class Client:
+class Client(ClientBase):
     """A connection to one benchd daemon.
 
         c = benchd.Client("gpu-node:7531")        # or $BENCHD_ADDRESS, else 127.0.0.1:7531
@@ -113,27 +109,23 @@ class Client:
     fails with benchd.Unavailable naming the address (refused connections fail
     at once). reconnect_timeout: how long Job.wait keeps trying to reach a
     daemon that went away (a restart) before it gives up. credentials: a
-    grpc.ChannelCredentials for TLS (None: plain TCP, as benchd listens by
-    default). options: extra gRPC channel options.
+    benchd.Credentials (token, TLS, client certificate); None, or a setting
+    it leaves unset, comes from the environment (BENCHD_TOKEN,
+    BENCHD_TLS_CA, ...) or the client config file (benchd.Credentials says
+    which). options: extra gRPC channel options.
     """
 
     def __init__(self, address: str | None = None, *, timeout: float = 30.0,
                  connect_timeout: float = 5.0, reconnect_timeout: float = 60.0,
-                 credentials: grpc.ChannelCredentials | None = None,
+                 credentials: Credentials | None = None,
                  options: Sequence[tuple[str, Any]] = ()) -> None:
-        self.address = resolve_address(address)
-        self.timeout = A.as_float("timeout", timeout)
-        self.connect_timeout = A.as_float("connect_timeout", connect_timeout)
-        self.reconnect_timeout = A.as_float("reconnect_timeout", reconnect_timeout)
-        if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
-            raise A.ArgumentTypeError("credentials", credentials, "a grpc.ChannelCredentials",
-                                      "credentials: expected a grpc.ChannelCredentials "
-                                      "(grpc.ssl_channel_credentials(...)), got "
-                                      f"{type(credentials).__name__}")
-        opts = [*CHANNEL_OPTIONS, *options]
-        self._channel = (grpc.secure_channel(self.address, credentials, options=opts)
-                         if credentials is not None
-                         else grpc.insecure_channel(self.address, options=opts))
+        super().__init__(address, timeout=timeout, connect_timeout=connect_timeout,
+                         reconnect_timeout=reconnect_timeout, credentials=credentials,
+                         options=options)
+        p = self._parts
+        self._channel = (grpc.secure_channel(self.address, p.credentials, options=p.options)
+                         if p.credentials is not None
+                         else grpc.insecure_channel(self.address, options=p.options))
         self._conn = _Connectivity(self._channel)
         self._stub = pb_grpc.BenchStub(self._channel)
 
@@ -150,31 +142,29 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<benchd.Client {self.address}>"
+        return f"<benchd.Client {self.address}{' (TLS)' if self.tls else ''}>"
 
     def _ensure_connected(self, method: str) -> None:
         why = self._conn.wait_ready(self.connect_timeout)
         if why is not None:
-            raise unreachable(self.address, why, method)
+            raise self._unreachable(why, method)
 
     def _error(self, err: grpc.RpcError, method: str, timeout: float | None) -> RpcError:
-        return translate(err, address=self.address, method=method, connected=self._conn.ready,
-                         timeout=timeout)
+        return self._translate(err, method, timeout, self._conn.ready)
 
-    def _unary(self, method: str, call: Callable[..., Resp], request: Any,
-               timeout: float | None = None) -> Resp:
-        t = self.timeout if timeout is None else timeout
-        self._ensure_connected(method)
+    def _do(self, call: Call[T]) -> T:
+        t = self.timeout if call.timeout is None else call.timeout
+        self._ensure_connected(call.method)
         try:
-            return call(request, timeout=t, wait_for_ready=False)
+            resp = getattr(self._stub, call.method)(call.request, **self._call_options(t))
         except grpc.RpcError as e:
-            raise self._error(e, method, t) from None
+            raise self._error(e, call.method, t) from None
+        return call.wrap(resp)
 
     def _watch(self, job_id: str, deadline: float | None) -> Iterator[Event]:
         self._ensure_connected("Watch")
         timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
-        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), timeout=timeout,
-                                  wait_for_ready=False)
+        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), **self._call_options(timeout))
         try:
             for ev in stream:
                 e = Event(ev)
@@ -190,7 +180,7 @@ class Client:
         return Job(self, proto)
 
     def _submit(self, spec: pb.JobSpec) -> "Job[Any]":
-        return self._job(self._unary("Submit", self._stub.Submit, pb.SubmitRequest(spec=spec)))
+        return self._job(self._do(B.submit(spec)))
 
     # ------------------------------------------------------------ request kinds
 
@@ -243,15 +233,12 @@ class Client:
         return self._job(self._get_job(A.job_id(job_id)))
 
     def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
-        return self._unary("GetJob", self._stub.GetJob, pb.GetJobRequest(job_id=job_id), timeout)
+        return self._do(B.get_job(job_id, timeout))
 
     def jobs_page(self, *, page_size: int = 50, page_token: str = "", state: str | None = None,
                   kind: str | None = None, device: str | None = None) -> "JobList":
         """One ListJobs page, newest first; .next_page_token is '' on the last."""
-        request = pb.ListJobsRequest(page_size=A.as_int("page_size", page_size),
-                                     page_token=A.as_str("page_token", page_token),
-                                     **A.list_filters(state, kind, device))
-        resp = self._unary("ListJobs", self._stub.ListJobs, request)
+        resp = self._do(B.list_jobs(page_size, page_token, state, kind, device))
         return JobList([self._job(j) for j in resp.jobs], resp.next_page_token)
 
     def iter_jobs(self, *, state: str | None = None, kind: str | None = None,
@@ -271,10 +258,7 @@ class Client:
         """`benchctl list`: the newest `limit` jobs (state: queued, running,
         succeeded, failed, cancelled, interrupted; kind: benchmark, profile,
         memory, collective; device: e.g. 'cuda:0')."""
-        n = A.as_int("limit", limit)
-        if n < 1:
-            raise ArgumentError("limit", limit, "1 or more",
-                                f"limit: expected a number of jobs, 1 or more; got {limit}")
+        n = B.jobs_limit(limit)
         out: list[Job[Any]] = []
         for j in self.iter_jobs(state=state, kind=kind, device=device, page_size=min(n, 1000)):
             out.append(j)
@@ -284,59 +268,50 @@ class Client:
 
     def cancel(self, job_id: str | int) -> "Job[Any]":
         """Cancel a queued or running job (CancelJob)."""
-        return self._job(self._unary("CancelJob", self._stub.CancelJob,
-                                     pb.CancelJobRequest(job_id=A.job_id(job_id))))
+        return self._job(self._do(B.cancel_job(job_id)))
 
     # ------------------------------------------------------------ models, node
 
     def models(self, *, device: str | None = None) -> Records[pb.ResidentModel]:
         """Models resident in the workers (ListModels)."""
-        r = pb.ListModelsRequest(device=A.as_str("device", device) if device else "")
-        return models_records(self._unary("ListModels", self._stub.ListModels, r).models)
+        return self._do(B.list_models(device))
 
     def evict(self, key: str | None = None, *, device: str | None = None,
               all: bool | None = None) -> int:
         """Free resident models: one key, every model on device=, or all=True.
         Returns how many were evicted."""
-        r = A.evict_request(key, device, all)
-        return self._unary("EvictModel", self._stub.EvictModel, r).evicted
+        return self._do(B.evict_model(key, device, all))
 
     def node(self) -> Node:
-        """The node: devices, their workers, versions (GetNodeInfo)."""
-        return Node(self._unary("GetNodeInfo", self._stub.GetNodeInfo, pb.GetNodeInfoRequest()))
+        """The node: devices, their workers, versions, and how this client is
+        seen (.security: TLS, tokens, the caller and its role) (GetNodeInfo)."""
+        return self._do(B.node_info())
 
     # ------------------------------------------------------------ groups
 
     def create_group(self, *, devices: str | Sequence[str], backend: str | None = None,
                      group_timeout: float | None = None) -> pb.Group:
         """`benchctl groups create`: a resident process group (rank r = devices[r])."""
-        r = A.create_group_request(devices, backend, group_timeout)
-        rendezvous = (r.timeout_seconds or 300.0) + 60.0
-        return self._unary("CreateGroup", self._stub.CreateGroup, r,
-                           max(self.timeout, rendezvous))
+        return self._do(B.create_group(devices, backend, group_timeout, self.timeout))
 
     def groups(self) -> Records[pb.Group]:
         """`benchctl groups list`."""
-        return groups_records(self._unary("ListGroups", self._stub.ListGroups,
-                                          pb.ListGroupsRequest()).groups)
+        return self._do(B.list_groups())
 
     def destroy_group(self, group: str) -> pb.Group:
         """`benchctl groups destroy ID`; returns the group as it was."""
-        r = pb.DestroyGroupRequest(group=A.as_str("group", group))
-        return self._unary("DestroyGroup", self._stub.DestroyGroup, r).group
+        return self._do(B.destroy_group(group))
 
     # ------------------------------------------------------------ artifacts
 
     def artifacts(self, job_id: str | int) -> Records[pb.Artifact]:
         """The files a job wrote (ListArtifacts): name, bytes."""
-        r = pb.ListArtifactsRequest(job_id=A.job_id(job_id))
-        return artifacts_records(self._unary("ListArtifacts", self._stub.ListArtifacts,
-                                             r).artifacts)
+        return self._do(B.list_artifacts(job_id))
 
-    def _chunks(self, job_id: str, name: str) -> Iterator[bytes]:
+    def _chunks(self, request: pb.FetchArtifactRequest) -> Iterator[bytes]:
         self._ensure_connected("FetchArtifact")
-        stream = self._stub.FetchArtifact(pb.FetchArtifactRequest(job_id=job_id, name=name),
-                                          timeout=max(self.timeout, 600.0), wait_for_ready=False)
+        stream = self._stub.FetchArtifact(request,
+                                          **self._call_options(max(self.timeout, 600.0)))
         try:
             for chunk in stream:
                 yield chunk.data
@@ -345,17 +320,15 @@ class Client:
 
     def fetch_artifact(self, job_id: str | int, name: str) -> bytes:
         """One artifact's bytes."""
-        return b"".join(self._chunks(A.job_id(job_id), A.as_str("name", name)))
+        return b"".join(self._chunks(B.fetch_request(job_id, name)))
 
     def download(self, job_id: str | int, name: str, path: str | os.PathLike[str] | None = None) -> str:
         """`benchctl artifacts get`: to `path` (default: `name` here; a folder:
         name inside it), through path.part so a failed fetch leaves no file.
         Returns the path written."""
-        name = A.as_str("name", name)
-        target = os.fspath(path) if path is not None else name
-        if os.path.isdir(target):
-            target = os.path.join(target, name)
-        write_atomically(target, self._chunks(A.job_id(job_id), name))
+        request = B.fetch_request(job_id, name)
+        target = B.download_target(request.name, path)
+        write_atomically(target, self._chunks(request))
         return target
 
 
@@ -373,37 +346,14 @@ class JobList(list["Job[Any]"]):
         return jobs_html(j.proto for j in self)
 
 
-class Job(Generic[R]):
+class Job(JobBase[R]):
     """A submitted job: follow it (wait, events), stop it (cancel), read it
     (state, result, artifacts). Its fields are the daemon's last answer;
     state refreshes until the job has ended."""
 
     def __init__(self, client: Client, proto: pb.Job) -> None:
+        super().__init__(proto)
         self._client = client
-        self._proto = proto
-
-    @property
-    def id(self) -> str:
-        return self._proto.id
-
-    @property
-    def proto(self) -> pb.Job:
-        """The Job message as last seen."""
-        return self._proto
-
-    @property
-    def kind(self) -> str:
-        """benchmark, profile, memory or collective."""
-        return kind_of(self._proto)
-
-    @property
-    def devices(self) -> list[str]:
-        return list(self._proto.devices)
-
-    @property
-    def spec(self) -> pb.JobSpec:
-        """The request as the daemon resolved it (every default written out)."""
-        return self._proto.spec
 
     def refresh(self) -> "Job[R]":
         """Ask the daemon again (GetJob)."""
@@ -422,19 +372,12 @@ class Job(Generic[R]):
         return self.state.terminal
 
     @property
-    def error(self) -> tuple[grpc.StatusCode | None, str] | None:
-        """(code, message) of a job that failed, None otherwise."""
-        if self._proto.error_code == 0 and not self._proto.error_message:
-            return None
-        return error_code(self._proto), self._proto.error_message
-
-    @property
     def result(self) -> R:
         """The typed result; raises benchd.JobFailed if the job ended without
         one (failed, cancelled, interrupted), benchd.JobNotDone while it runs."""
         if not JobState.of(self._proto.state).terminal:
             self.refresh()
-        return cast(R, result_of(self._proto))
+        return self._result()
 
     def to_pandas(self) -> pd.DataFrame:
         """self.result.to_pandas()."""
@@ -465,24 +408,15 @@ class Job(Generic[R]):
             while True:
                 try:
                     for e in self._client._watch(self.id, deadline):
-                        bar.update(e)
-                        if e.terminal and e.job is not None:
-                            self._proto = e.job
+                        if self._take(e, bar):
                             try:
                                 self.refresh()  # the stored job, as `get` shows it
                             except RpcError:
                                 pass
                             return self
                     why = "the event stream ended before the job did"
-                except DeadlineExceeded:
-                    if deadline is not None and time.monotonic() >= deadline - 0.01:
-                        raise WaitTimeout(f"job {self.id} still {self.state.value} after "
-                                          f"{t:g} s") from None
-                    raise
                 except RpcError as err:
-                    if err.code not in LOST_CODES:
-                        raise
-                    why = err.message
+                    why = self._why_lost(err, deadline, t, lambda: self.state.value)
                 if self._reconnect(deadline, why, t):
                     return self
         finally:
@@ -501,17 +435,9 @@ class Job(Generic[R]):
                 return JobState.of(self._proto.state).terminal
             except (Unavailable, DeadlineExceeded) as e:
                 last = e
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise WaitTimeout(f"job {self.id}: lost benchd at {c.address} ({why}) and the "
-                                  f"wait's {timeout:g} s ran out before it answered again")
-            if now >= limit:
-                raise Unavailable(
-                    f"lost benchd at {c.address} while waiting for job {self.id} ({why}) and "
-                    f"could not reach it again within {c.reconnect_timeout:g} s "
-                    f"({last.message if isinstance(last, RpcError) else last}); the job's state "
-                    "is unknown here: call wait() again once the daemon is back",
-                    address=c.address, method="Watch", field="")
+            verdict = self._reconnect_verdict(c, deadline, why, timeout, limit, last)
+            if verdict is not None:
+                raise verdict
             time.sleep(pause if deadline is None else
                        max(0.0, min(pause, deadline - time.monotonic())))
             pause = min(pause * 2, 1.0)
@@ -546,14 +472,4 @@ class Job(Generic[R]):
         return f"<benchd.Job {self.id} {self.kind} {JobState.of(self._proto.state).value}>"
 
     def _repr_html_(self) -> str:
-        state = JobState.of(self._proto.state)
-        head = (f"<b>benchd job {html.escape(self.id)}</b> {html.escape(self.kind)} on "
-                f"{html.escape(','.join(self.devices))}: {state.value}")
-        if state == JobState.SUCCEEDED:
-            try:
-                return head + self.result._repr_html_()
-            except BenchdError:
-                pass
-        if self._proto.error_message:
-            head += f"<br><pre>{html.escape(self._proto.error_message)}</pre>"
-        return head
+        return self._html(JobState.of(self._proto.state))

@@ -1,5 +1,6 @@
 """Pieces the blocking and the asyncio clients share: job states, events,
 error translation, progress bars, the snapshot reader."""
+# DEFAULT_ADDRESS is re-exported (benchd.DEFAULT_ADDRESS).
 from __future__ import annotations
 
 import datetime as _dt
@@ -9,7 +10,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import grpc
 import pandas as pd
@@ -17,28 +18,9 @@ import pandas as pd
 from . import _enums as E
 from ._errors import (BenchdError, DeadlineExceeded, JobFailed, JobNotDone, RpcError,
                       Unavailable, error_for)
+from ._credentials import DEFAULT_ADDRESS
 from ._results import MS, Result, _frame_html, frame, make_result
 from .v1 import bench_pb2 as pb
-
-DEFAULT_ADDRESS = "127.0.0.1:7531"  # benchctl's (client/rpc.cc)
-# Reconnect soon after a daemon restart (gRPC's default back-off grows to
-# 120 s). Not grpc.min_reconnect_backoff_ms: gRPC also takes it as the least
-# time a connection attempt is given (20 s by default), and a short one would
-# fail slow handshakes; Client(connect_timeout=) bounds the wait instead.
-CHANNEL_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.max_receive_message_length", 256 << 20),
-]
-
-
-def resolve_address(address: str | None) -> str:
-    if address is not None and not isinstance(address, str):
-        from ._errors import ArgumentTypeError
-        raise ArgumentTypeError("address", address, "'host:port'",
-                                f"address: expected 'host:port', got {type(address).__name__}")
-    return address or os.environ.get("BENCHD_ADDRESS") or DEFAULT_ADDRESS
-
 
 class JobState(str, enum.Enum):
     """A job's state (JobState in bench.proto), by its short name."""
@@ -178,6 +160,9 @@ def translate(err: grpc.RpcError, *, address: str, method: str, connected: bool,
 
 
 def unreachable(address: str, why: str, method: str) -> Unavailable:
+    if why.startswith("TLS"):  # it answered, but not in the same terms: why says what to change
+        return Unavailable(f"cannot reach benchd: {why}", address=address, method=method,
+                           field="")
     return Unavailable(f"cannot reach benchd at {address} ({why}); check that the daemon runs "
                        "there, or pass address= or set BENCHD_ADDRESS",
                        address=address, method=method, field="")

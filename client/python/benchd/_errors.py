@@ -2,6 +2,8 @@
 
 - ArgumentError (also a ValueError) / ArgumentTypeError (also a TypeError):
   bad input caught before any RPC; they name the argument and what it accepts.
+  CredentialsError (an ArgumentError): a credential setting that cannot be
+  used, naming where it came from (argument, environment, config file).
 - RpcError and its subclasses (InvalidArgument, Unavailable, NotFound, ...):
   the daemon refused a call, or could not be reached. They carry the gRPC
   status code, the daemon's message unchanged, the request field the message
@@ -19,8 +21,8 @@ from typing import Sequence
 import grpc
 
 __all__ = [
-    "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
-    "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",
+    "BenchdError", "ArgumentError", "ArgumentTypeError", "CredentialsError", "RpcError",
+    "InvalidArgument", "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",
     "Unauthenticated", "DeadlineExceeded", "Cancelled", "Aborted", "Unimplemented", "Internal",
     "JobFailed", "JobNotDone", "WaitTimeout",
 ]
@@ -50,6 +52,14 @@ class ArgumentError(BenchdError, ValueError):
 
 class ArgumentTypeError(ArgumentError, TypeError):
     """An argument of the wrong type, or a keyword the call does not take."""
+
+
+class CredentialsError(ArgumentError):
+    """A credential setting that cannot be used (a missing or malformed file,
+    a client certificate without its key, a token that would travel without
+    TLS to a non-loopback address), refused before any call. argument: where
+    the setting came from ('credentials.tls_ca', 'BENCHD_TLS_CA', or
+    '<config file>: tls_ca')."""
 
 
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:(?:\.[A-Za-z_][A-Za-z0-9_]*)|(?:\[\d+\]))*): ")

@@ -34,9 +34,11 @@ class Daemon:
     """One benchd process; restart() keeps its data dir and, with
     same_address=True, its port."""
 
-    def __init__(self, devices: list[str], prefix: str = "benchd-py-") -> None:
+    def __init__(self, devices: list[str], prefix: str = "benchd-py-",
+                 extra_args: list[str] | None = None) -> None:
         self.data_dir = tempfile.mkdtemp(prefix=prefix)
         self.devices = devices
+        self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.log_path = os.path.join(self.data_dir, "benchd.log")
@@ -51,6 +53,7 @@ class Daemon:
         args = [binary, "--listen", listen, "--metrics", "off", "--data-dir", self.data_dir]
         for d in self.devices:
             args += ["--device", d]
+        args += self.extra_args
         env = dict(os.environ, BENCHD_WORKER_THREADS="1")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
