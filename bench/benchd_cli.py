@@ -17,8 +17,11 @@ carries; any other non-zero status (2 usage or refused, 3 unreachable, 4 RPC
 error) raises BenchctlError with benchctl's stderr.
 
 A bench script runs as `python3 bench/x.py`, which puts bench/ first on
-sys.path, so `import benchd_cli` finds this file. Standard library only (the
-GPU machines have no grpcio).
+sys.path, so `import benchd_cli` finds this file. Standard library only: the
+GPU machines have grpcio (1.84) but not the `benchd` package, whose wheel
+would have to travel with every run; benchctl is built there anyway, and the
+scripts exercise it. The package (client/python) is for notebooks and users'
+own scripts.
 """
 import json
 import subprocess

@@ -486,6 +486,29 @@ std::vector<v1::BenchmarkSpec> MemoryRunSpecs(const v1::MemorySpec& memory,
   return cells;
 }
 
+namespace {
+
+// Runs `check` on the message field `f` of `message` (each element of a
+// repeated one), with "path." / "path[i]." as the prefix of what it names;
+// the first error wins. The descriptor walks (finite numbers, size limits)
+// recurse through this.
+absl::Status CheckSubmessages(const google::protobuf::Message& message,
+                              const google::protobuf::FieldDescriptor* f, const std::string& path,
+                              absl::Status (*check)(const google::protobuf::Message&,
+                                                    absl::string_view prefix)) {
+  const google::protobuf::Reflection* r = message.GetReflection();
+  if (!f->is_repeated()) return check(r->GetMessage(message, f), absl::StrCat(path, "."));
+  for (int i = 0; i < r->FieldSize(message, f); ++i) {
+    if (auto s = check(r->GetRepeatedMessage(message, f, i), absl::StrCat(path, "[", i, "]."));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
                                 absl::string_view prefix) {
   using google::protobuf::FieldDescriptor;
@@ -511,18 +534,7 @@ absl::Status CheckFiniteNumbers(const google::protobuf::Message& message,
         }
         break;
       case FieldDescriptor::CPPTYPE_MESSAGE:
-        if (!f->is_repeated()) {
-          if (auto s = CheckFiniteNumbers(r->GetMessage(message, f), absl::StrCat(path, "."));
-              !s.ok())
-            return s;
-          break;
-        }
-        for (int i = 0; i < r->FieldSize(message, f); ++i) {
-          if (auto s = CheckFiniteNumbers(r->GetRepeatedMessage(message, f, i),
-                                          absl::StrCat(path, "[", i, "]."));
-              !s.ok())
-            return s;
-        }
+        if (auto s = CheckSubmessages(message, f, path, CheckFiniteNumbers); !s.ok()) return s;
         break;
       default:
         break;
@@ -593,17 +605,7 @@ absl::Status CheckSizeLimits(const google::protobuf::Message& message, absl::str
         break;
       }
       case FieldDescriptor::CPPTYPE_MESSAGE:
-        if (!f->is_repeated()) {
-          if (auto s = CheckSizeLimits(r->GetMessage(message, f), absl::StrCat(path, ".")); !s.ok())
-            return s;
-          break;
-        }
-        for (int i = 0; i < r->FieldSize(message, f); ++i) {
-          if (auto s = CheckSizeLimits(r->GetRepeatedMessage(message, f, i),
-                                       absl::StrCat(path, "[", i, "]."));
-              !s.ok())
-            return s;
-        }
+        if (auto s = CheckSubmessages(message, f, path, CheckSizeLimits); !s.ok()) return s;
         break;
       default:
         break;

@@ -44,11 +44,20 @@ fi
 .venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout" 2>/dev/null ||
   .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
     grpcio-health-checking grpcio-reflection pytest pytest-timeout
+# Grafana's dashboards-as-code SDK for dashboards/generate.py, pinned: its
+# output is committed (dashboards/json) and the ctest compares them. Its
+# versions are "<build>!<Grafana schema version>".
+GRAFANA_SDK_VERSION='1769699379!11.6.0'
+.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('grafana-foundation-sdk') != sys.argv[1])" "$GRAFANA_SDK_VERSION" 2>/dev/null ||
+  .venv/bin/pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
 
 # The benchd Python package (client/python), installed with its test and
 # type-check extras in a venv of its own (tests/CMakeLists.txt says why).
 [ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
-.venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]'
+# On the grpcio and protobuf the GPU machines' Python has (seen 2026-11-25 on an H100,
+# docs/results/quickstart-h100.md), so ctest python_client runs the package's calls on them.
+.venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]' \
+  grpcio==1.84.0 protobuf==7.36.2
 # ... and on exactly the lowest grpcio/protobuf it declares (ctest python_client.lowest).
 "${BENCHD_PYTHON:-python3}" client/python/tests/lowest.py setup .venv-pyclient-lowest
 
