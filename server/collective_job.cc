@@ -121,9 +121,10 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
     row->set_timer(got[i][0]->timer());
     *result->add_rows() = *row;
     if (deps.metrics) {
-      deps.metrics->SetCollectiveBusBandwidth(CollectiveOpName(spec.op()),
-                                              BackendName(group.backend()), world,
-                                              row->size_bytes(), row->busbw_gbps() * 1e9);
+      deps.metrics->ObserveCollective(
+          CollectiveOpName(spec.op()), BackendName(group.backend()), world, row->size_bytes(),
+          row->busbw_gbps() * 1e9,
+          {row->iteration_seconds().begin(), row->iteration_seconds().end()});
     }
     if (cb.on_row) cb.on_row(*row);
     return absl::OkStatus();

@@ -538,6 +538,7 @@ void JobManager::Announce(const v1::Job& job) {
     const double seconds = job.has_started() ? Seconds(job.started(), job.finished()) : -1;
     metrics_->JobFinished(JobKindName(job.kind()), JobStateName(job.state()), seconds);
     if (job.result().has_benchmark()) metrics_->SetLastBenchmark(job.result().benchmark());
+    metrics_->SetLastPeakMemory(JobKindName(job.kind()), job.result());
   }
   std::lock_guard<std::mutex> lock(mu_);
   finished_cv_.notify_all();

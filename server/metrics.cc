@@ -1,9 +1,14 @@
 #include "server/metrics.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/model_config.h"
 #include "common/version.h"
+#include "google/protobuf/stubs/common.h"
+#include "grpcpp/grpcpp.h"
 #include "prometheus/text_serializer.h"
 
 namespace benchd::server {
@@ -14,21 +19,35 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-// Step times from 1 ms to ~65 s, doubling.
-Histogram::BucketBoundaries StepBuckets() {
+// Powers of two from 2^lo to 2^hi seconds: exact in binary, so a bucket's
+// bound prints the same everywhere.
+Histogram::BucketBoundaries PowersOfTwo(int lo, int hi) {
   Histogram::BucketBoundaries b;
-  for (double v = 0.001; v < 70; v *= 2) b.push_back(v);
+  for (int e = lo; e <= hi; ++e) b.push_back(std::ldexp(1.0, e));
   return b;
 }
 
+// Step times from ~122 us (a tiny model's forward on a GPU) to 64 s (a large
+// train step on a CPU).
+Histogram::BucketBoundaries StepBuckets() { return PowersOfTwo(-13, 6); }
+
+// Collective iterations from ~0.95 us (a small NCCL all-reduce) to 64 s.
+Histogram::BucketBoundaries CollectiveBuckets() { return PowersOfTwo(-20, 6); }
+
+// Jobs run from under a second to their 86400 s limit.
 Histogram::BucketBoundaries JobBuckets() {
-  return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
+  return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400};
 }
 
 prometheus::Labels BenchLabels(const v1::BenchmarkSpec& spec) {
   return {{"model", ModelLabel(spec.model())},
           {"mode", ModeName(spec.mode())},
           {"precision", PrecisionName(spec.precision())}};
+}
+
+std::string ProtobufVersion() {
+  const int v = GOOGLE_PROTOBUF_VERSION;
+  return absl::StrCat(v / 1000000, ".", v / 1000 % 1000, ".", v % 1000);
 }
 
 }  // namespace
@@ -44,6 +63,12 @@ std::string ModelLabel(const v1::ModelConfig& model) {
   return "custom";
 }
 
+int64_t SizeClass(int64_t bytes) {
+  int64_t c = 1;
+  while (c <= bytes / 2) c *= 2;
+  return c;
+}
+
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   jobs_submitted_ = &BuildCounter()
@@ -56,7 +81,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Register(r);
   job_duration_ = &BuildHistogram()
                        .Name("benchd_job_duration_seconds")
-                       .Help("Wall time of finished jobs from start to end, by kind.")
+                       .Help("Wall time of finished jobs from start to end, by kind and outcome.")
                        .Register(r);
   queue_depth_ =
       &BuildGauge().Name("benchd_queue_depth").Help("Jobs waiting for their device.").Register(r);
@@ -69,11 +94,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
            .Name("benchd_benchmark_step_duration_seconds")
            .Help("Measured benchmark step times (device time), by model, mode and precision.")
            .Register(r);
-  last_step_ =
-      &BuildGauge()
-           .Name("benchd_benchmark_last_step_seconds")
-           .Help("Median step time of the last benchmark of each model, mode and precision.")
-           .Register(r);
+  last_step_ = &BuildGauge()
+                    .Name("benchd_benchmark_last_step_seconds")
+                    .Help(
+                        "Median step time of the last benchmark of each model, mode, precision and "
+                        "device.")
+                    .Register(r);
   last_tokens_ =
       &BuildGauge()
            .Name("benchd_benchmark_last_tokens_per_second")
@@ -87,6 +113,34 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            .Name("benchd_benchmark_last_peak_memory_bytes")
                            .Help("Peak memory over the measured steps of the last benchmark.")
                            .Register(r);
+  last_roofline_ =
+      &BuildGauge()
+           .Name("benchd_benchmark_last_roofline_fraction")
+           .Help(
+               "Roofline floor / median step of the last benchmark (1 = at the floor); absent "
+               "when the device's peaks could not be measured.")
+           .Register(r);
+  job_peak_memory_ = &BuildGauge()
+                          .Name("benchd_job_last_peak_memory_bytes")
+                          .Help(
+                              "Peak memory of the last finished job of each kind and device "
+                              "(benchmark and profile: its measured steps; memory: its largest "
+                              "cell's allocated peak).")
+                          .Register(r);
+  worker_info_ = &BuildGauge()
+                      .Name("benchd_worker_info")
+                      .Help("Always 1; the labels say what the device's worker runs on.")
+                      .Register(r);
+  memory_total_ = &BuildGauge()
+                       .Name("benchd_device_memory_total_bytes")
+                       .Help("The device's memory, as its worker reported it.")
+                       .Register(r);
+  memory_used_ = &BuildGauge()
+                      .Name("benchd_device_memory_used_bytes")
+                      .Help(
+                          "Device memory in use by any process (total - free), refreshed while "
+                          "the worker is idle.")
+                      .Register(r);
   worker_up_ = &BuildGauge()
                     .Name("benchd_worker_up")
                     .Help("1 when the device's worker process answers, else 0.")
@@ -107,14 +161,25 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("benchd_build_info")
                      .Help("Always 1; the labels say which benchd runs.")
                      .Register(r);
-  build_info_->Add({{"version", kVersion}}).Set(1);
+  build_info_
+      ->Add({{"version", kVersion},
+             {"grpc_version", grpc::Version()},
+             {"protobuf_version", ProtobufVersion()}})
+      .Set(1);
   collective_busbw_ =
       &BuildGauge()
            .Name("benchd_collective_bus_bandwidth_bytes_per_second")
            .Help(
                "Bus bandwidth (nccl-tests definition) of the last collective cell of "
-               "each op, backend, world size and message size, set live as it completes.")
+               "each op, backend, world size and size class (power of two), set live as it "
+               "completes.")
            .Register(r);
+  collective_duration_ = &BuildHistogram()
+                              .Name("benchd_collective_duration_seconds")
+                              .Help(
+                                  "Collective iteration times (the slowest rank's), by op, "
+                                  "backend and world size.")
+                              .Register(r);
   groups_ = &BuildGauge()
                  .Name("benchd_process_groups")
                  .Help("Resident process groups by backend and state.")
@@ -143,6 +208,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& addr
     m->worker_restarts_->Add({{"device", d}});
     m->resident_models_->Add({{"device", d}}).Set(0);
     m->resident_model_bytes_->Add({{"device", d}}).Set(0);
+    m->memory_total_->Add({{"device", d}}).Set(0);
+    m->memory_used_->Add({{"device", d}}).Set(0);
   }
   if (!address.empty()) {
     try {
@@ -165,7 +232,27 @@ void Metrics::JobSubmitted(const std::string& kind) {
 
 void Metrics::JobFinished(const std::string& kind, const std::string& outcome, double seconds) {
   jobs_finished_->Add({{"kind", kind}, {"outcome", outcome}}).Increment();
-  if (seconds >= 0) job_duration_->Add({{"kind", kind}}, JobBuckets()).Observe(seconds);
+  if (seconds >= 0) {
+    job_duration_->Add({{"kind", kind}, {"outcome", outcome}}, JobBuckets()).Observe(seconds);
+  }
+}
+
+void Metrics::SetLastPeakMemory(const std::string& kind, const v1::JobResult& result) {
+  std::string device;
+  int64_t peak = 0;
+  if (result.has_benchmark()) {
+    device = result.benchmark().device();
+    peak = result.benchmark().peak_memory_bytes();
+  } else if (result.has_profile()) {
+    device = result.profile().unprofiled().device();
+    peak = result.profile().unprofiled().peak_memory_bytes();
+  } else if (result.has_memory()) {
+    device = result.memory().device();
+    for (const auto& run : result.memory().runs())
+      peak = std::max(peak, run.peak_allocated_bytes());
+  }
+  if (device.empty()) return;
+  job_peak_memory_->Add({{"kind", kind}, {"device", device}}).Set(static_cast<double>(peak));
 }
 
 void Metrics::SetQueueDepth(const std::string& device, size_t depth) {
@@ -181,11 +268,18 @@ void Metrics::ObserveStep(const v1::BenchmarkSpec& spec, double seconds) {
 }
 
 void Metrics::SetLastBenchmark(const v1::BenchmarkResult& r) {
-  const auto labels = BenchLabels(r.spec());
+  auto labels = BenchLabels(r.spec());
+  labels["device"] = r.device();
   last_step_->Add(labels).Set(r.step().median());
   last_tokens_->Add(labels).Set(r.tokens_per_second());
   last_flops_->Add(labels).Set(r.tflops_per_second() * 1e12);
   last_peak_memory_->Add(labels).Set(static_cast<double>(r.peak_memory_bytes()));
+  if (r.roofline().unavailable().empty() && r.roofline().fraction_of_floor() > 0) {
+    last_roofline_->Add(labels).Set(r.roofline().fraction_of_floor());
+  } else if (last_roofline_->Has(labels)) {
+    // An old figure would pass for this run's.
+    last_roofline_->Remove(&last_roofline_->Add(labels));
+  }
 }
 
 void Metrics::SetWorkerUp(const std::string& device, bool up) {
@@ -196,20 +290,46 @@ void Metrics::WorkerRestarted(const std::string& device) {
   worker_restarts_->Add({{"device", device}}).Increment();
 }
 
+void Metrics::SetWorkerInfo(const std::string& device, const std::string& device_name,
+                            const v1::Versions& versions) {
+  const prometheus::Labels labels = {{"device", device},
+                                     {"device_name", device_name},
+                                     {"torch_version", versions.torch()},
+                                     {"cuda_runtime_version", versions.cuda_runtime()},
+                                     {"nccl_version", versions.nccl()}};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = worker_info_by_device_.find(device);
+  if (it != worker_info_by_device_.end() && it->second != labels && worker_info_->Has(it->second)) {
+    worker_info_->Remove(&worker_info_->Add(it->second));
+  }
+  worker_info_by_device_[device] = labels;
+  worker_info_->Add(labels).Set(1);
+}
+
+void Metrics::SetDeviceMemory(const std::string& device, int64_t total_bytes, int64_t free_bytes) {
+  memory_total_->Add({{"device", device}}).Set(static_cast<double>(total_bytes));
+  memory_used_->Add({{"device", device}})
+      .Set(static_cast<double>(std::max<int64_t>(0, total_bytes - free_bytes)));
+}
+
 void Metrics::SetResidentModels(const std::string& device, int64_t count, int64_t bytes) {
   resident_models_->Add({{"device", device}}).Set(static_cast<double>(count));
   resident_model_bytes_->Add({{"device", device}}).Set(static_cast<double>(bytes));
 }
 
-void Metrics::SetCollectiveBusBandwidth(const std::string& op, const std::string& backend,
-                                        int world_size, int64_t size_bytes,
-                                        double bytes_per_second) {
+void Metrics::ObserveCollective(const std::string& op, const std::string& backend, int world_size,
+                                int64_t size_bytes, double bus_bytes_per_second,
+                                const std::vector<double>& iteration_seconds) {
+  const std::string world = absl::StrCat(world_size);
   collective_busbw_
       ->Add({{"op", op},
              {"backend", backend},
-             {"world_size", absl::StrCat(world_size)},
-             {"size_bytes", absl::StrCat(size_bytes)}})
-      .Set(bytes_per_second);
+             {"world_size", world},
+             {"size_bytes", absl::StrCat(SizeClass(size_bytes))}})
+      .Set(bus_bytes_per_second);
+  auto& h = collective_duration_->Add({{"op", op}, {"backend", backend}, {"world_size", world}},
+                                      CollectiveBuckets());
+  for (double s : iteration_seconds) h.Observe(s);
 }
 
 void Metrics::SetGroups(const std::string& backend, const std::string& state, int64_t count) {

@@ -167,6 +167,10 @@ void Supervisor::OnMemoryInfo(const std::string& device, uint64_t generation,
     if (info.ok()) {
       slot.info.mutable_device()->set_free_memory_bytes(info->device().free_memory_bytes());
       slot.info.mutable_device()->set_total_memory_bytes(info->device().total_memory_bytes());
+      if (metrics_) {
+        metrics_->SetDeviceMemory(device, info->device().total_memory_bytes(),
+                                  info->device().free_memory_bytes());
+      }
     }
   }
   if (--heartbeat_calls_ == 0) cv_.notify_all();
@@ -283,7 +287,15 @@ void Supervisor::Supervise(Slot* slot) {
           std::make_shared<GrpcWorkerClient>(slot->device, generation, *pid, std::move(channel));
       auto info = client->GetInfo(kStartupInfoTimeout);
       std::lock_guard<std::mutex> lock(mu_);
-      if (info.ok()) slot->info = *std::move(info);
+      if (info.ok()) {
+        slot->info = *std::move(info);
+        if (metrics_) {
+          metrics_->SetWorkerInfo(slot->device, slot->info.device().description(),
+                                  slot->info.versions());
+          metrics_->SetDeviceMemory(slot->device, slot->info.device().total_memory_bytes(),
+                                    slot->info.device().free_memory_bytes());
+        }
+      }
       slot->client = std::move(client);
       slot->state = State::kUp;
       slot->failed_starts = 0;

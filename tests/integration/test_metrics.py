@@ -8,7 +8,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from conftest import bench_pb2, wait_for_state
+from conftest import bench_pb2, cpu_daemon, wait_for_state
 
 
 def scrape(daemon):
@@ -48,6 +48,32 @@ def test_metrics_pass_promtool_and_count_jobs(daemon):
     assert abs(sample(text, "benchd_benchmark_last_tokens_per_second", model="tiny")
                - res.tokens_per_second) / res.tokens_per_second < 1e-9
     assert sample(text, "benchd_build_info") == 1
+    # Build and worker versions as info metrics.
+    assert sample(text, "benchd_build_info", version=res.versions.benchd) == 1
+    assert 'grpc_version="1.' in text and 'protobuf_version="3.' in text
+    assert sample(text, "benchd_worker_info", device="cpu:0",
+                  torch_version=res.versions.torch) == 1
+    # Per-device memory as the worker reported it (host memory for a CPU).
+    info = daemon.wait_worker_up()
+    assert sample(text, "benchd_device_memory_total_bytes", device="cpu:0") == \
+        info.total_memory_bytes > 0
+    used = sample(text, "benchd_device_memory_used_bytes", device="cpu:0")
+    assert 0 < used <= info.total_memory_bytes
+    # Duration by kind and outcome; the last figures carry the device too.
+    assert sample(text, "benchd_job_duration_seconds_count", kind="benchmark",
+                  outcome="succeeded") == 1
+    assert sample(text, "benchd_benchmark_last_step_seconds", model="tiny", mode="forward",
+                  precision="fp32", device="cpu:0") == res.step.median
+    assert close(sample(text, "benchd_benchmark_last_flops_per_second", model="tiny",
+                        device="cpu:0"), res.tflops_per_second * 1e12)
+    if not res.roofline.unavailable:
+        assert close(sample(text, "benchd_benchmark_last_roofline_fraction", model="tiny",
+                            device="cpu:0"), res.roofline.fraction_of_floor)
+    assert sample(text, "benchd_job_last_peak_memory_bytes", kind="benchmark",
+                  device="cpu:0") == res.peak_memory_bytes
+    # Step buckets reach down to ~122 us and job buckets up to the 1-day limit.
+    assert 'benchd_benchmark_step_duration_seconds_bucket{' in text
+    assert 'le="0.0001220703125"' in text and 'le="86400"' in text
     # The resident-model figures follow the worker (asked after each job and
     # each eviction, without waiting): the model stays after the job, and an
     # eviction takes it off.
@@ -55,6 +81,36 @@ def test_metrics_pass_promtool_and_count_jobs(daemon):
     daemon.benchctl("evict", "--all", check=0)
     assert eventually(daemon, "benchd_resident_models", 0, device="cpu:0")
     assert eventually(daemon, "benchd_resident_model_bytes", 0, device="cpu:0")
+
+
+def test_collective_series_stay_bounded():
+    """Bus bandwidth by size class (a power of two, whatever sizes a sweep
+    asks for) and every iteration in a duration histogram fine enough for
+    microsecond collectives."""
+    with cpu_daemon(["cpu:0", "cpu:1"], "benchd-metrics-") as d:
+        spec = bench_pb2.JobSpec(collective=bench_pb2.CollectiveSpec(
+            devices=["cpu:0", "cpu:1"], sizes_bytes=[3000, 4096], iters=4))
+        job = wait_for_state(d.stub, d.stub.Submit(bench_pb2.SubmitRequest(spec=spec),
+                                                   timeout=30).id,
+                             [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED])
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
+        text = scrape(d)
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    sizes = {l.split('size_bytes="')[1].split('"')[0] for l in text.splitlines()
+             if l.startswith("benchd_collective_bus_bandwidth_bytes_per_second{")}
+    assert sizes == {"2048", "4096"}, sizes
+    labels = dict(op="all_reduce", backend="gloo", world_size="2")
+    # 4 iterations of each of the 2 sizes.
+    assert sample(text, "benchd_collective_duration_seconds_count", **labels) == 8
+    assert sample(text, "benchd_collective_duration_seconds_bucket", le="9.5367431640625e-07",
+                  **labels) is not None
+    assert sample(text, "benchd_process_groups", backend="gloo", state="ready") == 0
+
+
+def close(got, want):
+    """/metrics prints doubles to about 15 significant digits."""
+    return got is not None and abs(got - want) <= 1e-12 * abs(want)
 
 
 def eventually(daemon, name, value, timeout=10, **labels):

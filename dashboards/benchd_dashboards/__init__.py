@@ -1,0 +1,1 @@
+"""benchd's Grafana dashboards, generated with grafana-foundation-sdk."""
