@@ -100,7 +100,10 @@ absl::StatusOr<std::optional<ClientConfig>> LoadConfig(const std::string& path) 
         "client config {}: expected a JSON object like {{\"address\": \"host:port\"}}, got {}",
         path, config.values.type_name()));
   }
-  for (const auto& [key, value] : config.values.items()) {
+  for (const auto& item : config.values.items()) {
+    // Not a structured binding: clang 14 (the sanitizer build) cannot capture one.
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     const auto is = [&key](const char* k) { return key == k; };
     if (std::any_of(std::begin(kBoolKeys), std::end(kBoolKeys), is)) {
       if (!value.is_boolean()) {
