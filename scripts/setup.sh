@@ -33,7 +33,8 @@ if [ -n "$missing" ]; then
 fi
 
 # 2. The project venv: LibTorch comes from the PyPI torch wheel (pinned to the
-#    GPU machines' version); grpcio and pytest drive the integration tests.
+#    GPU machines' version); grpcio and pytest drive the integration tests, matplotlib draws
+#    dashboards/render.py's pictures of the dashboards.
 if [ ! -x .venv/bin/python ]; then
   "${BENCHD_PYTHON:-python3}" -m venv .venv
 fi
@@ -41,9 +42,9 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   echo "setup: installing torch==$TORCH_VERSION into .venv (large download, once)"
   .venv/bin/pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-.venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout" 2>/dev/null ||
+.venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
   .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
-    grpcio-health-checking grpcio-reflection pytest pytest-timeout
+    grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
 # Grafana's dashboards-as-code SDK for dashboards/generate.py, pinned: its
 # output is committed (dashboards/json) and the ctest compares them. Its
 # versions are "<build>!<Grafana schema version>".

@@ -1,13 +1,28 @@
 """Every dashboard panel's query, every template variable and every recording
-rule returns data from Debian's real Prometheus scraping a real CPU daemon
-with deploy/prometheus's own scrape config and rules, after benchmark,
-collective and failed jobs. Panels only a GPU can fill are listed in GPU_ONLY
-and must stay empty here (so the list stays true)."""
+rule returns data from Debian's real Prometheus scraping a real daemon with
+deploy/prometheus's own scrape config and rules, after benchmark, collective
+and failed jobs; dashboards/render.py draws every dashboard from it with data
+in every panel. Panels only a GPU can fill are listed in GPU_ONLY and series
+only a GPU can fill in GPU_SERIES: empty on the CPU (so the lists stay true),
+required on a GPU daemon.
+
+Environment:
+  BENCHD_PROM_DEVICES          the daemon's devices (default cpu:0,cpu:1; on a GPU
+                               machine e.g. cuda:0,cuda:1,cpu:0,cpu:1). cpu:0 and cpu:1
+                               carry the CPU jobs; with cuda:0 a bf16 benchmark and a
+                               memory request run there, with cuda:1 too an NCCL
+                               all-reduce.
+  BENCHD_PROMETHEUS            the prometheus binary (default: prometheus on PATH)
+  BENCHD_DASHBOARD_RENDER_DIR  keep the rendered PNGs there (default: a temporary
+                               folder, removed)
+"""
 import glob
 import json
 import os
 import re
+import shutil
 import signal
+import sys
 import socket
 import subprocess
 import tempfile
@@ -21,9 +36,41 @@ from conftest import SRC, bench_pb2, cpu_daemon, wait_for_state
 
 PROM_DIR = os.path.join(SRC, "deploy", "prometheus")
 DASHBOARDS = sorted(glob.glob(os.path.join(SRC, "dashboards", "json", "*.json")))
+sys.path.insert(0, os.path.join(SRC, "dashboards"))
+from benchd_render.canvas import canvas_size  # noqa: E402
+from benchd_render.dashboard import png_size  # noqa: E402
+from benchd_render.query import Prometheus as RenderPrometheus  # noqa: E402
+import render  # noqa: E402  (dashboards/render.py)
+
+DEVICES = os.environ.get("BENCHD_PROM_DEVICES", "cpu:0,cpu:1").split(",")
+GPUS = [d for d in DEVICES if d.startswith("cuda:")]
+PROMETHEUS = os.environ.get("BENCHD_PROMETHEUS", "prometheus")
 
 # (dashboard uid, panel title): what fills it on a GPU and not on a CPU.
 GPU_ONLY = {}
+# Series behind the panels that only a GPU daemon fills: (what, query, GPUs it
+# needs). Each must be empty on a CPU daemon and have data on one with that
+# many GPUs (run_jobs runs what fills them).
+GPU_SERIES = [
+    ("CUDA workers up", 'benchd_worker_up{device=~"cuda:.*"} == 1', 1),
+    ("CUDA device names and versions", 'benchd_worker_info{device=~"cuda:.*", device_name!=""}', 1),
+    ("CUDA device memory total", 'benchd_device_memory_total_bytes{device=~"cuda:.*"} > 0', 1),
+    ("CUDA device memory in use", 'benchd_device_memory_used_bytes{device=~"cuda:.*"} > 0', 1),
+    ("its share", 'node_device:benchd_device_memory_used:ratio{device=~"cuda:.*"} > 0', 1),
+    ("bf16 step time on a GPU",
+     'benchd_benchmark_last_step_seconds{device=~"cuda:.*", precision="bf16"} > 0', 1),
+    ("bf16 FLOP/s on a GPU",
+     'benchd_benchmark_last_flops_per_second{device=~"cuda:.*", precision="bf16"} > 0', 1),
+    ("bf16 fraction of roofline on a GPU",
+     'benchd_benchmark_last_roofline_fraction{device=~"cuda:.*", precision="bf16"} > 0', 1),
+    ("peak memory of a GPU benchmark",
+     'benchd_benchmark_last_peak_memory_bytes{device=~"cuda:.*"} > 0', 1),
+    ("the memory request's peak (CUDA only)", 'benchd_job_last_peak_memory_bytes{kind="memory"} > 0',
+     1),
+    ("NCCL bus bandwidth", 'benchd_collective_bus_bandwidth_bytes_per_second{backend="nccl"} > 0', 2),
+    ("NCCL iteration median",
+     'node_op_backend_world_size:benchd_collective_duration_seconds:p50_5m{backend="nccl"} > 0', 2),
+]
 
 # Fast enough to see two scrapes and rule evaluations within seconds.
 INTERVAL = "1s"
@@ -31,9 +78,16 @@ INTERVAL = "1s"
 RATE_INTERVAL = "1m"
 
 SHORT = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16", "--warmup-steps", "1",
-         "--steps", "3"]
+         "--steps", "3", "--device", "cpu:0"]
 LONG = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16", "--mode", "train_step",
-        "--warmup-steps", "0", "--steps", "100000"]
+        "--warmup-steps", "0", "--steps", "100000", "--device", "cpu:0"]
+# On cuda:0: a bf16 train step and a memory request (CUDA only) on the small model.
+GPU_BENCHMARK = ["--preset", "small", "--mode", "train_step", "--precision", "bf16",
+                 "--batch-size", "4", "--context-length", "128", "--warmup-steps", "2",
+                 "--steps", "5", "--device", "cuda:0"]
+GPU_MEMORY = ["--preset", "small", "--mode", "train_step", "--precision", "bf16",
+              "--batch-size", "4", "--context-length", "128", "--warmup-steps", "1",
+              "--record-steps", "1", "--device", "cuda:0"]
 
 
 def free_port():
@@ -74,7 +128,7 @@ class Prometheus:
         self.port = free_port()
         self.log = open(os.path.join(work, "prometheus.log"), "w")
         self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={work}/db",
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={work}/db",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -134,16 +188,32 @@ def label_values(prom, query):
     return prom.get(f"label/{m.group(2)}/values", **{"match[]": fill(m.group(1))})
 
 
-def run_jobs(d):
-    """A benchmark and a 2-rank Gloo all-reduce at two sizes, to completion."""
-    job = json.loads(d.benchctl("submit", "benchmark", *SHORT, "--json", check=0).stdout)["id"]
-    assert wait_for_state(d.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED]).state == \
-        bench_pb2.JOB_STATE_SUCCEEDED
+def submit_and_finish(d, kind, args):
+    """benchctl submit KIND ARGS, to success."""
+    job = json.loads(d.benchctl("submit", kind, *args, "--json", check=0).stdout)["id"]
+    done = wait_for_state(d.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED])
+    assert done.state == bench_pb2.JOB_STATE_SUCCEEDED, f"{kind} {args}: {done.error_message}"
+
+
+def all_reduce(d, devices, sizes):
+    """A Gloo (cpu) or NCCL (cuda) all-reduce over `devices` at `sizes`, to success."""
     spec = bench_pb2.JobSpec(collective=bench_pb2.CollectiveSpec(
-        devices=["cpu:0", "cpu:1"], sizes_bytes=[1024, 65536], iters=3))
+        devices=devices, sizes_bytes=sizes, iters=3))
     job = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec), timeout=30)
     done = wait_for_state(d.stub, job.id, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED])
-    assert done.state == bench_pb2.JOB_STATE_SUCCEEDED, done.error_message
+    assert done.state == bench_pb2.JOB_STATE_SUCCEEDED, f"{devices}: {done.error_message}"
+
+
+def run_jobs(d):
+    """A benchmark and a 2-rank Gloo all-reduce at two sizes, to completion; on
+    a GPU daemon also what fills GPU_SERIES."""
+    submit_and_finish(d, "benchmark", SHORT)
+    all_reduce(d, ["cpu:0", "cpu:1"], [1024, 65536])
+    if GPUS:
+        submit_and_finish(d, "benchmark", GPU_BENCHMARK)
+        submit_and_finish(d, "memory", GPU_MEMORY)
+    if len(GPUS) >= 2:
+        all_reduce(d, GPUS[:2], [1 << 20, 64 << 20])
 
 
 def fail_a_job(d):
@@ -161,9 +231,12 @@ def fail_a_job(d):
 @pytest.fixture(scope="module")
 def prom():
     assert len(DASHBOARDS) == 4, DASHBOARDS
-    with cpu_daemon(["cpu:0", "cpu:1"], "benchd-prom-") as d:
+    # The fixture's daemon always serves cpu:0; the CPU jobs use cpu:0 and cpu:1.
+    assert {"cpu:0", "cpu:1"} <= set(DEVICES), f"BENCHD_PROM_DEVICES={DEVICES}: needs cpu:0,cpu:1"
+    with cpu_daemon(DEVICES, "benchd-prom-") as d:
         work = tempfile.mkdtemp(prefix="benchd-prometheus-")
         p = Prometheus(write_config(work, d.metrics_address), work)
+        p.started = time.time()
         try:
             p.wait("a first scrape", lambda: p.scrapes() >= 1)
             # Histograms and counters appear at their first observation: run
@@ -241,3 +314,41 @@ def test_alerts_see_the_failures_and_not_a_healthy_daemon(prom):
                         "BenchdResultsNotStored"}, alerts
     failed = prom.query('sum(increase(benchd_jobs_finished_total{outcome="failed"}[10m]))')
     assert failed and float(failed[0]["value"][1]) >= 1, failed
+
+
+def test_gpu_series_fill_exactly_where_the_gpus_are(prom):
+    """GPU_SERIES: data on a daemon with the GPUs each needs, none without."""
+    wrong = []
+    for what, expr, gpus in GPU_SERIES:
+        has = bool(prom.query(expr))
+        if has != (len(GPUS) >= gpus):
+            wrong.append(f"{what}: {'data' if has else 'no data'} with {len(GPUS)} GPUs: {expr}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_render_draws_every_dashboard_with_data_in_every_panel(prom):
+    """dashboards/render.py against this Prometheus: one PNG per dashboard, of
+    the size its grid makes, every panel drawn with data (GPU_ONLY panels only
+    on a GPU)."""
+    keep = os.environ.get("BENCHD_DASHBOARD_RENDER_DIR")
+    out = keep or tempfile.mkdtemp(prefix="benchd-render-")
+    try:
+        done = render.render_all(RenderPrometheus(f"http://127.0.0.1:{prom.port}"), DASHBOARDS, out,
+                                 prom.started, time.time(), scrape_interval=1)
+        empty = []
+        for path, r in zip(DASHBOARDS, done):
+            dashboard = json.load(open(path))
+            assert os.path.basename(r.path) == dashboard["uid"] + ".png"
+            assert png_size(r.path) == canvas_size(dashboard) == r.size, r.path
+            expected = [p["title"] for p in panels(dashboard) if p["type"] != "row"]
+            assert [p.title for p in r.panels] == expected, r.path
+            for p in r.panels:
+                gpu_only = (dashboard["uid"], p.title) in GPU_ONLY
+                if p.series == 0 and (GPUS or not gpu_only):
+                    empty.append(f"{dashboard['uid']}: {p.title}: {p.queries}")
+                elif p.series and gpu_only and not GPUS:
+                    empty.append(f"{dashboard['uid']}: {p.title}: GPU-only, drawn on the CPU")
+        assert not empty, "panels drawn without data:\n" + "\n".join(empty)
+    finally:
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
