@@ -13,7 +13,9 @@ A picture says in its header that it is this rendering, not a screenshot.
         [--last 1h | --start UNIX --end UNIX] [--scrape-interval 15] [dashboards/json/x.json ...]
 
 Prints one line per dashboard and per panel (how many series it drew); exits
-1 if a panel drew no data (--allow-empty to draw them anyway, "No data").
+1 if a panel drew no data (--allow-empty to draw them anyway, "No data"), 2
+if Prometheus cannot be reached or refuses a query, or a dashboard uses what
+is not drawn here (the message names it).
 """
 import argparse
 import glob
@@ -25,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchd_render.dashboard import render_dashboard  # noqa: E402
-from benchd_render.query import Prometheus  # noqa: E402
+from benchd_render.query import Prometheus, PrometheusError  # noqa: E402
 
 DASHBOARDS = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "json",
                                            "*.json")))
@@ -68,8 +70,13 @@ def main(argv=None):
     end = args.end if args.end is not None else time.time()
     start = args.start if args.start is not None else end - args.last
     empty = []
-    for r in render_all(Prometheus(args.prometheus), args.dashboards, args.out, start, end,
-                        args.scrape_interval):
+    try:
+        done = render_all(Prometheus(args.prometheus), args.dashboards, args.out, start, end,
+                          args.scrape_interval)
+    except (PrometheusError, ValueError, KeyError, OSError) as e:
+        print(f"render.py: {e}", file=sys.stderr)
+        return 2
+    for r in done:
         print(f"{r.path}: {r.size[0]}x{r.size[1]} px")
         for p in r.panels:
             print(f"  {p.kind:10} {p.series:3} series  {p.title}")

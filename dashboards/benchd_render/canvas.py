@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # no display on CI or the GPU machines
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-WIDTH_PX = 1800
+WIDTH_PX = 1600
 DPI = 100
 COLUMNS = 24
 CELL_PX = 30
@@ -33,6 +33,9 @@ NAMED_COLORS = {"green": "#73BF69", "red": "#F2495C", "orange": "#FF9830", "yell
                 "blue": "#5794F2", "purple": "#B877D9", "text": TEXT}
 # Grafana's thresholds when a panel sets none.
 DEFAULT_THRESHOLDS = [{"value": None, "color": "green"}, {"value": 80, "color": "red"}]
+# Text sizes in points: legends and axes, panel titles.
+FONT = 9
+FONT_TITLE = 11
 # Average width of a character of DejaVu Sans, in em, to fit text to a box.
 CHAR_EM = 0.58
 
@@ -95,7 +98,7 @@ class Canvas:
 
     def text(self, x, y, s, **kw):
         kw.setdefault("color", TEXT)
-        kw.setdefault("fontsize", 9)
+        kw.setdefault("fontsize", FONT)
         kw.setdefault("va", "center")
         return self.figure.text(x / self.width, 1 - y / self.height, s, **kw)
 
@@ -109,7 +112,7 @@ class Canvas:
         ax.set_facecolor(PANEL)
         for spine in ax.spines.values():
             spine.set_visible(False)
-        ax.tick_params(colors=TEXT_WEAK, labelsize=8, length=0, pad=4)
+        ax.tick_params(colors=TEXT_WEAK, labelsize=FONT, length=0, pad=4)
         ax.grid(True, color=GRID, linewidth=0.8)
         ax.set_axisbelow(True)
         return ax
@@ -118,7 +121,7 @@ class Canvas:
         x, y, w, h = box
         # Below the panel's axes: figure-level patches otherwise draw over them.
         self.rect(x, y, w, h, facecolor=PANEL, edgecolor=BORDER, linewidth=1, zorder=-10)
-        self.text(x + 10, y + 15, clip(title, fit_chars(w - 20, 10)), fontsize=10,
+        self.text(x + 10, y + 15, clip(title, fit_chars(w - 20, FONT_TITLE)), fontsize=FONT_TITLE,
                   fontweight="bold")
 
     def no_data(self, box):

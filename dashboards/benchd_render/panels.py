@@ -24,7 +24,9 @@ from . import canvas as cv
 from .units import format_value
 
 TITLE_PX = 30
-LEGEND_ROW_PX = 17
+# Room left of a plot for the value axis' labels ("41.2 TFLOP/s").
+AXIS_PX = 96
+LEGEND_ROW_PX = 18
 CALC_NAMES = {"lastNotNull": "Last *", "last": "Last", "max": "Max", "min": "Min",
               "mean": "Mean"}
 
@@ -84,25 +86,25 @@ def _legend(c, panel, box_legend, series, unit):
     opts = panel.get("options", {}).get("legend", {})
     calcs = opts.get("calcs", []) if opts.get("displayMode") == "table" else []
     calc_px = 90
-    name_chars = cv.fit_chars(w - 30 - calc_px * len(calcs), 8)
+    name_chars = cv.fit_chars(w - 30 - calc_px * len(calcs), cv.FONT)
     rows = int(h // LEGEND_ROW_PX) - (1 if calcs else 0)
     top = y + LEGEND_ROW_PX / 2
     if calcs:
         for j, name in enumerate(calcs):
             c.text(x + w - calc_px * (len(calcs) - 1 - j) - 8, top, CALC_NAMES.get(name, name),
-                   fontsize=8, color=cv.TEXT_WEAK, ha="right")
+                   fontsize=cv.FONT, color=cv.TEXT_WEAK, ha="right")
         top += LEGEND_ROW_PX
     shown = series if len(series) <= rows else series[:max(rows - 1, 0)]
     for i, s in enumerate(shown):
         row_y = top + i * LEGEND_ROW_PX
         c.rect(x + 6, row_y - 1.5, 14, 3, facecolor=s.color, edgecolor="none")
-        c.text(x + 26, row_y, cv.clip(s.name, name_chars), fontsize=8)
+        c.text(x + 26, row_y, cv.clip(s.name, name_chars), fontsize=cv.FONT)
         for j, name in enumerate(calcs):
             c.text(x + w - calc_px * (len(calcs) - 1 - j) - 8, row_y,
-                   format_value(unit, calc(name, s.values)), fontsize=8, ha="right")
+                   format_value(unit, calc(name, s.values)), fontsize=cv.FONT, ha="right")
     if len(shown) < len(series):
         c.text(x + 26, top + len(shown) * LEGEND_ROW_PX,
-               f"… and {len(series) - len(shown)} more series", fontsize=8, color=cv.TEXT_WEAK)
+               f"… and {len(series) - len(shown)} more series", fontsize=cv.FONT, color=cv.TEXT_WEAK)
 
 
 def timeseries(c, panel, box, series, start, end):
@@ -119,7 +121,7 @@ def timeseries(c, panel, box, series, start, end):
     if legend.get("showLegend", True):
         wanted = (len(series) + (1 if legend.get("displayMode") == "table" else 0)) * LEGEND_ROW_PX
         legend_px = min(wanted + 6, int((h - TITLE_PX) * 0.45))
-    plot = (x + 72, y + TITLE_PX, w - 72 - 14, h - TITLE_PX - legend_px - 24)
+    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 14, h - TITLE_PX - legend_px - 24)
     ax = c.axes(*plot)
     _time_axis(ax, start, end)
     _value_axis(ax, unit, plot[3])
@@ -186,8 +188,8 @@ def stat(c, panel, box, series, start, end):
         c.text(sx + slot / 2, y + TITLE_PX + (h - TITLE_PX) * 0.4, text, ha="center",
                color=colour, fontsize=size_px * 72 / cv.DPI, fontweight="bold")
         if len(series) > 1:
-            c.text(sx + slot / 2, y + h - 12, cv.clip(s.name, cv.fit_chars(slot, 8)),
-                   fontsize=8, ha="center", color=cv.TEXT_WEAK)
+            c.text(sx + slot / 2, y + h - 12, cv.clip(s.name, cv.fit_chars(slot, cv.FONT)),
+                   fontsize=cv.FONT, ha="center", color=cv.TEXT_WEAK)
     return len(series)
 
 
@@ -202,7 +204,7 @@ def table(c, panel, box, rows):
     cells = [[labels.get(k, "") for k in columns[:-1]] + [format_value(unit, value)]
              for labels, value in sorted(rows, key=lambda r: sorted(r[0].items()))]
     widths = [max(len(col), *(len(r[i]) for r in cells)) + 2 for i, col in enumerate(columns)]
-    font = min(8.5, (w - 16) / (sum(widths) * cv.CHAR_EM) * 72 / cv.DPI)
+    font = min(cv.FONT, (w - 16) / (sum(widths) * cv.CHAR_EM) * 72 / cv.DPI)
     char_px = cv.points_to_px(font) * cv.CHAR_EM
     row_px = max(15, cv.points_to_px(font) * 1.7)
     fit = int((h - TITLE_PX - row_px) // row_px)
@@ -243,7 +245,7 @@ def barchart(c, panel, box, rows, names):
     groups = sorted(set(names))
     values = {(name, labels[field]): value for (labels, value), name in zip(rows, names)}
     legend_px = LEGEND_ROW_PX + 4 if len(groups) > 1 else 0
-    plot = (x + 72, y + TITLE_PX, w - 72 - 14, h - TITLE_PX - 28 - legend_px)
+    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 14, h - TITLE_PX - 28 - legend_px)
     ax = c.axes(*plot)
     ax.grid(axis="x", visible=False)
     _value_axis(ax, unit, plot[3])
@@ -262,10 +264,10 @@ def barchart(c, panel, box, rows, names):
     ax.set_ylim(bottom=0)
     if legend_px:
         # The dashboard hides the legend; with several series the colours need one.
-        lx = x + 72
+        lx = x + AXIS_PX
         for g, name in enumerate(groups):
             c.rect(lx, y + h - legend_px / 2 - 4, 14, 3, facecolor=cv.PALETTE[g % len(cv.PALETTE)],
                    edgecolor="none")
-            c.text(lx + 20, y + h - legend_px / 2 - 3, name, fontsize=8)
-            lx += 40 + len(name) * cv.points_to_px(8) * cv.CHAR_EM
+            c.text(lx + 20, y + h - legend_px / 2 - 3, name, fontsize=cv.FONT)
+            lx += 40 + len(name) * cv.points_to_px(cv.FONT) * cv.CHAR_EM
     return drawn

@@ -37,7 +37,12 @@ class Prometheus:
             with urllib.request.urlopen(address, timeout=self.timeout) as r:
                 body = json.load(r)
         except urllib.error.HTTPError as e:  # a bad query: 400 with Prometheus' reason
-            body = json.load(e)
+            try:
+                body = json.load(e)
+            except ValueError:
+                raise PrometheusError(f"{address}: HTTP {e.code} {e.reason}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {e}") from None
         if body.get("status") != "success":
             raise PrometheusError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]

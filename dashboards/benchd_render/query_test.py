@@ -69,3 +69,8 @@ def test_legends():
     assert q.legend("{{kind}} x", labels, "e") == "x"
     assert q.legend("", labels, "e") == 'benchd_worker_up{device="cpu:0", node="h1"}'
     assert q.legend("", {}, "count(x)") == "count(x)"
+
+
+def test_an_unreachable_prometheus_is_named():
+    with pytest.raises(q.PrometheusError, match=r"cannot reach Prometheus at http://127.0.0.1:9"):
+        q.Prometheus("http://127.0.0.1:9/", timeout=5).get("query", query="up")

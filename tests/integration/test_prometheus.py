@@ -38,8 +38,8 @@ PROM_DIR = os.path.join(SRC, "deploy", "prometheus")
 DASHBOARDS = sorted(glob.glob(os.path.join(SRC, "dashboards", "json", "*.json")))
 sys.path.insert(0, os.path.join(SRC, "dashboards"))
 from benchd_render.canvas import canvas_size  # noqa: E402
-from benchd_render.dashboard import png_size  # noqa: E402
-from benchd_render.query import Prometheus as RenderPrometheus  # noqa: E402
+from benchd_render.dashboard import png_size, render_dashboard  # noqa: E402
+from benchd_render.query import Prometheus as RenderPrometheus, PrometheusError  # noqa: E402
 import render  # noqa: E402  (dashboards/render.py)
 
 DEVICES = os.environ.get("BENCHD_PROM_DEVICES", "cpu:0,cpu:1").split(",")
@@ -352,3 +352,24 @@ def test_render_draws_every_dashboard_with_data_in_every_panel(prom):
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def test_render_names_what_it_cannot_draw(prom):
+    """A query Prometheus refuses, a range vector where a table needs rows, a
+    variable the dashboard lacks: errors that name them, no picture."""
+    client = RenderPrometheus(f"http://127.0.0.1:{prom.port}")
+    now = time.time()
+    with pytest.raises(PrometheusError, match="parse error"):
+        client.query_range("sum(", now - 60, now, 1)
+    with pytest.raises(PrometheusError, match="a matrix, not a vector"):
+        client.query("benchd_worker_up[1m]", now)
+    dashboard = json.load(open(DASHBOARDS[0]))
+    dashboard["panels"][1]["targets"][0]["expr"] += ' + on() group_left() vector($nope)'
+    out = tempfile.mkdtemp(prefix="benchd-render-bad-")
+    try:
+        with pytest.raises(KeyError, match=r"\$nope"):
+            render_dashboard(dashboard, client, prom.started, now, 1,
+                                    os.path.join(out, "x.png"))
+        assert os.listdir(out) == []
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
