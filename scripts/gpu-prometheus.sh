@@ -45,8 +45,8 @@ fi
 
 PROMETHEUS=${BENCHD_PROMETHEUS:-$(command -v prometheus || true)}
 if [ -z "$PROMETHEUS" ]; then
-  echo "gpu-prometheus: no prometheus on PATH; pack .gpu-debs with GPU_DEBS_EXTRA=\"... prometheus\"" \
-    "and source .gpu-debs/unpack.sh, or set BENCHD_PROMETHEUS" >&2
+  echo "gpu-prometheus: no prometheus on PATH; pack .gpu-debs with" \
+    "GPU_DEBS_EXTRA=\"... prometheus\" and source .gpu-debs/unpack.sh, or set BENCHD_PROMETHEUS" >&2
   exit 1
 fi
 
@@ -67,7 +67,8 @@ fi
 {
   "$PROMETHEUS" --version 2>&1 | head -1
   "$PY" --version
-  "$PY" -m pip show grpcio protobuf matplotlib pytest 2>/dev/null | grep -E "^(Name|Version)" | paste - -
+  "$PY" -m pip show grpcio protobuf matplotlib pytest 2>/dev/null | grep -E "^(Name|Version)" \
+    | paste - -
   [ -z "$site" ] || echo "grpc_tools from $(basename "$wheel") (in $site)"
   echo "devices: $devices"
 } | tee "$OUT/versions.txt"

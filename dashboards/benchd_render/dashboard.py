@@ -57,9 +57,9 @@ def _header(c, dashboard, variables, start, end, prom_url, step_note):
         shown = ", ".join(options) if options else "none"
         parts.append(f"{name}: All ({cv.clip(shown, 60)})")
     c.text(cv.PAD_PX + 4, 44, "   ".join(parts), fontsize=cv.FONT_TITLE, color=cv.TEXT_WEAK)
-    fmt = "%Y-%m-%d %H:%M:%S"
-    when = (f"{datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime(fmt)} to "
-            f"{datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime('%H:%M:%S')} UTC")
+    def utc(t, fmt):
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(fmt)
+    when = f"{utc(start, '%Y-%m-%d %H:%M:%S')} to {utc(end, '%H:%M:%S')} UTC"
     c.text(cv.PAD_PX + 4, 64,
            f"{when}, {step_note}. Drawn by dashboards/render.py from the Prometheus at {prom_url} "
            "(the panels' own queries); not a Grafana screenshot.",
@@ -83,7 +83,8 @@ def render_dashboard(dashboard, prom, start, end, scrape_interval, path):
         if panel["type"] == "row":
             x, y, w, _ = box
             marker = "▸" if panel.get("collapsed") else "▾"
-            c.text(x + 2, y + 15, f"{marker} {panel['title']}", fontsize=cv.FONT_TITLE + 1, fontweight="bold")
+            c.text(x + 2, y + 15, f"{marker} {panel['title']}", fontsize=cv.FONT_TITLE + 1,
+                   fontweight="bold")
             if panel.get("collapsed"):
                 for hidden in panel.get("panels", []):
                     drawn.append(PanelDrawn(hidden["title"], hidden["type"], 0, []))

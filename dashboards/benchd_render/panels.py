@@ -104,7 +104,8 @@ def _legend(c, panel, box_legend, series, unit):
                    format_value(unit, calc(name, s.values)), fontsize=cv.FONT, ha="right")
     if len(shown) < len(series):
         c.text(x + 26, top + len(shown) * LEGEND_ROW_PX,
-               f"… and {len(series) - len(shown)} more series", fontsize=cv.FONT, color=cv.TEXT_WEAK)
+               f"… and {len(series) - len(shown)} more series", fontsize=cv.FONT,
+               color=cv.TEXT_WEAK)
 
 
 def timeseries(c, panel, box, series, start, end):
@@ -218,7 +219,8 @@ def table(c, panel, box, rows):
         cx += widths[i] * char_px
     c.rect(x + 4, top + row_px / 2, w - 8, 1, facecolor=cv.BORDER, edgecolor="none")
     if len(shown) < len(cells):
-        c.text(x + 8, top + (len(shown) + 1) * row_px, f"… and {len(cells) - len(shown)} more rows",
+        c.text(x + 8, top + (len(shown) + 1) * row_px,
+               f"… and {len(cells) - len(shown)} more rows",
                fontsize=font, color=cv.TEXT_WEAK)
     return len(cells)
 

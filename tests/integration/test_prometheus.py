@@ -65,9 +65,10 @@ GPU_SERIES = [
      'benchd_benchmark_last_roofline_fraction{device=~"cuda:.*", precision="bf16"} > 0', 1),
     ("peak memory of a GPU benchmark",
      'benchd_benchmark_last_peak_memory_bytes{device=~"cuda:.*"} > 0', 1),
-    ("the memory request's peak (CUDA only)", 'benchd_job_last_peak_memory_bytes{kind="memory"} > 0',
-     1),
-    ("NCCL bus bandwidth", 'benchd_collective_bus_bandwidth_bytes_per_second{backend="nccl"} > 0', 2),
+    ("the memory request's peak (CUDA only)",
+     'benchd_job_last_peak_memory_bytes{kind="memory"} > 0', 1),
+    ("NCCL bus bandwidth",
+     'benchd_collective_bus_bandwidth_bytes_per_second{backend="nccl"} > 0', 2),
     ("NCCL iteration median",
      'node_op_backend_world_size:benchd_collective_duration_seconds:p50_5m{backend="nccl"} > 0', 2),
 ]
@@ -188,10 +189,13 @@ def label_values(prom, query):
     return prom.get(f"label/{m.group(2)}/values", **{"match[]": fill(m.group(1))})
 
 
+FINISHED = [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED]
+
+
 def submit_and_finish(d, kind, args):
     """benchctl submit KIND ARGS, to success."""
     job = json.loads(d.benchctl("submit", kind, *args, "--json", check=0).stdout)["id"]
-    done = wait_for_state(d.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED])
+    done = wait_for_state(d.stub, job, FINISHED)
     assert done.state == bench_pb2.JOB_STATE_SUCCEEDED, f"{kind} {args}: {done.error_message}"
 
 
@@ -200,7 +204,7 @@ def all_reduce(d, devices, sizes):
     spec = bench_pb2.JobSpec(collective=bench_pb2.CollectiveSpec(
         devices=devices, sizes_bytes=sizes, iters=3))
     job = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec), timeout=30)
-    done = wait_for_state(d.stub, job.id, [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED])
+    done = wait_for_state(d.stub, job.id, FINISHED)
     assert done.state == bench_pb2.JOB_STATE_SUCCEEDED, f"{devices}: {done.error_message}"
 
 
