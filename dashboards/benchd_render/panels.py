@@ -21,7 +21,7 @@ from matplotlib import dates as mdates
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from . import canvas as cv
-from .units import format_value
+from .units import format_value, scale
 
 TITLE_PX = 30
 # Room left of a plot for the value axis' labels ("41.2 TFLOP/s").
@@ -75,8 +75,21 @@ def _utc(t):
     return datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
 
 
-def _value_axis(ax, unit, height_px):
-    ax.yaxis.set_major_locator(MaxNLocator(nbins=max(2, int(height_px / 40)), min_n_ticks=2))
+class ScaledLocator(MaxNLocator):
+    """Round ticks in the unit the labels show (GiB, ms, MB/s), not in raw units."""
+
+    def __init__(self, divisor, **kw):
+        super().__init__(**kw)
+        self.divisor = divisor
+
+    def tick_values(self, vmin, vmax):
+        return super().tick_values(vmin / self.divisor, vmax / self.divisor) * self.divisor
+
+
+def _value_axis(ax, unit, height_px, largest):
+    """Ticks and labels in `unit`, scaled as the `largest` value's label is."""
+    ax.yaxis.set_major_locator(ScaledLocator(scale(unit, largest),
+                                             nbins=max(2, int(height_px / 40)), min_n_ticks=2))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_value(unit, v)))
 
 
@@ -85,7 +98,8 @@ def _legend(c, panel, box_legend, series, unit):
     x, y, w, h = box_legend
     opts = panel.get("options", {}).get("legend", {})
     calcs = opts.get("calcs", []) if opts.get("displayMode") == "table" else []
-    calc_px = 90
+    cells = [format_value(unit, calc(name, s.values)) for s in series for name in calcs]
+    calc_px = max([70] + [len(t) * cv.points_to_px(cv.FONT) * cv.CHAR_EM + 18 for t in cells])
     name_chars = cv.fit_chars(w - 30 - calc_px * len(calcs), cv.FONT)
     rows = int(h // LEGEND_ROW_PX) - (1 if calcs else 0)
     top = y + LEGEND_ROW_PX / 2
@@ -122,10 +136,9 @@ def timeseries(c, panel, box, series, start, end):
     if legend.get("showLegend", True):
         wanted = (len(series) + (1 if legend.get("displayMode") == "table" else 0)) * LEGEND_ROW_PX
         legend_px = min(wanted + 6, int((h - TITLE_PX) * 0.45))
-    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 14, h - TITLE_PX - legend_px - 24)
+    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 32, h - TITLE_PX - legend_px - 24)
     ax = c.axes(*plot)
     _time_axis(ax, start, end)
-    _value_axis(ax, unit, plot[3])
     points = custom.get("showPoints", "auto")
     for i, s in enumerate(series):
         s.color = cv.PALETTE[i % len(cv.PALETTE)]
@@ -139,6 +152,7 @@ def timeseries(c, panel, box, series, start, end):
     if unit == "bool_yes_no":
         ax.set_ylim(-0.1, 1.1)
         ax.set_yticks([0, 1])
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_value(unit, v)))
     elif low >= 0:
         # Counts, sizes and times start at zero, as Grafana's soft minimum
         # does for them; an all-zero series gets a unit range.
@@ -154,6 +168,8 @@ def timeseries(c, panel, box, series, start, end):
             ax.fill_between(t, s.values, bottom, color=s.color, alpha=custom["fillOpacity"] / 100,
                             linewidth=0)
     ax.set_ylim(bottom, top)
+    if unit != "bool_yes_no":
+        _value_axis(ax, unit, plot[3], max(abs(low), abs(high)))
     if legend_px:
         _legend(c, panel, (x, y + h - legend_px, w, legend_px), series, unit)
     return len(series)
@@ -173,7 +189,7 @@ def stat(c, panel, box, series, start, end):
         colour = cv.threshold_color(thresholds_of(panel), value)
         sx = x + i * slot
         if panel.get("options", {}).get("graphMode", "area") == "area":
-            ax = c.axes(sx + 1, y + h * 0.55, slot - 2, h * 0.45 - 1)
+            ax = c.axes(sx + 1, y + h * 0.62, slot - 2, h * 0.38 - 1)
             ax.grid(False)
             ax.set_xticks([])
             ax.set_yticks([])
@@ -186,7 +202,7 @@ def stat(c, panel, box, series, start, end):
             ax.set_ylim(low - pad, high + pad)
         text = format_value(unit, value)
         size_px = min(h * 0.42, (slot - 20) / (max(len(text), 2) * cv.CHAR_EM))
-        c.text(sx + slot / 2, y + TITLE_PX + (h - TITLE_PX) * 0.4, text, ha="center",
+        c.text(sx + slot / 2, y + TITLE_PX + (h - TITLE_PX) * 0.36, text, ha="center",
                color=colour, fontsize=size_px * 72 / cv.DPI, fontweight="bold")
         if len(series) > 1:
             c.text(sx + slot / 2, y + h - 12, cv.clip(s.name, cv.fit_chars(slot, cv.FONT)),
@@ -204,7 +220,8 @@ def table(c, panel, box, rows):
     columns = sorted({k for labels, _ in rows for k in labels if k != "__name__"}) + ["Value"]
     cells = [[labels.get(k, "") for k in columns[:-1]] + [format_value(unit, value)]
              for labels, value in sorted(rows, key=lambda r: sorted(r[0].items()))]
-    widths = [max(len(col), *(len(r[i]) for r in cells)) + 2 for i, col in enumerate(columns)]
+    # Headers are bold (wider): a column is its longest text plus three characters.
+    widths = [max(len(col), *(len(r[i]) for r in cells)) + 3 for i, col in enumerate(columns)]
     font = min(cv.FONT, (w - 16) / (sum(widths) * cv.CHAR_EM) * 72 / cv.DPI)
     char_px = cv.points_to_px(font) * cv.CHAR_EM
     row_px = max(15, cv.points_to_px(font) * 1.7)
@@ -247,23 +264,31 @@ def barchart(c, panel, box, rows, names):
     groups = sorted(set(names))
     values = {(name, labels[field]): value for (labels, value), name in zip(rows, names)}
     legend_px = LEGEND_ROW_PX + 4 if len(groups) > 1 else 0
-    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 14, h - TITLE_PX - 28 - legend_px)
+    plot = (x + AXIS_PX, y + TITLE_PX, w - AXIS_PX - 32, h - TITLE_PX - 28 - legend_px)
     ax = c.axes(*plot)
     ax.grid(axis="x", visible=False)
-    _value_axis(ax, unit, plot[3])
     opts = panel.get("options", {})
     slot = opts.get("groupWidth", 0.7) / len(groups)
     index = np.arange(len(categories))
     drawn = 0
+    top = max((v for v in values.values() if not math.isnan(v)), default=0)
+    label_values = len(categories) * len(groups) <= 32 and opts.get("showValue", "auto") != "never"
     for g, name in enumerate(groups):
         heights = [values.get((name, cat), math.nan) for cat in categories]
         drawn += sum(not math.isnan(v) for v in heights)
-        ax.bar(index - opts.get("groupWidth", 0.7) / 2 + (g + 0.5) * slot, heights,
-               width=slot * opts.get("barWidth", 0.97), color=cv.PALETTE[g % len(cv.PALETTE)])
+        centres = index - opts.get("groupWidth", 0.7) / 2 + (g + 0.5) * slot
+        ax.bar(centres, heights, width=slot * opts.get("barWidth", 0.97),
+               color=cv.PALETTE[g % len(cv.PALETTE)])
+        if label_values:  # Grafana's showValue "auto": each bar's value above it
+            for cx, v in zip(centres, heights):
+                if not math.isnan(v):
+                    ax.text(cx, v + top * 0.01, format_value(unit, v), ha="center", va="bottom",
+                            color=cv.TEXT, fontsize=cv.FONT - 1)
     ax.set_xticks(index)
     ax.set_xticklabels(categories)
     ax.set_xlim(-0.5, len(categories) - 0.5)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    _value_axis(ax, unit, plot[3], top)
     if legend_px:
         # The dashboard hides the legend; with several series the colours need one.
         lx = x + AXIS_PX

@@ -3,9 +3,9 @@
 Grafana: "12.5 ms", "1.50 GiB", "85.0%", "3.20 GB/s", "41.2 TFLOP/s".
 
 Grafana's own scales (packages/grafana-data/src/valueFormats): `s` steps
-µs/ms/s/min/hour/day, `bytes` is IEC (1024), `Bps`, `flops` and `ops` are SI
-(1000) with prefixes down to nano, `short` is SI upwards only (K, Mil, Bil),
-`percentunit` is a fraction shown in percent. An unknown unit is an error: a
+µs/ms/s/min/hour/day, `bytes` is IEC (1024), `Bps` and `flops` are SI (1000)
+with prefixes down to nano, `short` and `ops` scale upwards only (K, Mil, Bil;
+K, M, B ops/s), `percentunit` is a fraction shown in percent. An unknown unit is an error: a
 new panel unit must be taught here, not drawn as a bare number.
 """
 import math
@@ -14,6 +14,7 @@ SI_PREFIXES = ["n", "µ", "m", "", "k", "M", "G", "T", "P", "E"]
 SI_ONE = SI_PREFIXES.index("")
 IEC_PREFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 SHORT_SUFFIXES = ["", " K", " Mil", " Bil", " Tri", " Quadr"]
+COUNT_SUFFIXES = ["", " K", " M", " B", " T"]
 # (seconds in one, name) from the largest; below a millisecond: µs, ns.
 TIME_STEPS = [(86400 * 7, "week"), (86400, "day"), (3600, "hour"), (60, "min"), (1, "s"),
               (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")]
@@ -58,11 +59,26 @@ def _seconds(value):
     return f"{number(value / 1e-9)} ns"
 
 
-def _short(value):
+def _short(value, suffixes=SHORT_SUFFIXES):
     if value == 0 or abs(value) < 1000:
         return number(value)
-    index = min(int(math.floor(math.log10(abs(value)) / 3)), len(SHORT_SUFFIXES) - 1)
-    return f"{number(value / 1000 ** index)}{SHORT_SUFFIXES[index]}"
+    index = min(int(math.floor(math.log10(abs(value)) / 3)), len(suffixes) - 1)
+    return f"{number(value / 1000 ** index)}{suffixes[index]}"
+
+
+def scale(unit, value):
+    """The divisor format_value uses for `value` (1024^k for bytes, 1000^k for
+    SI units, the time unit for seconds, 1 otherwise): an axis puts its ticks
+    at round numbers of it, as Grafana does (4 GiB, not 4.29 GB in bytes)."""
+    value = abs(value)
+    if value == 0 or unit not in ("s", "bytes", "Bps", "flops", "short", "ops"):
+        return 1
+    if unit == "s":
+        return next((size for size, _ in TIME_STEPS if value >= size), 1e-9)
+    if unit == "bytes":
+        return 1024 ** max(0, min(int(math.floor(math.log(value, 1024))), len(IEC_PREFIXES) - 1))
+    floor = 0 if unit in ("short", "ops") else -SI_ONE
+    return 1000 ** max(floor, min(int(math.floor(math.log10(value) / 3)), 4))
 
 
 def format_value(unit, value):
@@ -80,7 +96,7 @@ def format_value(unit, value):
     if unit == "flops":
         return _si(value, "FLOP/s")
     if unit == "ops":
-        return _si(value, "ops/s")
+        return _short(value, COUNT_SUFFIXES) + " ops/s"
     if unit == "short":
         return _short(value)
     if unit == "percentunit":

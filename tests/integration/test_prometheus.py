@@ -15,6 +15,9 @@ Environment:
   BENCHD_PROMETHEUS            the prometheus binary (default: prometheus on PATH)
   BENCHD_DASHBOARD_RENDER_DIR  keep the rendered PNGs there (default: a temporary
                                folder, removed)
+  BENCHD_PROM_ROUNDS           rounds of jobs, scrapes between (default 2; more make
+                               longer curves for the pictures; only the first two
+                               kill a worker, so the alerts stay below their thresholds)
 """
 import glob
 import json
@@ -45,6 +48,7 @@ import render  # noqa: E402  (dashboards/render.py)
 DEVICES = os.environ.get("BENCHD_PROM_DEVICES", "cpu:0,cpu:1").split(",")
 GPUS = [d for d in DEVICES if d.startswith("cuda:")]
 PROMETHEUS = os.environ.get("BENCHD_PROMETHEUS", "prometheus")
+ROUNDS = int(os.environ.get("BENCHD_PROM_ROUNDS", "2"))
 
 # (dashboard uid, panel title): what fills it on a GPU and not on a CPU.
 GPU_ONLY = {}
@@ -244,13 +248,13 @@ def prom():
         try:
             p.wait("a first scrape", lambda: p.scrapes() >= 1)
             # Histograms and counters appear at their first observation: run
-            # the jobs twice with scrapes between, so rates see them grow.
-            run_jobs(d)
-            fail_a_job(d)
-            p.wait_scrapes(2)
-            run_jobs(d)
-            fail_a_job(d)
-            p.wait_scrapes(3)
+            # the jobs at least twice with scrapes between, so rates see them grow.
+            assert ROUNDS >= 2, f"BENCHD_PROM_ROUNDS={ROUNDS}: at least 2"
+            for i in range(ROUNDS):
+                run_jobs(d)
+                if i < 2:
+                    fail_a_job(d)
+                p.wait_scrapes(2 if i < ROUNDS - 1 else 3)
             # Let every rule group evaluate after the last scrape.
             time.sleep(3)
             yield p
