@@ -25,9 +25,9 @@ import os
 import re
 import shutil
 import signal
-import sys
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -376,8 +376,7 @@ def test_render_names_what_it_cannot_draw(prom):
     out = tempfile.mkdtemp(prefix="benchd-render-bad-")
     try:
         with pytest.raises(KeyError, match=r"\$nope"):
-            render_dashboard(dashboard, client, prom.started, now, 1,
-                                    os.path.join(out, "x.png"))
+            render_dashboard(dashboard, client, prom.started, now, 1, os.path.join(out, "x.png"))
         assert os.listdir(out) == []
     finally:
         shutil.rmtree(out, ignore_errors=True)
