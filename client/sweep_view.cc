@@ -84,10 +84,11 @@ std::string SweepSummary(const v1::SweepSpec& sweep) {
     axes.push_back(fmt::format("{}={}", a.field(), absl::StrJoin(a.values(), ",")));
     cells *= a.values_size();
   }
-  return fmt::format("{} ({} cell{}{})", absl::StrJoin(axes, " x "), cells, cells == 1 ? "" : "s",
-                     sweep.has_cell_timeout_seconds()
-                         ? fmt::format(", each at most {}", FormatSeconds(sweep.cell_timeout_seconds()))
-                         : "");
+  return fmt::format(
+      "{} ({} cell{}{})", absl::StrJoin(axes, " x "), cells, cells == 1 ? "" : "s",
+      sweep.has_cell_timeout_seconds()
+          ? fmt::format(", each at most {}", FormatSeconds(sweep.cell_timeout_seconds()))
+          : "");
 }
 
 std::string SweepCountsText(const v1::SweepResult& r) {
@@ -100,7 +101,8 @@ std::string SweepCellLine(const v1::SweepCell& c, int cells_total) {
   std::string line = fmt::format("cell {}/{}", c.index() + 1, cells_total);
   for (const std::string& v : c.values()) line += " " + v;
   line += ": " + SweepOutcomeName(c.outcome());
-  if (c.has_median_step_seconds()) line += ", median step " + FormatMs(c.median_step_seconds()) + " ms";
+  if (c.has_median_step_seconds())
+    line += ", median step " + FormatMs(c.median_step_seconds()) + " ms";
   if (c.has_speedup_vs_fp32()) line += fmt::format(", {:.2f}x fp32", c.speedup_vs_fp32());
   if (c.has_tokens_per_second()) line += ", " + FormatRate(c.tokens_per_second()) + " tokens/s";
   if (c.outcome() != v1::SWEEP_CELL_OUTCOME_OK) {
@@ -194,11 +196,11 @@ absl::StatusOr<std::string> SweepPivotText(const v1::Job& job, const PivotFlags&
         if (csv) {
           row.push_back(Number(e.value));
         } else {
-          row.push_back(flags.value == "median_step_ms"      ? fmt::format("{:.2f}", *e.value)
-                        : flags.value == "speedup_vs_fp32"   ? fmt::format("{:.2f}x", *e.value)
+          row.push_back(flags.value == "median_step_ms"         ? fmt::format("{:.2f}", *e.value)
+                        : flags.value == "speedup_vs_fp32"      ? fmt::format("{:.2f}x", *e.value)
                         : absl::EndsWith(flags.value, "_share") ? FormatPercent(*e.value)
-                        : flags.value == "tokens_per_second" ? FormatRate(*e.value)
-                                                             : fmt::format("{:.2f}", *e.value));
+                        : flags.value == "tokens_per_second"    ? FormatRate(*e.value)
+                                                                : fmt::format("{:.2f}", *e.value));
         }
       } else {
         row.push_back(e.outcome == v1::SWEEP_CELL_OUTCOME_OK ? "-" : OutcomeText(e.outcome));

@@ -672,9 +672,9 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
     for (size_t i = 0; i < cells->size(); ++i) {
       const SweepCellSpec& cell = (*cells)[i];
       if (auto s = CheckKindForDevice(cell.spec, device); !s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("sweep cell ", i, " (", SweepCellLabel(spec.sweep(), cell.values),
-                                         "): ", s.message()));
+        return absl::Status(
+            s.code(), absl::StrCat("sweep cell ", i, " (",
+                                   SweepCellLabel(spec.sweep(), cell.values), "): ", s.message()));
       }
     }
     return absl::OkStatus();

@@ -58,7 +58,8 @@ std::string ShortName(const EnumValueDescriptor* v) {
     return OptimizerImplName(static_cast<v1::OptimizerImpl>(v->number()));
   }
   const std::string unspecified = v->type()->value(0)->name();  // AIP-126: X_UNSPECIFIED = 0
-  std::string prefix = unspecified.substr(0, unspecified.size() - std::string("UNSPECIFIED").size());
+  std::string prefix =
+      unspecified.substr(0, unspecified.size() - std::string("UNSPECIFIED").size());
   std::string name = v->name();
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
   return absl::AsciiStrToLower(name);
@@ -81,11 +82,10 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> WalkField(const Descriptor* 
                                                               absl::string_view where) {
   std::vector<std::string> scalars;
   ScalarPaths(root, "", 0, &scalars);
-  const std::string accepted =
-      absl::StrCat("expected a scalar field of ", root->full_name(), " such as ",
-                   absl::StrJoin(scalars.begin(), scalars.begin() + std::min<size_t>(12, scalars.size()),
-                                 ", "),
-                   scalars.size() > 12 ? ", ..." : "");
+  const std::string accepted = absl::StrCat(
+      "expected a scalar field of ", root->full_name(), " such as ",
+      absl::StrJoin(scalars.begin(), scalars.begin() + std::min<size_t>(12, scalars.size()), ", "),
+      scalars.size() > 12 ? ", ..." : "");
   if (field.empty()) return Invalid(where, absl::StrCat("no field given; ", accepted));
   std::vector<const FieldDescriptor*> path;
   const Descriptor* d = root;
@@ -93,9 +93,9 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> WalkField(const Descriptor* 
   for (size_t i = 0; i < parts.size(); ++i) {
     const FieldDescriptor* f = d ? d->FindFieldByName(std::string(parts[i])) : nullptr;
     if (f == nullptr) {
-      return Invalid(where, absl::StrCat(QuotedForError(field), " is not a field of ",
-                                         root->full_name(), " (", QuotedForError(parts[i]),
-                                         " unknown); ", accepted));
+      return Invalid(
+          where, absl::StrCat(QuotedForError(field), " is not a field of ", root->full_name(), " (",
+                              QuotedForError(parts[i]), " unknown); ", accepted));
     }
     const bool last = i + 1 == parts.size();
     if (f->is_repeated()) {
@@ -106,8 +106,8 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> WalkField(const Descriptor* 
       if (last) {
         return Invalid(where, absl::StrCat(QuotedForError(field), " is a message (",
                                            f->message_type()->full_name(),
-                                           "), not a scalar; name one of its fields, e.g. ",
-                                           field, ".", f->message_type()->field(0)->name()));
+                                           "), not a scalar; name one of its fields, e.g. ", field,
+                                           ".", f->message_type()->field(0)->name()));
       }
       d = f->message_type();
     } else if (!last) {
@@ -130,8 +130,7 @@ absl::StatusOr<std::string> ParseAndSet(const FieldDescriptor* f, absl::string_v
     case FieldDescriptor::CPPTYPE_INT64: {
       int64_t v;
       const bool i32 = f->cpp_type() == FieldDescriptor::CPPTYPE_INT32;
-      if (!absl::SimpleAtoi(text, &v) ||
-          (i32 && (v < INT32_MIN || v > INT32_MAX))) {
+      if (!absl::SimpleAtoi(text, &v) || (i32 && (v < INT32_MIN || v > INT32_MAX))) {
         return Invalid(where, absl::StrCat("expected an integer for ", f->name(), ", got ", got));
       }
       if (r) i32 ? r->SetInt32(m, f, static_cast<int32_t>(v)) : r->SetInt64(m, f, v);
@@ -142,8 +141,8 @@ absl::StatusOr<std::string> ParseAndSet(const FieldDescriptor* f, absl::string_v
       uint64_t v;
       const bool u32 = f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
       if (!absl::SimpleAtoi(text, &v) || (u32 && v > UINT32_MAX)) {
-        return Invalid(where,
-                       absl::StrCat("expected a non-negative integer for ", f->name(), ", got ", got));
+        return Invalid(
+            where, absl::StrCat("expected a non-negative integer for ", f->name(), ", got ", got));
       }
       if (r) u32 ? r->SetUInt32(m, f, static_cast<uint32_t>(v)) : r->SetUInt64(m, f, v);
       return absl::StrCat(v);
@@ -164,7 +163,8 @@ absl::StatusOr<std::string> ParseAndSet(const FieldDescriptor* f, absl::string_v
     case FieldDescriptor::CPPTYPE_BOOL: {
       const std::string l = absl::AsciiStrToLower(text);
       if (l != "true" && l != "false") {
-        return Invalid(where, absl::StrCat("expected true or false for ", f->name(), ", got ", got));
+        return Invalid(where,
+                       absl::StrCat("expected true or false for ", f->name(), ", got ", got));
       }
       if (r) r->SetBool(m, f, l == "true");
       return l;
@@ -216,9 +216,8 @@ std::string SweepCellLabel(const v1::SweepSpec& sweep, const std::vector<std::st
   return absl::StrJoin(parts, ", ");
 }
 
-absl::StatusOr<std::string> CanonicalSweepValue(v1::JobSpec::KindCase kind,
-                                                absl::string_view field, absl::string_view text,
-                                                absl::string_view where) {
+absl::StatusOr<std::string> CanonicalSweepValue(v1::JobSpec::KindCase kind, absl::string_view field,
+                                                absl::string_view text, absl::string_view where) {
   const FieldDescriptor* k = KindField(kind);
   if (k == nullptr) return Invalid(where, "the request has no kind");
   auto path = WalkField(k->message_type(), field, where);
@@ -275,9 +274,9 @@ absl::StatusOr<std::vector<SweepCellSpec>> ExpandSweep(const v1::JobSpec& spec) 
       auto c = ParseAndSet(path->back(), axis.values(j), vwhere, nullptr);
       if (!c.ok()) return c.status();
       if (!seen.insert(*c).second) {
-        return Invalid(vwhere, absl::StrCat(QuotedForError(axis.values(j)), " (", *c,
-                                            ") is given twice for ", axis.field(),
-                                            "; each value once"));
+        return Invalid(
+            vwhere, absl::StrCat(QuotedForError(axis.values(j)), " (", *c, ") is given twice for ",
+                                 axis.field(), "; each value once"));
       }
       canon.push_back(*c);
     }
@@ -300,12 +299,11 @@ absl::StatusOr<std::vector<SweepCellSpec>> ExpandSweep(const v1::JobSpec& spec) 
   for (int64_t n = 0; n < cells; ++n) {
     SweepCellSpec cell;
     cell.spec = base;
-    Message* kind_message =
-        cell.spec.GetReflection()->MutableMessage(&cell.spec, kind);
+    Message* kind_message = cell.spec.GetReflection()->MutableMessage(&cell.spec, kind);
     for (size_t a = 0; a < values.size(); ++a) {
       cell.values.push_back(values[a][at[a]]);
-      auto set = ParseAndSet(paths[a].back(), values[a][at[a]], "sweep",
-                             Holder(kind_message, paths[a]));
+      auto set =
+          ParseAndSet(paths[a].back(), values[a][at[a]], "sweep", Holder(kind_message, paths[a]));
       if (!set.ok()) return set.status();
     }
     auto resolved = ResolveJobSpec(cell.spec);

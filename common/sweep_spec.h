@@ -41,9 +41,8 @@ std::string SweepCellLabel(const v1::SweepSpec& sweep, const std::vector<std::st
 // ("BF16" and "PRECISION_BF16" give "bf16"), or INVALID_ARGUMENT naming
 // `where` with what the field accepts. benchctl uses it to check a --sweep
 // flag before any RPC.
-absl::StatusOr<std::string> CanonicalSweepValue(v1::JobSpec::KindCase kind,
-                                                absl::string_view field, absl::string_view text,
-                                                absl::string_view where);
+absl::StatusOr<std::string> CanonicalSweepValue(v1::JobSpec::KindCase kind, absl::string_view field,
+                                                absl::string_view text, absl::string_view where);
 
 }  // namespace benchd
 

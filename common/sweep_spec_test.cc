@@ -93,8 +93,9 @@ TEST(SweepSpecTest, BadFieldsAreRefusedNamingTheAxisAndWhatIsAccepted) {
   EXPECT_EQ(s.message().substr(0, 95),
             "sweep.axes[0].field: 'modle.preset' is not a field of benchd.v1.BenchmarkSpec "
             "('modle' unknown)");
-  EXPECT_NE(s.message().find("expected a scalar field of benchd.v1.BenchmarkSpec such as model.preset"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find("expected a scalar field of benchd.v1.BenchmarkSpec such as model.preset"),
+      std::string::npos)
       << s;
   s = Refusal("model", {"tiny"});
   EXPECT_EQ(s.message(),
@@ -144,11 +145,15 @@ TEST(SweepSpecTest, ACellThatDoesNotResolveIsRefusedNamingTheCell) {
   const absl::Status s = ResolveJobSpec(spec).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().rfind("sweep cell 1 (mode=forward): benchmark.optimizer_impl", 0), 0u) << s;
-  EXPECT_EQ(Refusal("context_length", {"16", "0"}).message(),
-            "sweep cell 1 (context_length=0): benchmark.context_length: expected 1..1048576, got 0");
-  EXPECT_EQ(Refusal("model.preset", {"tiny", "huge"}).message().rfind(
-                "sweep cell 1 (model.preset=huge): benchmark.model.preset: unknown preset 'huge'", 0),
-            0u);
+  EXPECT_EQ(
+      Refusal("context_length", {"16", "0"}).message(),
+      "sweep cell 1 (context_length=0): benchmark.context_length: expected 1..1048576, got 0");
+  EXPECT_EQ(
+      Refusal("model.preset", {"tiny", "huge"})
+          .message()
+          .rfind("sweep cell 1 (model.preset=huge): benchmark.model.preset: unknown preset 'huge'",
+                 0),
+      0u);
 }
 
 TEST(SweepSpecTest, LimitsAndWhatASweepCannotBe) {

@@ -155,8 +155,7 @@ absl::StatusOr<std::optional<double>> SweepCellValue(const v1::SweepCell& cell,
 }
 
 absl::StatusOr<SweepPivot> PivotSweep(const v1::SweepSpec& sweep, const v1::SweepResult& result,
-                                      absl::string_view row_field,
-                                      absl::string_view column_field,
+                                      absl::string_view row_field, absl::string_view column_field,
                                       absl::string_view value_column) {
   std::vector<std::string> fields;
   for (const v1::SweepAxis& a : sweep.axes()) fields.push_back(a.field());
@@ -169,7 +168,8 @@ absl::StatusOr<SweepPivot> PivotSweep(const v1::SweepSpec& sweep, const v1::Swee
   const int r = axis(row_field), c = axis(column_field);
   for (auto [f, i] : {std::pair{row_field, r}, std::pair{column_field, c}}) {
     if (i < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("pivot: '", f, "' is not an axis of the sweep; its axes are ",
+      return absl::InvalidArgumentError(absl::StrCat("pivot: '", f,
+                                                     "' is not an axis of the sweep; its axes are ",
                                                      absl::StrJoin(fields, ", ")));
     }
   }

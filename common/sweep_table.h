@@ -59,8 +59,7 @@ struct SweepPivot {
 // INVALID_ARGUMENT naming what is wrong: a field that is not one of the
 // sweep's axes (listing them), the same field twice, an unknown column.
 absl::StatusOr<SweepPivot> PivotSweep(const v1::SweepSpec& sweep, const v1::SweepResult& result,
-                                      absl::string_view row_field,
-                                      absl::string_view column_field,
+                                      absl::string_view row_field, absl::string_view column_field,
                                       absl::string_view value_column);
 
 }  // namespace benchd

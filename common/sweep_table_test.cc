@@ -129,8 +129,9 @@ TEST(SweepTableTest, APivotIsTheWriteUpsLayoutWithOutcomesWhereNoValue) {
 
 TEST(SweepTableTest, PivotRefusalsNameWhatIsWrong) {
   v1::SweepResult r;
-  EXPECT_EQ(PivotSweep(Axes(), r, "batch_size", "precision", "median_step_ms").status().message(),
-            "pivot: 'batch_size' is not an axis of the sweep; its axes are model.preset, precision");
+  EXPECT_EQ(
+      PivotSweep(Axes(), r, "batch_size", "precision", "median_step_ms").status().message(),
+      "pivot: 'batch_size' is not an axis of the sweep; its axes are model.preset, precision");
   EXPECT_EQ(PivotSweep(Axes(), r, "precision", "precision", "median_step_ms").status().message(),
             "pivot: rows and columns are both precision; give two different axes");
   EXPECT_EQ(PivotSweep(Axes(), r, "model.preset", "precision", "speed").status().message(),

@@ -451,8 +451,8 @@ JobManager::CallEnd JobManager::RunCall(const v1::Job& job, const v1::JobSpec& s
                             ") died while running this job: ", exit,
                             "; it is being restarted; its log is ", workers_->LogPath(device)));
   }
-  out.cancelled_mid_call = !end.last.has_value() && (out.state == v1::JOB_STATE_CANCELLED ||
-                                                     out.timed_out);
+  out.cancelled_mid_call =
+      !end.last.has_value() && (out.state == v1::JOB_STATE_CANCELLED || out.timed_out);
   return out;
 }
 

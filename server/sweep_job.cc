@@ -4,6 +4,7 @@
 // time limit or fails is a row saying so, and the sweep goes on; a cancel
 // stops the cell running and the sweep with it.
 #include <chrono>
+#include <cstdio>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "common/sweep_table.h"
 #include "server/job_manager.h"
 #include "server/job_summary.h"
+#include "server/result_bounds.h"
 
 namespace benchd::server {
 namespace {
@@ -55,8 +57,8 @@ void JobManager::RunSweep(v1::Job job) {
   const v1::SweepSpec& sweep = job.spec().sweep();
   std::optional<std::chrono::milliseconds> cell_limit;
   if (sweep.has_cell_timeout_seconds()) {
-    cell_limit = std::chrono::milliseconds(
-        static_cast<int64_t>(sweep.cell_timeout_seconds() * 1000));
+    cell_limit =
+        std::chrono::milliseconds(static_cast<int64_t>(sweep.cell_timeout_seconds() * 1000));
   }
   v1::SweepResult* rows = job.mutable_result()->mutable_sweep();
   rows->set_cells_total(static_cast<int>(cells->size()));
@@ -88,11 +90,10 @@ void JobManager::RunSweep(v1::Job job) {
     if (wait == WorkerWait::kUnavailable) {
       job.set_state(v1::JOB_STATE_FAILED);
       job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
-      job.set_error_message(absl::StrCat(
-          "the worker for ", device, " is not up for cell ", i, " (", label, "): ", why,
-          "; cells ", i, ".. not run, the finished cells are kept"));
+      job.set_error_message(absl::StrCat("the worker for ", device, " is not up for cell ", i, " (",
+                                         label, "): ", why, "; cells ", i,
+                                         ".. not run, the finished cells are kept"));
       if (!running) {
-        job.clear_result();
         Finish(job);
         return;
       }
@@ -118,9 +119,8 @@ void JobManager::RunSweep(v1::Job job) {
       // The job's own cancel or the daemon's stop: no row for a cell cut short.
       job.set_state(end.state);
       job.set_error_code(end.error_code);
-      job.set_error_message(absl::StrCat(end.error_message, " (cell ", i, ": ", label,
-                                         "); the ", i, " finished cells of ", cells->size(),
-                                         " are kept"));
+      job.set_error_message(absl::StrCat(end.error_message, " (cell ", i, ": ", label, "); the ", i,
+                                         " finished cells of ", cells->size(), " are kept"));
       if (end.cancelled_mid_call) ReplaceIfSilent(job, *worker);
       break;
     }
@@ -135,6 +135,16 @@ void JobManager::RunSweep(v1::Job job) {
     row->set_wall_seconds(wall);
     DeriveSweepColumns(sweep, rows);
     Publish(job, [&](v1::JobEvent* e) { *e->mutable_sweep_cell() = StreamedCell(*row); });
+    // The RUNNING job keeps its rows so far: GetJob shows them, and a daemon
+    // killed mid-sweep leaves them with the INTERRUPTED job. Best effort: the
+    // final record is stored (or kept and retried) by Finish, bounded; a
+    // sweep already past the bound is not rewritten after every cell.
+    if (job.ByteSizeLong() <= kMaxStoredJobBytes) {
+      if (auto st = store_->Update(job); !st.ok()) {
+        fprintf(stderr, "benchd: job %s: rows of the sweep so far not stored: %s\n",
+                job.id().c_str(), std::string(st.message()).c_str());
+      }
+    }
     // A timed-out cell's worker stops at its next step; one that does not
     // answer is replaced, and the next cell waits for the new one.
     if (end.cancelled_mid_call) ReplaceIfSilent(job, *worker);
@@ -147,11 +157,12 @@ void JobManager::RunSweep(v1::Job job) {
       const v1::SweepCell& first = rows->cells(0);
       job.set_state(v1::JOB_STATE_FAILED);
       job.set_error_code(first.error_code());
-      job.set_error_message(absl::StrCat(
-          "every cell of the sweep failed (", rows->cells_out_of_memory(), " out of memory, ",
-          rows->cells_timeout(), " timed out, ", rows->cells_failed(), " failed; the rows say why); cell 0 (",
-          SweepCellLabel(sweep, {first.values().begin(), first.values().end()}),
-          "): ", first.error_message()));
+      job.set_error_message(
+          absl::StrCat("every cell of the sweep failed (", rows->cells_out_of_memory(),
+                       " out of memory, ", rows->cells_timeout(), " timed out, ",
+                       rows->cells_failed(), " failed; the rows say why); cell 0 (",
+                       SweepCellLabel(sweep, {first.values().begin(), first.values().end()}),
+                       "): ", first.error_message()));
     }
   }
   if (!running) job.clear_result();
