@@ -67,7 +67,7 @@ absl::Status ApplySweepFlags(const std::vector<std::string>& sweeps,
     }
     v1::SweepAxis* axis = sweep->add_axes();
     axis->set_field(kv[0]);
-    for (const std::string& v : absl::StrSplit(kv[1], ',')) {
+    for (absl::string_view v : absl::StrSplit(kv[1], ',')) {
       auto canonical = CanonicalSweepValue(spec->kind_case(), kv[0], v, "--sweep " + kv[0]);
       if (!canonical.ok()) return canonical.status();
       axis->add_values(*canonical);

@@ -59,7 +59,8 @@ absl::Status BoundJobResult(v1::Job* job, const std::string& artifacts_dir) {
   }
   // A sweep's cells each keep their first steps, as a job of their own would;
   // every step goes to an artifact of the cell.
-  for (v1::SweepCell& cell : *result->mutable_sweep()->mutable_cells()) {
+  for (int i = 0; result->has_sweep() && i < result->sweep().cells_size(); ++i) {
+    v1::SweepCell& cell = *result->mutable_sweep()->mutable_cells(i);
     if (!cell.has_result()) continue;  // an OOM, TIMEOUT or FAILED row
     v1::JobResult* r = cell.mutable_result();
     const std::string prefix = absl::StrCat("cell-", cell.index(), "-");
