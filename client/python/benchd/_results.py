@@ -437,8 +437,13 @@ class SweepResult(_Result):
             row["outcome"] = _OUTCOMES.get(c.outcome, "unspecified")
             row["median_step_ms"] = (c.median_step_seconds * MS
                                      if c.HasField("median_step_seconds") else float("nan"))
-            for name in _DERIVED:
-                row[name] = getattr(c, name) if c.HasField(name) else float("nan")
+            nan = float("nan")
+            row["tokens_per_second"] = (c.tokens_per_second if c.HasField("tokens_per_second")
+                                        else nan)
+            row["speedup_vs_fp32"] = c.speedup_vs_fp32 if c.HasField("speedup_vs_fp32") else nan
+            row["forward_share"] = c.forward_share if c.HasField("forward_share") else nan
+            row["backward_share"] = c.backward_share if c.HasField("backward_share") else nan
+            row["optimizer_share"] = c.optimizer_share if c.HasField("optimizer_share") else nan
             row.update(wall_seconds=c.wall_seconds, error_code=c.error_code,
                        error_message=c.error_message)
             rows.append(row)
