@@ -94,6 +94,17 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 }
 
 std::string ShortSpecSummary(const v1::JobSpec& spec) {
+  if (spec.has_sweep()) {
+    // The request alone may name no model (a sweep over model.preset): the axes say more.
+    std::vector<std::string> axes;
+    int64_t cells = 1;
+    for (const v1::SweepAxis& a : spec.sweep().axes()) {
+      axes.push_back(a.field());
+      cells *= a.values_size();
+    }
+    return fmt::format("{} sweep {} ({} cells)", JobKindName(spec), absl::StrJoin(axes, " x "),
+                       cells);
+  }
   if (spec.has_memory()) return "memory " + MemorySpecSummary(spec.memory());
   if (spec.has_profile()) return "profile " + ProfileSpecSummary(spec.profile());
   if (!spec.has_benchmark()) return JobKindName(spec);

@@ -1,5 +1,7 @@
 #include "client/sweep_view.h"
 
+#include "client/job_view.h"
+
 #include <string>
 
 #include "gmock/gmock.h"
@@ -121,6 +123,8 @@ TEST(SweepViewTest, CsvHasOneRowPerCellAndTheTableEveryCell) {
   EXPECT_THAT(table, HasSubstr("out_of_memory"));
   EXPECT_EQ(SweepSummary(job.spec().sweep()),
             "model.preset=small,medium x precision=fp32,bf16 (4 cells)");
+  EXPECT_EQ(ShortSpecSummary(job.spec()), "benchmark sweep model.preset x precision (4 cells)");
+  EXPECT_THAT(JobView(job), HasSubstr("Sweep: 4 of 4 cells ran: 3 ok, 1 out of memory"));
 }
 
 TEST(SweepViewTest, ACellLineForWatch) {
