@@ -1,9 +1,8 @@
 #include "client/sweep_view.h"
 
-#include "client/job_view.h"
-
 #include <string>
 
+#include "client/job_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
