@@ -230,6 +230,32 @@ TEST_F(SweepJobTest, AWorkerThatDiesOrStallsMidCellIsARowAndTheSweepGoesOnAfterI
   EXPECT_THAT(workers_.kills(), ElementsAre(HasSubstr("made no progress for 1 s")));
 }
 
+// The RUNNING job is stored with its rows after each cell: GetJob shows
+// them, and a daemon killed mid-sweep leaves them with the INTERRUPTED job.
+TEST_F(SweepJobTest, TheRowsSoFarAreStoredWhileTheSweepRuns) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  Gate started, release;
+  cpu0->QueueRun(ByPrecision());
+  cpu0->QueueRun([&](FakeRun& run) {
+    started.Open();
+    if (!release.Wait()) return fake::Broken(absl::InternalError("never released"));
+    return ByPrecision()(run);
+  });
+  StartJobs();
+  const std::string id = Submit(Sweep({"fp32", "bf16"}, {"16"}));
+  ASSERT_TRUE(started.Wait());
+  const v1::Job running = Get(id);
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(running.result().sweep().cells_size(), 1);
+  EXPECT_EQ(running.result().sweep().cells(0).outcome(), v1::SWEEP_CELL_OUTCOME_OK);
+  EXPECT_EQ(running.result().sweep().cells_total(), 2);
+  release.Open();
+  const v1::Job done = WaitFinal(id);
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.result().sweep().cells_size(), 2);
+}
+
 TEST_F(SweepJobTest, SubmitRefusesABadCellBeforeAnythingRuns) {
   workers_.UpAll();
   StartJobs();
