@@ -23,6 +23,7 @@
 #include "client/memory_view.h"
 #include "client/progress.h"
 #include "client/rpc.h"
+#include "client/sweep_view.h"
 #include "client/table.h"
 #include "common/collective_math.h"
 #include "common/job_spec.h"
@@ -53,7 +54,8 @@ int TerminalWidth(FILE* stream) {
 struct FollowOutput {
   FILE* stream = stdout;
   bool ndjson = false;  // one JobEvent per line instead of the progress display
-  bool rows = false;    // a collective's rows as they complete
+  bool rows = false;    // a collective's rows and a sweep's cells as they complete
+  int sweep_cells = 0;  // cells of the sweep followed, for "cell 3/6"
 };
 
 // Streams the job's events (NDJSON, live bar or plain lines) to `o.stream`,
@@ -70,9 +72,9 @@ int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput&
       Write(o.stream, ToJsonLine(e));
       return;
     }
-    const std::string row = o.rows && e.has_collective_row()
-                                ? CollectiveRowLine(e.collective_row()) + "\n"
-                                : std::string();
+    std::string row;
+    if (o.rows && e.has_collective_row()) row = CollectiveRowLine(e.collective_row()) + "\n";
+    if (o.rows && e.has_sweep_cell()) row = SweepCellLine(e.sweep_cell(), o.sweep_cells) + "\n";
     if (tty) {
       // "\r\x1b[K": back to column 0 and clear, so the bar redraws in place.
       std::string out;
@@ -124,7 +126,10 @@ int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const SubmitFl
   }
   Write(stderr, fmt::format("submitted {} job {}\n", JobKindName(spec), job->id()));
   v1::Job final_job;
-  const int code = WatchJob(client, job->id(), {.stream = stderr, .rows = true}, &final_job);
+  int cells = sent.has_sweep() ? 1 : 0;
+  for (const v1::SweepAxis& a : sent.sweep().axes()) cells *= a.values_size();
+  const int code = WatchJob(client, job->id(),
+                            {.stream = stderr, .rows = true, .sweep_cells = cells}, &final_job);
   if (code != kExitOk && code != kExitJobFailed) return code;
   absl::StatusOr<v1::Job> stored = client.GetJob(job->id());
   *done = stored.ok() ? *std::move(stored) : final_job;
@@ -147,22 +152,40 @@ Submitted Submit(const GlobalOptions& g, const absl::StatusOr<v1::JobSpec>& spec
     out.code = ReportError(spec.status());
     return out;
   }
+  v1::JobSpec swept = *spec;
+  absl::Status s = ApplySweepFlags(flags.sweep, flags.cell_timeout, &swept);
+  if (s.ok() && !flags.pivot.pivot.empty() && !swept.has_sweep()) {
+    s = absl::InvalidArgumentError("--pivot needs --sweep: it lays out a sweep's cells");
+  }
+  if (s.ok()) s = CheckWatchOnlyFlags(flags.watch, {{"--pivot", !flags.pivot.pivot.empty()}});
+  if (!s.ok()) {
+    out.code = ReportError(s);
+    return out;
+  }
   v1::Job done;
   bool followed = false;
-  out.code = SubmitAndFollow(out.client, *spec, flags, &done, &followed);
+  out.code = SubmitAndFollow(out.client, swept, flags, &done, &followed);
   if (followed) out.done = std::move(done);
   return out;
 }
 
 // After SubmitAndFollow: the finished job as JSON, or `view` after a blank
-// line ending the progress.
-void PrintFinished(const v1::Job& done, bool json, const std::string& view) {
-  if (json) {
+// line ending the progress, and a sweep's pivot when asked for.
+void PrintFinished(const v1::Job& done, const SubmitFlags& flags, const std::string& view) {
+  if (flags.json) {
     Print(ToJson(done));
     return;
   }
   Write(stderr, "\n");
   Print(view);
+  if (!flags.pivot.pivot.empty()) {
+    absl::StatusOr<std::string> pivot = SweepPivotText(done, flags.pivot, /*csv=*/false);
+    if (pivot.ok()) {
+      Print("\n" + *pivot);
+    } else {
+      ReportError(pivot.status());
+    }
+  }
 }
 
 // A line about a file saved for the job: with the view on stdout, on stderr
@@ -265,7 +288,7 @@ absl::Status CheckWatchOnlyFlags(bool watch,
 int RunSubmitBenchmark(const GlobalOptions& g, const BenchmarkOptions& options,
                        const SubmitFlags& flags) {
   Submitted s = Submit(g, BuildBenchmarkSpec(options), flags);
-  if (s.done) PrintFinished(*s.done, flags.json, JobView(*s.done));
+  if (s.done) PrintFinished(*s.done, flags, JobView(*s.done));
   return s.code;
 }
 
@@ -308,7 +331,7 @@ int RunSubmitMemory(const GlobalOptions& g, const MemoryOptions& options, const 
   }
   Submitted s = Submit(g, BuildMemorySpec(options), flags);
   if (!s.done) return s.code;
-  PrintFinished(*s.done, flags.json, JobView(*s.done));
+  PrintFinished(*s.done, flags, JobView(*s.done));
   for (const std::string& line :
        SaveTimelines(*s.done, svg_dir.value_or("."), FetcherOf(s.client))) {
     Report(flags.json, line);
@@ -332,7 +355,7 @@ int RunSubmitProfile(const GlobalOptions& g, const ProfileOptions& options,
   ProfileViewOptions view;
   view.top = output.top.value_or(view.top);
   view.all = output.all;
-  PrintFinished(done, flags.json, JobView(done, view));
+  PrintFinished(done, flags, JobView(done, view));
   if (code == kExitOk && output.trace_path.has_value() && done.result().has_profile()) {
     int64_t size = 0;
     absl::Status s = FetchToFile(client, done.id(), done.result().profile().trace_artifact(),
@@ -353,7 +376,7 @@ int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options
   Submitted s = Submit(g, BuildCollectiveSpec(options), flags);
   if (!s.done) return s.code;
   const v1::Job& done = *s.done;
-  PrintFinished(done, flags.json,
+  PrintFinished(done, flags,
                 done.result().has_collective() ? CollectiveResultView(done.result().collective())
                                                : std::string());
   if (svg_dir.has_value()) {
@@ -406,14 +429,19 @@ int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json) {
   return WatchJob(client, job_id, {.stream = stdout, .ndjson = json}, &final_job);
 }
 
-int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv) {
+int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv,
+           const PivotFlags& pivot) {
   BenchClient client = MakeClient(g);
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return ReportError(job.status());
-  if (json) {
+  if (!pivot.pivot.empty()) {
+    absl::StatusOr<std::string> text = SweepPivotText(*job, pivot, csv);
+    if (!text.ok()) return ReportError(text.status());
+    Print(*text);
+  } else if (json) {
     Print(ToJson(*job));
   } else if (csv) {
-    Print(StepsCsv(*job));
+    Print(job->spec().has_sweep() ? SweepCsv(*job) : StepsCsv(*job));
   } else {
     Print(JobView(*job));
   }

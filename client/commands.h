@@ -17,6 +17,7 @@
 #include "client/credentials.h"
 #include "client/profile_view.h"
 #include "client/spec_builder.h"
+#include "client/sweep_view.h"
 
 namespace benchd::client {
 
@@ -54,6 +55,13 @@ struct SubmitFlags {
   // --progress-timeout SECONDS: JobSpec.progress_timeout_seconds (0 = the
   // daemon's default for the kind).
   double progress_timeout = 0;
+  // --sweep FIELD=V1,V2 (repeatable) and --cell-timeout SECONDS: JobSpec.sweep
+  // (client/sweep_view.h); with --watch each cell is a line as it finishes.
+  std::vector<std::string> sweep;
+  std::optional<double> cell_timeout;
+  // --pivot ROWS,COLS and --value COLUMN: with --watch, the finished sweep
+  // as the write-up's table after the job's view.
+  PivotFlags pivot;
 };
 
 // `submit profile`'s --watch-only flags; unset/false = not given.
@@ -104,7 +112,10 @@ int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std
                     const std::string& out_path);
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
 // Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
-int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv);
+// A sweep's --csv is one row per cell; `pivot` (with a sweep) prints the
+// pivot instead of the view (as CSV with --csv).
+int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv,
+           const PivotFlags& pivot = {});
 
 // `benchctl list`: the newest `limit` jobs matching the filters ("" = any).
 struct ListOptions {

@@ -12,6 +12,7 @@
 #include "client/memory_view.h"
 #include "client/options_view.h"
 #include "client/profile_view.h"
+#include "client/sweep_view.h"
 #include "client/table.h"
 #include "common/job_spec.h"
 #include "common/model_config.h"
@@ -93,6 +94,17 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 }
 
 std::string ShortSpecSummary(const v1::JobSpec& spec) {
+  if (spec.has_sweep()) {
+    // The request alone may name no model (a sweep over model.preset): the axes say more.
+    std::vector<std::string> axes;
+    int64_t cells = 1;
+    for (const v1::SweepAxis& a : spec.sweep().axes()) {
+      axes.push_back(a.field());
+      cells *= a.values_size();
+    }
+    return fmt::format("{} sweep {} ({} cells)", JobKindName(spec), absl::StrJoin(axes, " x "),
+                       cells);
+  }
   if (spec.has_memory()) return "memory " + MemorySpecSummary(spec.memory());
   if (spec.has_profile()) return "profile " + ProfileSpecSummary(spec.profile());
   if (!spec.has_benchmark()) return JobKindName(spec);
@@ -215,6 +227,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   }
   kv.emplace_back("Finished", finished);
   kv.emplace_back("Spec", SpecSummary(job.spec()));
+  if (job.spec().has_sweep()) kv.emplace_back("Sweep", SweepSummary(job.spec().sweep()));
   if (job.state() == v1::JOB_STATE_FAILED || job.error_code() != 0 ||
       !job.error_message().empty()) {
     kv.emplace_back("Error", ErrorText(job));
@@ -224,6 +237,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());
   if (HasProfileResult(job)) out += "\n" + ProfileResultView(job.result().profile(), profile);
   if (job.result().has_collective()) out += "\n" + CollectiveResultView(job.result().collective());
+  if (job.result().has_sweep()) out += "\n" + SweepTable(job.spec().sweep(), job.result().sweep());
   return out;
 }
 
@@ -231,6 +245,7 @@ std::string FinalStateLine(const v1::Job& job) {
   switch (job.state()) {
     case v1::JOB_STATE_SUCCEEDED: {
       std::string line = fmt::format("job {} succeeded", job.id());
+      if (job.result().has_sweep()) line += ": " + SweepCountsText(job.result().sweep());
       if (HasResult(job)) {
         const v1::BenchmarkResult& r = job.result().benchmark();
         line +=

@@ -226,6 +226,21 @@ int main(int argc, char** argv) {
                     "job fails (default: the daemon's, per kind)");
     cmd->add_flag("--json", submit_flags.json,
                   "print the Job as JSON (with --watch: the finished Job)");
+    cmd->add_option("--sweep", submit_flags.sweep,
+                    "sweep a field: FIELD=V1,V2,... (repeatable; the Cartesian product, first "
+                    "outermost, one job), e.g. --sweep precision=fp32,bf16 --sweep "
+                    "model.preset=small,medium; fields relative to the request (profile and "
+                    "memory: step.precision)");
+    cmd->add_option("--cell-timeout", submit_flags.cell_timeout,
+                    "with --sweep: seconds a cell may run before it is cancelled (a TIMEOUT row; "
+                    "the sweep goes on)");
+    cmd->add_option("--pivot", submit_flags.pivot.pivot,
+                    "with --watch and --sweep: print the cells as a table ROWS,COLS, e.g. "
+                    "model.preset,precision");
+    cmd->add_option("--value", submit_flags.pivot.value,
+                    "the --pivot's value: median_step_ms (default), tokens_per_second, "
+                    "speedup_vs_fp32, forward_share, backward_share, optimizer_share, "
+                    "peak_memory_mib, wall_seconds");
   };
 
   CLI::App* benchmark =
@@ -296,8 +311,16 @@ int main(int argc, char** argv) {
   CLI::Option* get_json = add_json(get, "print the Job as JSON");
   get->add_flag("--csv", csv,
                 "print one CSV row per step: job_id,index,warmup,step_s,host_s,forward_s,"
-                "backward_s,optimizer_s,loss")
+                "backward_s,optimizer_s,loss (a sweep: one row per cell; with --pivot the pivot)")
       ->excludes(get_json);
+  bc::PivotFlags get_pivot;
+  get->add_option("--pivot", get_pivot.pivot,
+                  "a sweep's cells as a table ROWS,COLS, e.g. model.preset,precision")
+      ->excludes(get_json);
+  get->add_option("--value", get_pivot.value,
+                  "the --pivot's value: median_step_ms (default), tokens_per_second, "
+                  "speedup_vs_fp32, forward_share, backward_share, optimizer_share, "
+                  "peak_memory_mib, wall_seconds");
 
   CLI::App* list = app.add_subcommand("list", "list jobs, newest first");
   bc::ListOptions list_opts;
@@ -418,7 +441,7 @@ int main(int argc, char** argv) {
   if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
   if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);
-  if (*get) return bc::RunGet(g, job_id, json, csv);
+  if (*get) return bc::RunGet(g, job_id, json, csv, get_pivot);
   if (*list) return bc::RunList(g, list_opts, json);
   if (*cancel) return bc::RunCancel(g, job_id, json);
   if (*models) return bc::RunModels(g, device, json);

@@ -13,6 +13,7 @@
 #include "common/collective_math.h"
 #include "common/model_config.h"
 #include "common/options.h"
+#include "common/sweep_spec.h"
 
 namespace benchd {
 namespace {
@@ -664,6 +665,20 @@ absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std:
 }
 
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device) {
+  if (spec.has_sweep()) {
+    // Each cell runs on the device as a request of its own.
+    auto cells = ExpandSweep(spec);
+    if (!cells.ok()) return cells.status();
+    for (size_t i = 0; i < cells->size(); ++i) {
+      const SweepCellSpec& cell = (*cells)[i];
+      if (auto s = CheckKindForDevice(cell.spec, device); !s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat("sweep cell ", i, " (",
+                                   SweepCellLabel(spec.sweep(), cell.values), "): ", s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
   const bool cuda = device.rfind("cuda:", 0) == 0;
   switch (spec.kind_case()) {
     case v1::JobSpec::kBenchmark:
@@ -750,6 +765,13 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "progress_timeout_seconds: expected 0 (= the daemon's default for the kind) or 1..",
         kMaxTimeoutSeconds, ", got ", NumberText(t)));
+  }
+  if (spec.has_sweep()) {
+    // Every cell must resolve; the spec is kept as given (its request alone
+    // need not be valid: a sweep over model.preset may name no model).
+    auto cells = ExpandSweep(spec);
+    if (!cells.ok()) return cells.status();
+    return spec;
   }
   v1::JobSpec out = spec;
   switch (spec.kind_case()) {

@@ -36,6 +36,8 @@ std::string JobKindName(const v1::JobSpec& spec);
 // measured steps 10, the model resolved), or INVALID_ARGUMENT naming the field
 // (the options' checks: common/options.h).
 // The device is not checked here: only the daemon knows its devices.
+// With a sweep (common/sweep_spec.h) every cell must resolve, and the spec
+// comes back as given: each cell is resolved when it runs.
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
 
 // The runs of a resolved memory request, in sweep order (context lengths,
@@ -59,7 +61,8 @@ std::vector<std::string> CollectiveDevices(const v1::CollectiveSpec& collective)
 // FAILED_PRECONDITION when the kind cannot run on that device at all (memory
 // on a CPU); INVALID_ARGUMENT naming the field when a benchmark step's option
 // cannot run there (CheckStepOptionsForDevice). The daemon calls it at Submit
-// with the resolved device name.
+// with the resolved device name. A sweep's cells are checked each, the
+// first refused named ("sweep cell 2 (precision=fp32): ...").
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device);
 
 // INVALID_ARGUMENT naming the field (`prefix` + "cuda_graph", "attention")

@@ -1026,6 +1026,14 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
        collective},
       {"collective.timeout_seconds",
        [&](v1::JobSpec* s) { C(s)->set_timeout_seconds(kMaxTimeoutSeconds + 1); }, collective},
+      {"sweep.cell_timeout_seconds",
+       [&](v1::JobSpec* s) {
+         v1::SweepAxis* a = s->mutable_sweep()->add_axes();
+         a->set_field("precision");
+         a->add_values("fp32");
+         s->mutable_sweep()->set_cell_timeout_seconds(kMaxTimeoutSeconds + 1);
+       },
+       bench},
   };
   std::set<const FieldDescriptor*> covered;
   for (const Case& c : cases) {

@@ -43,6 +43,8 @@ inline constexpr size_t kMaxJobIdBytes = 18;          // decimal digits of a pos
 inline constexpr size_t kMaxModelKeyBytes = 256;      // "cuda:0/V1000-d64-ff256-L2-H4/fp32"
 inline constexpr size_t kMaxArtifactNameBytes = 255;  // one path component (NAME_MAX)
 inline constexpr size_t kMaxPageTokenBytes = 256;     // what EncodePageToken makes: < 100
+inline constexpr size_t kMaxSweepFieldBytes = 64;     // "step.model.preset"
+inline constexpr size_t kMaxSweepValueBytes = 64;     // "ATTENTION_IMPL_SDPA_EFFICIENT", a preset
 // A string field of a request with no row below.
 inline constexpr size_t kDefaultMaxStringBytes = 256;
 
@@ -55,6 +57,11 @@ inline constexpr int kMaxCollectiveTargets = 16;
 // Runs of one memory sweep (context_lengths x modes x precisions), and so
 // the length of each of those lists.
 inline constexpr int64_t kMaxMemoryRuns = 64;
+// A sweep (v1::SweepSpec): its axes, the values of one axis, and its cells
+// (the product); each cell is one worker run, so 1024 is hours of device time.
+inline constexpr int kMaxSweepAxes = 6;
+inline constexpr int kMaxSweepValues = 32;
+inline constexpr int64_t kMaxSweepCells = 1024;
 // A list field of a request with no row below.
 inline constexpr int kDefaultMaxListLength = 64;
 
@@ -110,6 +117,8 @@ inline constexpr FieldLimit kStringLimits[] = {
     {"benchd.v1.EvictModelRequest.device", kMaxDeviceNameBytes, "a device name such as cuda:0"},
     {"benchd.v1.CreateGroupRequest.devices", kMaxDeviceNameBytes, "a device name such as cuda:0"},
     {"benchd.v1.DestroyGroupRequest.group", kMaxGroupIdBytes, "a group id such as g1"},
+    {"benchd.v1.SweepAxis.field", kMaxSweepFieldBytes, "a field path such as model.preset"},
+    {"benchd.v1.SweepAxis.values", kMaxSweepValueBytes, "a value such as bf16 or 256"},
 };
 
 inline constexpr FieldLimit kListLimits[] = {
@@ -124,6 +133,8 @@ inline constexpr FieldLimit kListLimits[] = {
     {"benchd.v1.CollectiveSpec.sizes_bytes", kMaxCollectiveSizes, "sizes of one request"},
     {"benchd.v1.CollectiveTarget.devices", kMaxGroupDevices, "one device per rank"},
     {"benchd.v1.CreateGroupRequest.devices", kMaxGroupDevices, "one device per rank"},
+    {"benchd.v1.SweepSpec.axes", kMaxSweepAxes, "axes of one sweep"},
+    {"benchd.v1.SweepAxis.values", kMaxSweepValues, "values of one axis"},
 };
 
 // The row for `full_name` in `table`, or null.

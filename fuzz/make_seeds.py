@@ -78,6 +78,13 @@ JOB_SPECS = {
                           'op: COLLECTIVE_OP_REDUCE_SCATTER in_place: true }',
     "collective-backends": 'collective { devices: "cuda:0" devices: "cuda:1" backends: COLLECTIVE_BACKEND_NCCL '
                            'backends: COLLECTIVE_BACKEND_GLOO op: COLLECTIVE_OP_BROADCAST }',
+    "sweep-precision-context": f'device: "cpu:0" benchmark {{ {TINY} }} sweep {{ axes {{ field: "precision" '
+                               'values: "fp32" values: "BF16" values: "PRECISION_FP16" } '
+                               'axes { field: "context_length" values: "16" values: "32" } '
+                               'cell_timeout_seconds: 30 }',
+    "sweep-profile-preset": 'profile { step { mode: BENCHMARK_MODE_TRAIN_STEP } } sweep { axes { '
+                            'field: "step.model.preset" values: "tiny" values: "mini" } axes { '
+                            'field: "step.attention" values: "flash" values: "math" } }',
     "empty": '',
 }
 

@@ -295,6 +295,8 @@ void JobManager::Dispatch(const std::string& device) {
     }
     if (job->spec().has_collective()) {
       RunCollective(*job);
+    } else if (job->spec().has_sweep()) {
+      RunSweep(*job);
     } else {
       RunOnWorker(*job);
     }
@@ -307,52 +309,43 @@ void JobManager::Dispatch(const std::string& device) {
   }
 }
 
-void JobManager::RunOnWorker(v1::Job job) {
-  const std::string device = QueueDevice(job);
+JobManager::WorkerWait JobManager::AwaitWorker(const std::string& device,
+                                               std::shared_ptr<WorkerClient>* worker,
+                                               std::string* why) {
   auto cancel_requested = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return running_[device].cancel_requested;
   };
-  auto stopping = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stopping_;
-  };
-  // Stopping or draining: a job that has not started stays QUEUED.
   auto not_starting = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return stopping_ || draining_;
   };
-
-  // Wait for the worker (it may be starting or restarting), in short slices so
-  // that a cancel or a stop is seen.
-  absl::StatusOr<std::shared_ptr<WorkerClient>> worker = absl::UnavailableError("");
+  // The worker may be starting or restarting: wait in short slices so that
+  // a cancel or a stop is seen.
+  absl::StatusOr<std::shared_ptr<WorkerClient>> up = absl::UnavailableError("");
   const auto deadline = std::chrono::steady_clock::now() + kWorkerWait;
   while (true) {
     if (cancel_requested() || not_starting()) break;
-    worker = workers_->WaitUntilUp(device, std::chrono::milliseconds(500));
-    if (worker.ok() || std::chrono::steady_clock::now() > deadline) break;
+    up = workers_->WaitUntilUp(device, std::chrono::milliseconds(500));
+    if (up.ok() || std::chrono::steady_clock::now() > deadline) break;
   }
-  if (cancel_requested()) {
-    job.set_state(v1::JOB_STATE_CANCELLED);
-    job.set_error_message("cancelled before it started");
-    Finish(job);
-    return;
+  if (cancel_requested()) return WorkerWait::kCancelled;
+  if (not_starting()) return WorkerWait::kStopping;
+  if (!up.ok()) {
+    *why = std::string(up.status().message());
+    return WorkerWait::kUnavailable;
   }
-  if (not_starting()) return;  // stays QUEUED in the store; taken up at the next start
-  if (!worker.ok()) {
-    job.set_state(v1::JOB_STATE_FAILED);
-    job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
-    job.set_error_message(std::string(worker.status().message()));
-    Finish(job);
-    return;
-  }
+  *worker = *std::move(up);
+  return WorkerWait::kUp;
+}
 
-  if (!MarkRunning(job)) return;
-  if (metrics_) metrics_->SetRunning(device, true);
-
+JobManager::CallEnd JobManager::RunCall(const v1::Job& job, const v1::JobSpec& spec,
+                                        WorkerClient& worker,
+                                        std::optional<std::chrono::milliseconds> time_limit) {
+  const std::string device = QueueDevice(job);
   internal::RunRequest request;
   request.set_job_id(job.id());
-  *request.mutable_spec() = job.spec();
+  *request.mutable_spec() = spec;
   CancelHandle cancel;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -365,20 +358,24 @@ void JobManager::RunOnWorker(v1::Job job) {
   ProgressDeadline progress(
       std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)),
       "starting (building or loading the model)", [&](const std::string& doing) {
-        workers_->Kill(device, (*worker)->generation(),
+        workers_->Kill(device, worker.generation(),
                        absl::StrCat("job ", job.id(), " made no progress for ", deadline_seconds,
                                     " s ", doing));
         cancel.Cancel();
       });
-  const RunEnd end = (*worker)->Run(request, cancel, [&](const internal::WorkerEvent& event) {
+  // A sweep cell's own limit: a timer that nothing moves on, which cancels
+  // the call when it passes.
+  std::optional<ProgressDeadline> limit;
+  if (time_limit) limit.emplace(*time_limit, "", [&](const std::string&) { cancel.Cancel(); });
+  const RunEnd end = worker.Run(request, cancel, [&](const internal::WorkerEvent& event) {
     progress.Progress(DescribeProgress(event));
     switch (event.event_case()) {
       case internal::WorkerEvent::kWarmupStep:
         Publish(job, [&](v1::JobEvent* e) { *e->mutable_warmup_step() = event.warmup_step(); });
         break;
       case internal::WorkerEvent::kStep:
-        if (metrics_ && job.spec().has_benchmark()) {
-          metrics_->ObserveStep(job.spec().benchmark(), event.step().timing().step_seconds());
+        if (metrics_ && spec.has_benchmark()) {
+          metrics_->ObserveStep(spec.benchmark(), event.step().timing().step_seconds());
         }
         Publish(job, [&](v1::JobEvent* e) { *e->mutable_step() = event.step(); });
         break;
@@ -393,61 +390,114 @@ void JobManager::RunOnWorker(v1::Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     running_[device].calls = nullptr;
   }
+  CallEnd out;
+  const bool cancel_requested = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_[device].cancel_requested;
+  }();
+  const bool stopping = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }();
+  auto fail = [&](absl::StatusCode code, std::string message) {
+    out.state = v1::JOB_STATE_FAILED;
+    out.error_code = static_cast<int>(code);
+    out.error_message = std::move(message);
+  };
   if (progress.expired()) {
-    job.set_state(v1::JOB_STATE_FAILED);
-    job.set_error_code(static_cast<int>(absl::StatusCode::kDeadlineExceeded));
-    job.set_error_message(absl::StrCat(
-        "no progress for ", deadline_seconds,
-        " s (the job's progress deadline: progress_timeout_seconds, or the daemon's "
-        "--progress-timeout) ",
-        progress.doing(), "; the worker for ", device, " (pid ", (*worker)->pid(),
-        ") was killed and is being restarted; its log is ", workers_->LogPath(device)));
-  } else if (end.last.has_value()) {
+    fail(absl::StatusCode::kDeadlineExceeded,
+         absl::StrCat("no progress for ", deadline_seconds,
+                      " s (the job's progress deadline: progress_timeout_seconds, or the daemon's "
+                      "--progress-timeout) ",
+                      progress.doing(), "; the worker for ", device, " (pid ", worker.pid(),
+                      ") was killed and is being restarted; its log is ",
+                      workers_->LogPath(device)));
+    out.worker_lost = true;
+  } else if (end.last.has_value() && !end.last->has_cancelled()) {
     const internal::WorkerEvent& last = *end.last;
     if (last.has_result()) {
-      job.set_state(v1::JOB_STATE_SUCCEEDED);
-      *job.mutable_result() = last.result();
+      out.state = v1::JOB_STATE_SUCCEEDED;
+      out.result = last.result();
     } else if (last.has_failure()) {
-      job.set_state(v1::JOB_STATE_FAILED);
-      job.set_error_code(last.failure().code());
-      job.set_error_message(last.failure().message());
+      fail(static_cast<absl::StatusCode>(last.failure().code()), last.failure().message());
     } else {
-      job.set_state(v1::JOB_STATE_CANCELLED);
-      job.set_error_message("cancelled while running; stopped at a step boundary");
+      fail(absl::StatusCode::kInternal, "the worker ended the run without a result or failure");
     }
-  } else if (cancel_requested()) {
-    job.set_state(v1::JOB_STATE_CANCELLED);
-    job.set_error_message("cancelled while running; the worker stops at its next step");
-  } else if (stopping()) {
-    job.set_state(v1::JOB_STATE_INTERRUPTED);
-    job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
-    job.set_error_message("the daemon stopped while this job was running");
+  } else if (limit && limit->expired() && !cancel_requested && !stopping) {
+    out.timed_out = true;
+    fail(absl::StatusCode::kDeadlineExceeded,
+         absl::StrCat("still running after its time limit of ",
+                      static_cast<double>(time_limit->count()) / 1000,
+                      " s (sweep.cell_timeout_seconds); cancelled"));
+  } else if (end.last.has_value()) {
+    out.state = v1::JOB_STATE_CANCELLED;
+    out.error_message = "cancelled while running; stopped at a step boundary";
+  } else if (cancel_requested) {
+    out.state = v1::JOB_STATE_CANCELLED;
+    out.error_message = "cancelled while running; the worker stops at its next step";
+  } else if (stopping) {
+    out.state = v1::JOB_STATE_INTERRUPTED;
+    out.error_code = static_cast<int>(absl::StatusCode::kAborted);
+    out.error_message = "the daemon stopped while this job was running";
   } else {
     const std::string exit =
-        workers_->WaitForExit(device, (*worker)->generation(), std::chrono::seconds(5));
-    job.set_state(v1::JOB_STATE_FAILED);
-    job.set_error_code(static_cast<int>(absl::StatusCode::kAborted));
-    job.set_error_message(
-        exit.empty()
-            ? absl::StrCat("lost the worker for ", device, " (pid ", (*worker)->pid(),
-                           ") while running this job: ", end.status.message())
-            : absl::StrCat("the worker for ", device, " (pid ", (*worker)->pid(),
-                           ") died while running this job: ", exit,
-                           "; it is being restarted; its log is ", workers_->LogPath(device)));
+        workers_->WaitForExit(device, worker.generation(), std::chrono::seconds(5));
+    out.worker_lost = true;
+    fail(absl::StatusCode::kAborted,
+         exit.empty()
+             ? absl::StrCat("lost the worker for ", device, " (pid ", worker.pid(),
+                            ") while running this job: ", end.status.message())
+             : absl::StrCat("the worker for ", device, " (pid ", worker.pid(),
+                            ") died while running this job: ", exit,
+                            "; it is being restarted; its log is ", workers_->LogPath(device)));
   }
-  if (metrics_) metrics_->SetRunning(device, false);
-  const bool cancelled_mid_call = !end.last.has_value() && job.state() == v1::JOB_STATE_CANCELLED;
-  Finish(job);
+  out.cancelled_mid_call =
+      !end.last.has_value() && (out.state == v1::JOB_STATE_CANCELLED || out.timed_out);
+  return out;
+}
+
+void JobManager::ReplaceIfSilent(const v1::Job& job, WorkerClient& worker) {
   // A cancel ends our call at once; the worker stops at its next step. One
   // that does not answer now (stopped, hung) would never stop: replace it.
-  if (cancelled_mid_call) {
-    if (auto ping = (*worker)->Ping(kCancelledPingTimeout); !WorkerAnswered(ping.status())) {
-      workers_->Kill(
-          device, (*worker)->generation(),
-          absl::StrCat("it did not answer within ", kCancelledPingTimeout.count(), " s after job ",
-                       job.id(), " was cancelled (", ping.status().message(), ")"));
-    }
+  if (auto ping = worker.Ping(kCancelledPingTimeout); !WorkerAnswered(ping.status())) {
+    workers_->Kill(
+        worker.device(), worker.generation(),
+        absl::StrCat("it did not answer within ", kCancelledPingTimeout.count(), " s after job ",
+                     job.id(), " was cancelled (", ping.status().message(), ")"));
   }
+}
+
+void JobManager::RunOnWorker(v1::Job job) {
+  const std::string device = QueueDevice(job);
+  std::shared_ptr<WorkerClient> worker;
+  std::string why;
+  switch (AwaitWorker(device, &worker, &why)) {
+    case WorkerWait::kCancelled:
+      job.set_state(v1::JOB_STATE_CANCELLED);
+      job.set_error_message("cancelled before it started");
+      Finish(job);
+      return;
+    case WorkerWait::kStopping:
+      return;  // stays QUEUED in the store; taken up at the next start
+    case WorkerWait::kUnavailable:
+      job.set_state(v1::JOB_STATE_FAILED);
+      job.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
+      job.set_error_message(why);
+      Finish(job);
+      return;
+    case WorkerWait::kUp:
+      break;
+  }
+  if (!MarkRunning(job)) return;
+  if (metrics_) metrics_->SetRunning(device, true);
+  CallEnd end = RunCall(job, job.spec(), *worker, std::nullopt);
+  job.set_state(end.state);
+  if (end.state == v1::JOB_STATE_SUCCEEDED) *job.mutable_result() = std::move(end.result);
+  if (end.error_code != 0) job.set_error_code(end.error_code);
+  if (!end.error_message.empty()) job.set_error_message(end.error_message);
+  if (metrics_) metrics_->SetRunning(device, false);
+  Finish(job);
+  if (end.cancelled_mid_call) ReplaceIfSilent(job, *worker);
 }
 
 void JobManager::RunCollective(v1::Job job) {

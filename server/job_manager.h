@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -89,8 +90,34 @@ class JobManager {
     CancelHandle* calls = nullptr;  // the worker calls in flight (all members of a collective)
   };
 
+  // How waiting for a device's worker ended (AwaitWorker).
+  enum class WorkerWait { kUp, kCancelled, kStopping, kUnavailable };
+  // How one worker call of a job ended (RunCall): the job's state had it
+  // been the whole job, and what a sweep's row needs.
+  struct CallEnd {
+    v1::JobState state = v1::JOB_STATE_FAILED;
+    int error_code = 0;
+    std::string error_message;
+    v1::JobResult result;             // SUCCEEDED only
+    bool timed_out = false;           // the call's time limit passed (it was cancelled)
+    bool worker_lost = false;         // the worker died or was killed for the progress deadline
+    bool cancelled_mid_call = false;  // our call ended before the worker's last event
+  };
+
   void Dispatch(const std::string& device);
+  // Waits (up to 5 minutes, seeing cancels and stops) for `device`'s worker.
+  WorkerWait AwaitWorker(const std::string& device, std::shared_ptr<WorkerClient>* worker,
+                         std::string* why);
+  // One Run of `spec` for `job` on `worker`: its events published as the
+  // job's, under the job's progress deadline, cancelled by the job's cancel
+  // and, with `time_limit`, when that passes.
+  CallEnd RunCall(const v1::Job& job, const v1::JobSpec& spec, WorkerClient& worker,
+                  std::optional<std::chrono::milliseconds> time_limit);
+  // After a call cancelled mid-run: kills the worker if it does not answer.
+  void ReplaceIfSilent(const v1::Job& job, WorkerClient& worker);
   void RunOnWorker(v1::Job job);
+  // A sweep (server/sweep_job.cc): every cell a RunCall, in order.
+  void RunSweep(v1::Job job);
   // A collective job (server/collective_job.cc) on all its devices.
   void RunCollective(v1::Job job);
   // Writes the final state, publishes the terminal event, counts it.

@@ -57,6 +57,22 @@ absl::Status BoundJobResult(v1::Job* job, const std::string& artifacts_dir) {
     status.Update(BoundSteps(result->mutable_profile()->mutable_unprofiled(), artifacts_dir,
                              job->id(), kUnprofiledStepsArtifact));
   }
+  // A sweep's cells each keep their first steps, as a job of their own would;
+  // every step goes to an artifact of the cell.
+  for (int i = 0; result->has_sweep() && i < result->sweep().cells_size(); ++i) {
+    v1::SweepCell& cell = *result->mutable_sweep()->mutable_cells(i);
+    if (!cell.has_result()) continue;  // an OOM, TIMEOUT or FAILED row
+    v1::JobResult* r = cell.mutable_result();
+    const std::string prefix = absl::StrCat("cell-", cell.index(), "-");
+    if (r->has_benchmark()) {
+      status.Update(
+          BoundSteps(r->mutable_benchmark(), artifacts_dir, job->id(), prefix + kStepsArtifact));
+    }
+    if (r->has_profile() && r->profile().has_unprofiled()) {
+      status.Update(BoundSteps(r->mutable_profile()->mutable_unprofiled(), artifacts_dir, job->id(),
+                               prefix + kUnprofiledStepsArtifact));
+    }
+  }
   if (job->ByteSizeLong() > kMaxStoredJobBytes) {
     absl::Status s =
         WriteArtifact(artifacts_dir, job->id(), kResultArtifact, result->SerializeAsString());

@@ -21,6 +21,7 @@ namespace benchd::server {
 inline constexpr int kMaxResultSteps = 1000;
 inline constexpr char kStepsArtifact[] = "steps.csv";
 inline constexpr char kUnprofiledStepsArtifact[] = "unprofiled_steps.csv";
+// A sweep's cell N: cell-N-steps.csv, cell-N-unprofiled_steps.csv.
 // A job still larger than this after the steps are cut (a collective of many
 // rows of 100,000 iterations, say) keeps a summary of its result
 // (server/job_summary.h) and the whole result goes to an artifact.

@@ -8,6 +8,8 @@
     job = c.benchmark(preset="small", mode="train_step", precision="bf16", steps=10)
     res = job.wait().result                  # a progress bar in a notebook or terminal
     res.to_pandas()                          # one row per step: step_ms, forward_ms, ...
+    sw = c.benchmark(preset="small", sweep={"precision": ["fp32", "bf16"]}).wait().result
+    sw.to_pandas(); sw.pivot("model.preset", "precision")  # a sweep: one row per cell
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
 collective; and jobs/job/cancel, models/evict, node, create_group/groups/
@@ -24,14 +26,15 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
 from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result)
+                       Records, Result, SweepResult)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
-    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result", "Node",
+    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
+    "Result", "Node",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
     "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",

@@ -46,6 +46,11 @@ class StepArgs(TypedDict, total=False):
     weight_copies: bool
     fused_ops: bool
     autograd: bool
+    # A sweep of the request (JobSpec.sweep): {field: [values]}, the product
+    # run in order as one job, e.g. {"precision": ["fp32", "bf16"],
+    # "model.preset": ["small", "medium"]} (profile and memory: "step.precision").
+    sweep: Mapping[str, Union[str, Sequence[object]]]
+    cell_timeout: float      # with sweep: seconds a cell may run (a TIMEOUT row)
 
 
 class BenchmarkArgs(StepArgs, total=False):
@@ -190,6 +195,34 @@ def _warmup(argument: str, value: object) -> int | str:
     return int(value)
 
 
+def _sweep_value(argument: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, numbers.Real)):
+        return str(value)
+    raise ArgumentTypeError(argument, value, "a value as text, a number or a bool",
+                            f"{argument}: expected a value (text, number or bool), got {value!r}")
+
+
+def _sweep(argument: str, value: object) -> list[tuple[str, list[str]]]:
+    if not isinstance(value, Mapping) or not value:
+        raise ArgumentTypeError(argument, value, "{field: [values]}",
+                                f"{argument}: expected a non-empty mapping of field to values, "
+                                f"e.g. {{'precision': ['fp32', 'bf16']}}, got {value!r}")
+    axes = []
+    for field, values in value.items():
+        if not isinstance(field, str):
+            raise ArgumentTypeError(argument, value, "{field: [values]}",
+                                    f"{argument}: field names are text, got {field!r}")
+        where = f"{argument}[{field!r}]"
+        items = values.split(",") if isinstance(values, str) else values
+        if not isinstance(items, Sequence) or isinstance(items, (bytes, bytearray)):
+            raise ArgumentTypeError(where, values, "a list of values",
+                                    f"{where}: expected a list of values, got {values!r}")
+        axes.append((field, [_sweep_value(where, v) for v in items]))
+    return axes
+
+
 Checker = Callable[[str, object], Any]
 
 STEP_CHECKS: dict[str, Checker] = {
@@ -199,6 +232,7 @@ STEP_CHECKS: dict[str, Checker] = {
     "warmup_steps": as_int, "seed": as_int, "warmup": _warmup, "warmup_max_steps": as_int,
     "attention": _enum(E.ATTENTION), "optimizer": _enum(E.OPTIMIZER), "tf32": as_bool,
     "weight_copies": as_bool, "fused_ops": as_bool, "autograd": as_bool,
+    "sweep": _sweep, "cell_timeout": as_float,
 }
 BENCHMARK_CHECKS: dict[str, Checker] = {
     **STEP_CHECKS, "steps": as_int, "export_parity": as_bool, "cuda_graph": as_bool}
@@ -304,10 +338,25 @@ def _benchmark_spec(a: Mapping[str, Any]) -> tuple[str, pb.BenchmarkSpec]:
     return a.get("device", ""), b
 
 
+def _with_sweep(spec: pb.JobSpec, a: Mapping[str, Any]) -> pb.JobSpec:
+    """The sweep's axes as given (the daemon checks fields and values and
+    names the bad one: sweep.axes[i].values[j])."""
+    if "sweep" not in a:
+        if "cell_timeout" in a:
+            raise ArgumentError("cell_timeout", a["cell_timeout"], "with sweep",
+                                "cell_timeout: needs sweep (it limits each cell of a sweep)")
+        return spec
+    for field, values in a["sweep"]:
+        spec.sweep.axes.add(field=field, values=values)
+    if "cell_timeout" in a:
+        spec.sweep.cell_timeout_seconds = a["cell_timeout"]
+    return spec
+
+
 def benchmark_spec(given: Mapping[str, object]) -> pb.JobSpec:
     a = check("benchmark", BENCHMARK_CHECKS, given)
     device, b = _benchmark_spec(a)
-    return pb.JobSpec(device=device, benchmark=b)
+    return _with_sweep(pb.JobSpec(device=device, benchmark=b), a)
 
 
 def profile_spec(given: Mapping[str, object]) -> pb.JobSpec:
@@ -318,7 +367,7 @@ def profile_spec(given: Mapping[str, object]) -> pb.JobSpec:
     if "profile_steps" in a:
         p.profile_steps = a["profile_steps"]
     p.activities.extend(a.get("activities", []))
-    return pb.JobSpec(device=device, profile=p)
+    return _with_sweep(pb.JobSpec(device=device, profile=p), a)
 
 
 def memory_spec(given: Mapping[str, object]) -> pb.JobSpec:
@@ -334,7 +383,7 @@ def memory_spec(given: Mapping[str, object]) -> pb.JobSpec:
     m.context_lengths.extend(a.get("contexts", []))
     m.modes.extend(a.get("modes", []))
     m.precisions.extend(a.get("precisions", []))
-    return pb.JobSpec(device=device, memory=m)
+    return _with_sweep(pb.JobSpec(device=device, memory=m), a)
 
 
 def collective_spec(given: Mapping[str, object]) -> pb.JobSpec:

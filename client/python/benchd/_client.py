@@ -194,7 +194,13 @@ class Client(ClientBase):
         warmup_max_steps, attention (faithful, sdpa, flash, efficient, cudnn,
         math), optimizer (faithful, foreach, fused), tf32, weight_copies,
         fused_ops, autograd, steps, export_parity, cuda_graph.
-        Unset arguments take the daemon's defaults. Returns the Job."""
+        Unset arguments take the daemon's defaults. Returns the Job.
+
+        sweep={"precision": ["fp32", "bf16"], "model.preset": ["small", ...]}
+        (any request but collective; fields relative to the request, e.g.
+        "step.precision" for profile and memory) runs the product as one job
+        whose result is a SweepResult (one row per cell); cell_timeout
+        (seconds) makes a cell still running a TIMEOUT row."""
         A.check_positionals("benchmark", args, A.BENCHMARK_CHECKS)
         return self._submit(A.benchmark_spec(kwargs))
 

@@ -56,7 +56,7 @@ class Event:
     """One JobEvent of a job's Watch stream.
 
     kind: 'queued', 'started', 'warmup_step', 'step', 'log', 'collective_row',
-    or a terminal one: 'result', 'failed', 'cancelled', 'interrupted'."""
+    'sweep_cell' (a sweep's cell as it ends), or a terminal one: 'result', 'failed', 'cancelled', 'interrupted'."""
 
     def __init__(self, proto: pb.JobEvent) -> None:
         self.proto = proto
@@ -103,6 +103,10 @@ class Event:
     @property
     def row(self) -> pb.CollectiveRow | None:
         return self.proto.collective_row if self.kind == "collective_row" else None
+
+    @property
+    def cell(self) -> pb.SweepCell | None:
+        return self.proto.sweep_cell if self.kind == "sweep_cell" else None
 
     def __repr__(self) -> str:
         extra = ""
@@ -238,6 +242,10 @@ class Progress:
             bar.update(1)
             bar.set_postfix_str(f"{e.row.size_bytes} B busbw {e.row.busbw_gbps:.3g} GB/s",
                                 refresh=True)
+        elif e.kind == "sweep_cell" and e.cell is not None:
+            outcome = {1: "ok", 2: "out of memory", 3: "timeout", 4: "failed"}.get(
+                e.cell.outcome, "?")
+            bar.write(f"cell {e.cell.index + 1} {' '.join(e.cell.values)}: {outcome}")
         elif e.kind == "log" and e.message:
             bar.write(e.message)
         elif e.terminal:

@@ -6,6 +6,7 @@ DataFrame with the units in the column names (`step_ms`, `bytes`, `busbw_gbps`).
     ProfileResult.to_pandas()     one row per kernel (or CPU operator) per range
     MemoryResult.to_pandas()      one row per memory run (a sweep's cells)
     CollectiveResult.to_pandas()  one row per size (per backend and world size)
+    SweepResult.to_pandas()       one row per cell of a sweep (any kind's `sweep=`)
 
 Each has `_repr_html_` (a summary and the table) for Jupyter.
 """
@@ -19,7 +20,8 @@ import pandas as pd
 from . import _enums as E
 from .v1 import bench_pb2 as pb
 
-__all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result",
+__all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
+           "Result",
            "make_result", "step_columns", "Records", "Node"]
 
 MS = 1e3
@@ -394,11 +396,83 @@ class CollectiveResult(_Result):
                 ("wrong elements", self.wrong_elements), ("cells", len(self.proto.rows))]
 
 
-Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult]
+_OUTCOMES = {pb.SWEEP_CELL_OUTCOME_OK: "ok", pb.SWEEP_CELL_OUTCOME_OUT_OF_MEMORY: "out_of_memory",
+             pb.SWEEP_CELL_OUTCOME_TIMEOUT: "timeout", pb.SWEEP_CELL_OUTCOME_FAILED: "failed"}
+_DERIVED = ("tokens_per_second", "speedup_vs_fp32", "forward_share", "backward_share",
+            "optimizer_share")
+
+
+class SweepResult(_Result):
+    """A sweep's rows (SweepResult in bench.proto): each cell's values, how it
+    ended, its own result (`cell_result(i)`) and the derived columns the
+    daemon computed (docs/architecture.md "Sweeps")."""
+
+    kind = "sweep"
+
+    def __init__(self, proto: pb.SweepResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.proto.fields)
+
+    def cell_result(self, index: int) -> "Result | None":
+        """The typed result of cell `index` (None for a cell that did not succeed)."""
+        cell = self.proto.cells[index]
+        job = pb.Job(id=self.job_id, spec=cell.spec, result=cell.result)
+        return make_result(job) if cell.outcome == pb.SWEEP_CELL_OUTCOME_OK else None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per cell: job_id, index, one column per axis (its field, e.g.
+        precision, model.preset), outcome (ok, out_of_memory, timeout, failed),
+        median_step_ms, tokens_per_second, speedup_vs_fp32, forward_share,
+        backward_share, optimizer_share (NaN where a cell has none),
+        wall_seconds, error_code, error_message."""
+        rows = []
+        for c in self.proto.cells:
+            row: dict[str, Any] = {"job_id": self.job_id, "index": c.index}
+            for field, value in zip(self.fields, c.values):
+                row[field] = value
+            row["outcome"] = _OUTCOMES.get(c.outcome, "unspecified")
+            row["median_step_ms"] = (c.median_step_seconds * MS
+                                     if c.HasField("median_step_seconds") else float("nan"))
+            nan = float("nan")
+            row["tokens_per_second"] = (c.tokens_per_second if c.HasField("tokens_per_second")
+                                        else nan)
+            row["speedup_vs_fp32"] = c.speedup_vs_fp32 if c.HasField("speedup_vs_fp32") else nan
+            row["forward_share"] = c.forward_share if c.HasField("forward_share") else nan
+            row["backward_share"] = c.backward_share if c.HasField("backward_share") else nan
+            row["optimizer_share"] = c.optimizer_share if c.HasField("optimizer_share") else nan
+            row.update(wall_seconds=c.wall_seconds, error_code=c.error_code,
+                       error_message=c.error_message)
+            rows.append(row)
+        return frame(rows, columns=["job_id", "index", *self.fields, "outcome", "median_step_ms",
+                                    *_DERIVED, "wall_seconds", "error_code", "error_message"])
+
+    def pivot(self, rows: str, columns: str, value: str = "median_step_ms") -> pd.DataFrame:
+        """The write-up's layout: `rows` and `columns` are two of the axes
+        (e.g. "model.preset", "precision"), `value` a column of to_pandas()."""
+        df = self.to_pandas()
+        out: pd.DataFrame = df.pivot_table(index=rows, columns=columns, values=value,
+                                           aggfunc="first", sort=False)
+        return out
+
+    def _summary(self) -> list[tuple[str, object]]:
+        p = self.proto
+        return [("axes", " x ".join(self.fields)), ("cells", f"{len(p.cells)} of {p.cells_total}"),
+                ("ok", p.cells_ok), ("out of memory", p.cells_out_of_memory),
+                ("timed out", p.cells_timeout), ("failed", p.cells_failed)]
+
+
+Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, SweepResult]
 
 
 def make_result(job: pb.Job) -> Result | None:
-    """The typed result of a SUCCEEDED job (None when it has none)."""
+    """The typed result of a SUCCEEDED job (None when it has none); a sweep's
+    is a SweepResult whatever the kind."""
+    if job.result.HasField("sweep"):
+        return SweepResult(job.result.sweep, job.id)
     kind = job.result.WhichOneof("kind")
     if kind == "benchmark":
         return BenchmarkResult(job.result.benchmark, job.id)
