@@ -10,7 +10,7 @@
     res.to_pandas()                          # one row per step: step_ms, forward_ms, ...
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
-collective; and jobs/job/cancel, models/evict, node, create_group/groups/
+collective, attention; and jobs/job/cancel, models/evict, node, create_group/groups/
 destroy_group, artifacts/download. Plots: benchd.plots (pip install
 'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
 """
@@ -23,7 +23,7 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
-from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
                        Records, Result)
 
 __version__ = "0.1.0"
@@ -31,7 +31,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
-    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result", "Node",
+    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
+    "Result", "Node",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
     "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",
