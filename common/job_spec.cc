@@ -237,14 +237,17 @@ absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) 
   if (!out.has_warmup_passes()) out.set_warmup_passes(kDefaultAttentionWarmupPasses);
   if (!out.has_passes()) out.set_passes(kDefaultAttentionPasses);
   absl::Status s;
-  if (!(s = CheckRange("attention.batch_size", out.batch_size(), 1, kMaxBatch)).ok()) return s;
+  if (!(s = CheckRange("attention.batch_size", out.batch_size(), 1, kMaxAttentionBatch)).ok())
+    return s;
   if (out.has_num_heads() &&
       !(s = CheckRange("attention.num_heads", out.num_heads(), 1, kMaxAttentionHeads)).ok())
     return s;
   if (!(s = CheckRange("attention.head_dim", out.head_dim(), 1, kMaxAttentionHeadDim)).ok())
     return s;
   if (!(s = CheckRange("attention.seq_len", out.seq_len(), 1, kMaxContext)).ok()) return s;
-  if (!(s = CheckRange("attention.warmup_passes", out.warmup_passes(), 0, kMaxSteps)).ok())
+  if (!(s = CheckRange("attention.warmup_passes", out.warmup_passes(), 0,
+                       kMaxAttentionWarmupPasses))
+           .ok())
     return s;
   if (!(s = CheckRange("attention.passes", out.passes(), 1, kMaxSteps)).ok()) return s;
   if (out.has_memory_cap_bytes() &&
@@ -252,8 +255,8 @@ absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) 
                        kMinAttentionMemoryCapBytes, kMaxAttentionMemoryCapBytes))
            .ok())
     return s;
-  // Each size is bounded above, so these products fit in 64 bits
-  // (4096·1024·2^40 < 2^63 would not for B·H·T², hence doubles).
+  // Products in doubles: B·H·T² at the sizes' bounds (2^12·2^10·2^40) is
+  // past what a check should have to think about in 64-bit integers.
   const double rows = static_cast<double>(out.batch_size()) *
                       static_cast<double>(out.has_num_heads() ? out.num_heads() : 1);
   const double scores = rows * static_cast<double>(out.seq_len()) * out.seq_len();

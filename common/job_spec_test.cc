@@ -670,8 +670,8 @@ TEST(AttentionSpecTest, TheCoursesLargestCellPassesAndAbsurdSizesAreRefused) {
             std::string::npos)
       << out.status();
   // Q past 2^32 elements with a small score matrix.
-  a->set_batch_size(kMaxBatch);
-  a->set_seq_len(128);
+  a->set_batch_size(kMaxAttentionBatch);
+  a->set_seq_len(2048);  // the score matrix at its bound, 2^34 elements: accepted
   a->set_head_dim(kMaxAttentionHeadDim);
   out = ResolveJobSpec(s);
   ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
@@ -1118,8 +1118,8 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
       {"collective.timeout_seconds",
        [&](v1::JobSpec* s) { C(s)->set_timeout_seconds(kMaxTimeoutSeconds + 1); }, collective},
       {"attention.batch_size", [&](v1::JobSpec* s) { A(s)->set_batch_size(0); }, attention},
-      {"attention.batch_size", [&](v1::JobSpec* s) { A(s)->set_batch_size(kMaxBatch + 1); },
-       attention},
+      {"attention.batch_size",
+       [&](v1::JobSpec* s) { A(s)->set_batch_size(kMaxAttentionBatch + 1); }, attention},
       {"attention.num_heads", [&](v1::JobSpec* s) { A(s)->set_num_heads(0); }, attention},
       {"attention.num_heads", [&](v1::JobSpec* s) { A(s)->set_num_heads(kMaxAttentionHeads + 1); },
        attention},
@@ -1133,6 +1133,8 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
       {"attention.implementation",
        [&](v1::JobSpec* s) { A(s)->set_implementation(v1::AttentionImpl(99)); }, attention},
       {"attention.warmup_passes", [&](v1::JobSpec* s) { A(s)->set_warmup_passes(-1); }, attention},
+      {"attention.warmup_passes",
+       [&](v1::JobSpec* s) { A(s)->set_warmup_passes(kMaxAttentionWarmupPasses + 1); }, attention},
       {"attention.passes", [&](v1::JobSpec* s) { A(s)->set_passes(0); }, attention},
       {"attention.passes", [&](v1::JobSpec* s) { A(s)->set_passes(kMaxSteps + 1); }, attention},
       {"attention.memory_cap_bytes",
