@@ -78,6 +78,12 @@ JOB_SPECS = {
                           'op: COLLECTIVE_OP_REDUCE_SCATTER in_place: true }',
     "collective-backends": 'collective { devices: "cuda:0" devices: "cuda:1" backends: COLLECTIVE_BACKEND_NCCL '
                            'backends: COLLECTIVE_BACKEND_GLOO op: COLLECTIVE_OP_BROADCAST }',
+    "attention-cpu": 'device: "cpu:0" attention { batch_size: 2 seq_len: 64 head_dim: 16 causal: true '
+                     'implementation: ATTENTION_IMPL_SDPA_MATH warmup_passes: 1 passes: 3 seed: 7 }',
+    "attention-grid-cell": 'device: "cuda:0" attention { head_dim: 128 seq_len: 16384 '
+                           'precision: PRECISION_BF16 implementation: ATTENTION_IMPL_SDPA_FLASH '
+                           'num_heads: 4 memory_cap_bytes: 8589934592 }',
+    "attention-defaults": 'attention { }',
     "empty": '',
 }
 

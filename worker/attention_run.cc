@@ -1,5 +1,7 @@
 #include "worker/attention_run.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
