@@ -6,7 +6,9 @@ the score matrix and the saved tensors by formula, and TFLOP/s.
 
 A cell that runs out of memory is an OOM row with the worker's message (its
 memory figures and the score matrix by formula); a cell the daemon refuses
-(flash or cudnn in fp32 on CUDA) is a "refused" row with the daemon's reason.
+(flash or cudnn in fp32 on CUDA) is a "refused" row with the daemon's reason,
+and one whose forced SDPA backend has no kernel for it on the device a "no
+kernel" row with the worker's. Exit status 1 when any cell failed otherwise.
 
   python3 bench/attention_grid.py --benchctl build/bin/benchctl --device cuda:0 \\
       --out gpu-out            # the course's grid: d 16..128 x seq 256..16384
@@ -21,6 +23,7 @@ import sys
 from benchd_cli import Benchctl, BenchctlError, SUCCEEDED
 
 OUT_OF_MEMORY = 8  # google.rpc.Code RESOURCE_EXHAUSTED
+INVALID_ARGUMENT = 3  # from the worker: a forced SDPA backend with no kernel for the cell
 MiB = 1 << 20
 
 
@@ -44,7 +47,9 @@ def cell_flags(args, d, seq, impl, precision, batch=None):
 
 
 def run_cell(cli, flags):
-    """(status, job or None, message): status "ok", "OOM", "failed" or "refused"."""
+    """(status, job or None, message): status "ok", "OOM", "refused" (by the
+    daemon at Submit), "no kernel" (the forced SDPA backend found none for the
+    cell on the device) or "failed"."""
     try:
         job = cli.run_job("attention", *flags)
     except BenchctlError as e:
@@ -53,7 +58,7 @@ def run_cell(cli, flags):
         raise
     if job["state"] == SUCCEEDED:
         return "ok", job, ""
-    status = "OOM" if job.get("errorCode") == OUT_OF_MEMORY else "failed"
+    status = {OUT_OF_MEMORY: "OOM", INVALID_ARGUMENT: "no kernel"}.get(job.get("errorCode"), "failed")
     return status, job, job.get("errorMessage", job["state"])
 
 
