@@ -17,7 +17,11 @@
 #   attention-jobs.json  every cell's Job (benchctl get --json)
 #   cap.txt              the memory-cap check (PASS/FAIL lines)
 #   benchd.log, node.txt, gpu.txt, build.log
+#   ctest-attention.log  with GPU_ATTENTION_CTEST=1
 # GPU_ATTENTION_SKIP_BUILD=1  use build-gpu as it is
+# GPU_ATTENTION_CTEST=1       also build worker_test and run the CUDA attention
+#                             unit tests (saved bytes against the formulas, the
+#                             cap); about a minute more of build on 16 cores
 # GPU_ATTENTION_GRID="..."    extra flags for bench/attention_grid.py (e.g.
 #                             "--dims 64 --seqs 1024" for a quick look)
 set -euo pipefail
@@ -29,8 +33,18 @@ source scripts/gpu-lib.sh
 source scripts/daemon-lib.sh
 gpu_setup
 
-[ -n "${GPU_ATTENTION_SKIP_BUILD:-}" ] ||
+if [ -n "${GPU_ATTENTION_CTEST:-}" ]; then
+  [ -n "${GPU_ATTENTION_SKIP_BUILD:-}" ] ||
+    gpu_build gpu-attention -DBENCHD_TEST_PYTHON=/nonexistent --target benchd benchd-worker benchctl worker_test
+  if ctest --test-dir "$BUILD" -R "CudaAttention|AttentionRun" --output-on-failure > "$OUT/ctest-attention.log" 2>&1; then
+    echo "PASS ctest attention ($(grep -c Passed "$OUT/ctest-attention.log") passed)"
+  else
+    echo "FAIL ctest attention"
+    grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest-attention.log" | head -60
+  fi
+elif [ -z "${GPU_ATTENTION_SKIP_BUILD:-}" ]; then
   gpu_build gpu-attention -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
+fi
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-attention-XXXXXX)
