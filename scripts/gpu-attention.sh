@@ -35,7 +35,7 @@ gpu_setup
 
 if [ -n "${GPU_ATTENTION_CTEST:-}" ]; then
   [ -n "${GPU_ATTENTION_SKIP_BUILD:-}" ] ||
-    gpu_build gpu-attention -DBENCHD_TEST_PYTHON=/nonexistent --target benchd benchd-worker benchctl worker_test
+    gpu_build gpu-attention -DBENCHD_BUILD_TESTS=ON --target benchd benchd-worker benchctl worker_test
   if ctest --test-dir "$BUILD" -R "CudaAttention|AttentionRun" --output-on-failure > "$OUT/ctest-attention.log" 2>&1; then
     echo "PASS ctest attention ($(grep -c Passed "$OUT/ctest-attention.log") passed)"
   else
