@@ -252,7 +252,8 @@ absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
     return kind;
   }
   return absl::InvalidArgumentError(fmt::format(
-      "--kind: unknown kind '{}'; expected benchmark, profile, memory or collective", name));
+      "--kind: unknown kind '{}'; expected benchmark, profile, memory, collective or attention",
+      name));
 }
 
 std::string ErrorMessage(const absl::Status& status) {
@@ -382,6 +383,13 @@ int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options
   if (svg_dir.has_value()) {
     for (const std::string& line : SavePlots(done, *svg_dir)) Report(flags.json, line);
   }
+  return s.code;
+}
+
+int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
+                       const SubmitFlags& flags) {
+  Submitted s = Submit(g, BuildAttentionSpec(options), flags);
+  if (s.done) PrintFinished(*s.done, flags.json, JobView(*s.done));
   return s.code;
 }
 

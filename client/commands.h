@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.pb.h"
+#include "client/attention_view.h"
 #include "client/collective_view.h"
 #include "client/credentials.h"
 #include "client/profile_view.h"
@@ -29,7 +30,7 @@ struct GlobalOptions {
 
 // "queued", "running", ... (any case) for list --state.
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name);
-// "benchmark", "profile", "memory", "collective" (any case) for list --kind.
+// "benchmark", "profile", "memory", "collective", "attention" (any case) for list --kind.
 absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name);
 // The message an error gets on stderr (without the "benchctl: " prefix):
 // INVALID_ARGUMENT and UNAVAILABLE messages speak for themselves, others get
@@ -86,6 +87,9 @@ int RunSubmitMemory(const GlobalOptions& g, const MemoryOptions& options, const 
 // three plots saved in `svg_dir` when given.
 int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options,
                         const SubmitFlags& flags, const std::optional<std::string>& svg_dir);
+// With --watch: the cell's table (client/attention_view.h).
+int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
+                       const SubmitFlags& flags);
 
 // INVALID_ARGUMENT "--trace needs --watch ..." for the first of `given`
 // (flag name, whether it was given) that was given without --watch.
@@ -121,7 +125,7 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
 struct ListOptions {
   int limit = 50;      // --limit: jobs shown in all, fetched in pages of min(limit, 1000)
   std::string state;   // --state queued|running|succeeded|failed|cancelled|interrupted
-  std::string kind;    // --kind benchmark|profile|memory|collective
+  std::string kind;    // --kind benchmark|profile|memory|collective|attention
   std::string device;  // --device cuda:0 (a collective matches any of its devices)
 };
 inline constexpr int kMaxListPageSize = 1000;  // ListJobsRequest.page_size's maximum

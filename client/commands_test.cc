@@ -49,10 +49,12 @@ TEST(ParseJobKind, NamesInAnyCase) {
   EXPECT_EQ(*ParseJobKind("Profile"), v1::JOB_KIND_PROFILE);
   EXPECT_EQ(*ParseJobKind("MEMORY"), v1::JOB_KIND_MEMORY);
   EXPECT_EQ(*ParseJobKind("collective"), v1::JOB_KIND_COLLECTIVE);
+  EXPECT_EQ(*ParseJobKind("Attention"), v1::JOB_KIND_ATTENTION);
   const absl::Status bad = ParseJobKind("train").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.message(),
-            "--kind: unknown kind 'train'; expected benchmark, profile, memory or collective");
+  EXPECT_EQ(
+      bad.message(),
+      "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective or attention");
   EXPECT_FALSE(ParseJobKind("unspecified").ok());
 }
 
@@ -480,7 +482,8 @@ TEST_F(CommandsTest, ListBadValuesAreUsageErrorsNamingTheFlag) {
        "--state: unknown state 'done'; expected queued, running, succeeded, failed, cancelled or "
        "interrupted"},
       {{.kind = "train"},
-       "--kind: unknown kind 'train'; expected benchmark, profile, memory or collective"},
+       "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective or "
+       "attention"},
   };
   for (const Case& c : cases) {
     const Output o = Run([&] { return RunList(g_, c.options, false); });

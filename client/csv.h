@@ -13,9 +13,9 @@ inline constexpr const char* kStepsCsvHeader =
 
 // RFC 4180 quoting, only where a field needs it.
 std::string CsvField(const std::string& s);
-// The header, then one row per step of the job's benchmark result (none when
-// the job has no result). Numbers print in shortest round-trip form, so no
-// precision is lost.
+// The header, then one row per step of the job's benchmark result, or per
+// pass of its attention result (none when the job has neither). Numbers print in shortest
+// round-trip form, so no precision is lost.
 std::string StepsCsv(const v1::Job& job);
 
 }  // namespace benchd::client

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "absl/strings/str_join.h"
+#include "client/attention_view.h"
 #include "client/collective_view.h"
 #include "client/format.h"
 #include "client/memory_view.h"
@@ -70,6 +71,7 @@ std::string ModelSummary(const v1::ModelConfig& m) {
 std::string SpecSummary(const v1::JobSpec& spec) {
   if (spec.has_memory()) return MemorySpecSummary(spec.memory());
   if (spec.has_profile()) return ProfileSpecSummary(spec.profile());
+  if (spec.has_attention()) return AttentionSpecSummary(spec.attention());
   if (!spec.has_benchmark()) {
     const std::string kind = JobKindName(spec);
     return kind.empty() ? "-" : kind;
@@ -238,6 +240,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   if (HasProfileResult(job)) out += "\n" + ProfileResultView(job.result().profile(), profile);
   if (job.result().has_collective()) out += "\n" + CollectiveResultView(job.result().collective());
   if (job.result().has_sweep()) out += "\n" + SweepTable(job.spec().sweep(), job.result().sweep());
+  if (job.result().has_attention()) out += "\n" + AttentionResultView(job.result().attention());
   return out;
 }
 
@@ -271,6 +274,13 @@ std::string FinalStateLine(const v1::Job& job) {
             "unprofiled",
             r.ranges_size(), r.spec().profile_steps(), r.spec().profile_steps() == 1 ? "" : "s",
             FormatMs(r.profiled_step().median()), FormatMs(r.unprofiled_step().median()));
+      }
+      if (job.result().has_attention()) {
+        const v1::AttentionResult& r = job.result().attention();
+        line += fmt::format(": forward {} ms, backward {} ms (medians), {} / {} TFLOP/s",
+                            FormatMs(r.forward().median()), FormatMs(r.backward().median()),
+                            FormatRate(r.forward_tflops_per_second()),
+                            FormatRate(r.backward_tflops_per_second()));
       }
       return line;
     }

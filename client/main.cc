@@ -160,6 +160,29 @@ void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
                   "seconds after which a hung collective is aborted (default 300)");
 }
 
+void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
+  cmd->add_option("--device", o.device, "cpu:N or cuda:N (default: the node's first device)");
+  cmd->add_option("--batch-size", o.batch_size, "batch (default 8)");
+  cmd->add_option("--heads", o.num_heads,
+                  "heads of --head-dim each (default: none, inputs (batch, seq, d) as the course)");
+  cmd->add_option("--head-dim", o.head_dim, "d, per head (default 64)");
+  cmd->add_option("--seq-len", o.seq_len, "sequence length T (default 1024)");
+  cmd->add_flag("--causal", o.causal, "the course's causal mask");
+  cmd->add_option("--precision", o.precision,
+                  "fp32|bf16|fp16: the dtype of Q, K, V (not autocast; default fp32)");
+  cmd->add_option(
+      "--impl", o.implementation,
+      "faithful (the course's ops, default) | sdpa (torch's pick) | flash | efficient "
+      "| cudnn | math (only that SDPA backend); flash and cudnn need bf16/fp16 on CUDA");
+  cmd->add_option("--warmup", o.warmup_passes, "warm-up passes, not measured (default 5)");
+  cmd->add_option("--passes", o.passes,
+                  "measured passes, each a forward and a backward (default 100)");
+  cmd->add_option("--seed", o.seed, "Q, K, V and the output gradient (default 0)");
+  cmd->add_option("--memory-cap", o.memory_cap,
+                  "CUDA only: at most this much more from the caching allocator, e.g. 2GiB (a real "
+                  "cap: a cell above it runs out of memory)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,6 +310,14 @@ int main(int argc, char** argv) {
   collective_cmd->add_option("--svg-dir", coll_svg_dir,
                              "with --watch: save the three plots here as <job>-<plot>.svg");
 
+  CLI::App* attention_cmd = submit->add_subcommand(
+      "attention",
+      "time forward and backward passes of attention alone (CS336 pytorch_attention): the "
+      "course's implementation or an SDPA backend, memory saved for the backward, FLOP rates");
+  bc::AttentionOptions attn;
+  AddAttentionFlags(attention_cmd, attn);
+  add_submit_flags(attention_cmd);
+
   std::string job_id;
   CLI::App* artifacts = app.add_subcommand("artifacts", "list or fetch the files a job wrote");
   artifacts->require_subcommand(1);
@@ -331,7 +362,7 @@ int main(int argc, char** argv) {
                    "only jobs in this state: queued, running, succeeded, failed, cancelled, "
                    "interrupted");
   list->add_option("--kind", list_opts.kind,
-                   "only jobs of this kind: benchmark, profile, memory, collective");
+                   "only jobs of this kind: benchmark, profile, memory, collective, attention");
   list->add_option("--device", list_opts.device,
                    "only jobs that run on this device, e.g. cuda:0 (a collective: any of its)");
   add_json(list, "print {\"jobs\": [...]}, every job listed, as JSON");
@@ -407,7 +438,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "memory" || arg == "profile" || arg == "collective") {
+        if (arg == "memory" || arg == "profile" || arg == "collective" || arg == "attention") {
           std::fprintf(stderr,
                        "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
                        "follow the job and print its result)\n",
@@ -438,6 +469,7 @@ int main(int argc, char** argv) {
   if (*profile_cmd) return bc::RunSubmitProfile(g, profile, submit_flags, profile_out);
   if (*memory_cmd) return bc::RunSubmitMemory(g, memory, submit_flags, memory_svg_dir);
   if (*collective_cmd) return bc::RunSubmitCollective(g, coll, submit_flags, coll_svg_dir);
+  if (*attention_cmd) return bc::RunSubmitAttention(g, attn, submit_flags);
   if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
   if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);

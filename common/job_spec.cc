@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/collective_math.h"
@@ -226,6 +227,67 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
         "profile.activities: cuda without cpu cannot attribute kernels to the named ranges "
         "(they are host-side events); expected cpu, or cpu and cuda");
   }
+  return out;
+}
+
+absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) {
+  v1::AttentionSpec out = in;
+  if (!out.has_batch_size()) out.set_batch_size(kDefaultAttentionBatch);
+  if (!out.has_head_dim()) out.set_head_dim(kDefaultAttentionHeadDim);
+  if (!out.has_seq_len()) out.set_seq_len(kDefaultAttentionSeqLen);
+  if (!out.has_warmup_passes()) out.set_warmup_passes(kDefaultAttentionWarmupPasses);
+  if (!out.has_passes()) out.set_passes(kDefaultAttentionPasses);
+  absl::Status s;
+  if (!(s = CheckRange("attention.batch_size", out.batch_size(), 1, kMaxAttentionBatch)).ok())
+    return s;
+  if (out.has_num_heads() &&
+      !(s = CheckRange("attention.num_heads", out.num_heads(), 1, kMaxAttentionHeads)).ok())
+    return s;
+  if (!(s = CheckRange("attention.head_dim", out.head_dim(), 1, kMaxAttentionHeadDim)).ok())
+    return s;
+  if (!(s = CheckRange("attention.seq_len", out.seq_len(), 1, kMaxContext)).ok()) return s;
+  if (!(s = CheckRange("attention.warmup_passes", out.warmup_passes(), 0,
+                       kMaxAttentionWarmupPasses))
+           .ok())
+    return s;
+  if (!(s = CheckRange("attention.passes", out.passes(), 1, kMaxSteps)).ok()) return s;
+  if (out.has_memory_cap_bytes() &&
+      !(s = CheckRange("attention.memory_cap_bytes", out.memory_cap_bytes(),
+                       kMinAttentionMemoryCapBytes, kMaxAttentionMemoryCapBytes))
+           .ok())
+    return s;
+  // Products in doubles: B·H·T² at the sizes' bounds (2^12·2^10·2^40) is
+  // past what a check should have to think about in 64-bit integers.
+  const double rows = static_cast<double>(out.batch_size()) *
+                      static_cast<double>(out.has_num_heads() ? out.num_heads() : 1);
+  const double scores = rows * static_cast<double>(out.seq_len()) * out.seq_len();
+  if (scores > static_cast<double>(kMaxAttentionScoreElements)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention.seq_len: one score matrix (batch_size x num_heads x seq_len^2 = ",
+                     out.batch_size(), " x ", out.has_num_heads() ? out.num_heads() : 1, " x ",
+                     out.seq_len(), "^2) would have ", absl::StrFormat("%.0f", scores),
+                     " elements; at most ", kMaxAttentionScoreElements, " (2^34) are accepted"));
+  }
+  const double inputs = rows * static_cast<double>(out.seq_len()) * out.head_dim();
+  if (inputs > static_cast<double>(kMaxAttentionInputElements)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention.head_dim: each of Q, K, V (batch_size x num_heads x seq_len x head_dim) "
+        "would have ",
+        absl::StrFormat("%.0f", inputs), " elements; at most ", kMaxAttentionInputElements,
+        " (2^32) are accepted"));
+  }
+  if (!v1::Precision_IsValid(in.precision())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention.precision: unknown value ", in.precision(), "; expected fp32, bf16 or fp16"));
+  }
+  if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
+  if (!v1::AttentionImpl_IsValid(in.implementation())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention.implementation: unknown value ", in.implementation(),
+                     "; expected faithful, sdpa, flash, efficient, cudnn or math"));
+  }
+  if (out.implementation() == v1::ATTENTION_IMPL_UNSPECIFIED)
+    out.set_implementation(v1::ATTENTION_IMPL_FAITHFUL);
   return out;
 }
 
@@ -620,6 +682,8 @@ double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
     case v1::JobSpec::kProfile:
     case v1::JobSpec::kMemory:
       return 900;  // trace / snapshot export and analysis are silent
+    case v1::JobSpec::kAttention:
+      return 600;  // every pass is progress; one pass of the largest cell takes seconds
     default:
       return 600;
   }
@@ -640,6 +704,25 @@ absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double val
   return value;
 }
 
+absl::Status CheckAttentionImplForDevice(v1::AttentionImpl a, v1::Precision precision,
+                                         const std::string& device, absl::string_view field) {
+  const bool cuda = device.rfind("cuda:", 0) == 0;
+  if (!cuda && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": the ", AttentionName(a), " SDPA backend is a CUDA kernel and ", device,
+        " is a CPU; on a CPU use faithful, sdpa, flash (ATen's CPU flash-attention kernel) or "
+        "math"));
+  }
+  if (cuda && (precision == v1::PRECISION_FP32 || precision == v1::PRECISION_UNSPECIFIED) &&
+      (a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": the ", AttentionName(a),
+                     " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ", device,
+                     "; use precision bf16 or fp16, or attention efficient or math"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
                                        absl::string_view prefix) {
   const bool cuda = device.rfind("cuda:", 0) == 0;
@@ -647,21 +730,8 @@ absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std:
     return absl::InvalidArgumentError(absl::StrCat(
         prefix, "cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device));
   }
-  const v1::AttentionImpl a = step.attention();
-  if (!cuda && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "attention: the ", AttentionName(a), " SDPA backend is a CUDA kernel and ", device,
-        " is a CPU; on a CPU use faithful, sdpa, flash (ATen's CPU flash-attention kernel) or "
-        "math"));
-  }
-  if (cuda && step.precision() == v1::PRECISION_FP32 &&
-      (a == v1::ATTENTION_IMPL_SDPA_FLASH || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "attention: the ", AttentionName(a),
-                     " SDPA backend takes fp16/bf16 inputs only and this job is fp32 on ", device,
-                     "; use precision bf16 or fp16, or attention efficient or math"));
-  }
-  return absl::OkStatus();
+  return CheckAttentionImplForDevice(step.attention(), step.precision(), device,
+                                     absl::StrCat(prefix, "attention"));
 }
 
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device) {
@@ -701,6 +771,21 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
           return s;
       }
       break;
+    case v1::JobSpec::kAttention:
+      if (auto s = CheckAttentionImplForDevice(spec.attention().implementation(),
+                                               spec.attention().precision(), device,
+                                               "attention.implementation");
+          !s.ok())
+        return s;
+      if (spec.attention().has_memory_cap_bytes() && !cuda) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attention.memory_cap_bytes: a cap is the CUDA caching allocator's memory fraction "
+            "and ",
+            device,
+            " is a CPU, which has no allocator benchd can cap; leave it unset on a CPU or submit "
+            "with --device cuda:N"));
+      }
+      break;
     default:
       break;
   }
@@ -731,6 +816,8 @@ v1::JobKind JobKindOf(const v1::JobSpec& spec) {
       return v1::JOB_KIND_MEMORY;
     case v1::JobSpec::kCollective:
       return v1::JOB_KIND_COLLECTIVE;
+    case v1::JobSpec::kAttention:
+      return v1::JOB_KIND_ATTENTION;
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
@@ -747,6 +834,8 @@ std::string JobKindName(v1::JobKind kind) {
       return "memory";
     case v1::JOB_KIND_COLLECTIVE:
       return "collective";
+    case v1::JOB_KIND_ATTENTION:
+      return "attention";
     default:
       return "";
   }
@@ -805,11 +894,18 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_collective() = *c;
       return out;
     }
+    case v1::JobSpec::kAttention: {
+      auto a = ResolveAttention(spec.attention());
+      if (!a.ok()) return a.status();
+      *out.mutable_attention() = *a;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(
-      "spec: no request kind set; expected one of benchmark, profile, memory, collective");
+      "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
+      "attention");
 }
 
 }  // namespace benchd

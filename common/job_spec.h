@@ -25,6 +25,14 @@ inline constexpr int64_t kDefaultMemoryTopAllocations = 10;
 // The profile request's (v1::ProfileSpec).
 inline constexpr int64_t kDefaultProfileSteps = 3;
 
+// The attention request's (v1::AttentionSpec): the course's batch and pass
+// count; head_dim and seq_len are the middle of its grid.
+inline constexpr int64_t kDefaultAttentionBatch = 8;
+inline constexpr int64_t kDefaultAttentionHeadDim = 64;
+inline constexpr int64_t kDefaultAttentionSeqLen = 1024;
+inline constexpr int64_t kDefaultAttentionWarmupPasses = 5;
+inline constexpr int64_t kDefaultAttentionPasses = 100;
+
 // The request's kind (the JobSpec oneof's case); unspecified when none is set.
 v1::JobKind JobKindOf(const v1::JobSpec& spec);
 // "benchmark", "profile", ..., or "" for unspecified.
@@ -60,8 +68,9 @@ std::vector<std::string> CollectiveDevices(const v1::CollectiveSpec& collective)
 
 // FAILED_PRECONDITION when the kind cannot run on that device at all (memory
 // on a CPU); INVALID_ARGUMENT naming the field when a benchmark step's option
-// cannot run there (CheckStepOptionsForDevice). The daemon calls it at Submit
-// with the resolved device name. A sweep's cells are checked each, the
+// cannot run there (CheckStepOptionsForDevice), or an attention request's
+// implementation (CheckAttentionImplForDevice) or memory cap (CUDA only). The daemon calls it at
+// Submit with the resolved device name. A sweep's cells are checked each, the
 // first refused named ("sweep cell 2 (precision=fp32): ...").
 absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& device);
 
@@ -73,6 +82,13 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
 // CheckOptionsForDevice (worker/job_options.cc), from the device's name.
 absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
                                        absl::string_view prefix = "benchmark.");
+
+// The attention rule inside CheckStepOptionsForDevice, for any request that
+// picks an implementation (`field` names it: "benchmark.attention",
+// "attention.implementation"): efficient and cudnn need CUDA; flash and cudnn
+// refuse fp32 on CUDA. INVALID_ARGUMENT naming `field`.
+absl::Status CheckAttentionImplForDevice(v1::AttentionImpl attention, v1::Precision precision,
+                                         const std::string& device, absl::string_view field);
 
 // INVALID_ARGUMENT "<prefix><path>: expected a finite number, got inf" for
 // the first float or double field of `message` (nested messages and repeated

@@ -216,11 +216,15 @@ TEST(JobSpecTest, KindNames) {
   EXPECT_EQ(JobKindOf(in), v1::JOB_KIND_UNSPECIFIED);
   EXPECT_EQ(JobKindName(in), "");
   EXPECT_EQ(ResolveJobSpec(in).status().message(),
-            "spec: no request kind set; expected one of benchmark, profile, memory, collective");
+            "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
+            "attention");
   EXPECT_EQ(JobKindOf(Benchmark()), v1::JOB_KIND_BENCHMARK);
   EXPECT_EQ(JobKindName(Benchmark()), "benchmark");
   in.mutable_collective();
   EXPECT_EQ(JobKindName(in), "collective");
+  in.mutable_attention();
+  EXPECT_EQ(JobKindOf(in), v1::JOB_KIND_ATTENTION);
+  EXPECT_EQ(JobKindName(in), "attention");
 }
 
 v1::JobSpec Memory(const std::string& preset = "tiny") {
@@ -627,6 +631,87 @@ TEST(ProgressTimeoutTest, DefaultsPerKind) {
   EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 900);
   s.mutable_collective();
   EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+  s.mutable_attention();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+}
+
+TEST(AttentionSpecTest, DefaultsWrittenOut) {
+  v1::JobSpec in;
+  in.mutable_attention();
+  auto out = ResolveJobSpec(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::AttentionSpec& a = out->attention();
+  EXPECT_EQ(a.batch_size(), 8);
+  EXPECT_FALSE(a.has_num_heads());  // no head dimension, as the course
+  EXPECT_EQ(a.head_dim(), 64);
+  EXPECT_EQ(a.seq_len(), 1024);
+  EXPECT_EQ(a.precision(), v1::PRECISION_FP32);
+  EXPECT_EQ(a.implementation(), v1::ATTENTION_IMPL_FAITHFUL);
+  EXPECT_EQ(a.warmup_passes(), 5);
+  EXPECT_EQ(a.passes(), 100);
+  EXPECT_FALSE(a.has_memory_cap_bytes());
+  // Resolved is a fixed point.
+  EXPECT_EQ(ResolveJobSpec(*out)->DebugString(), out->DebugString());
+  EXPECT_EQ(JobKindOf(*out), v1::JOB_KIND_ATTENTION);
+}
+
+TEST(AttentionSpecTest, TheCoursesLargestCellPassesAndAbsurdSizesAreRefused) {
+  v1::JobSpec s;
+  v1::AttentionSpec* a = s.mutable_attention();
+  a->set_seq_len(16384);
+  a->set_head_dim(128);
+  EXPECT_TRUE(ResolveJobSpec(s).ok());
+  // One score matrix past 2^34 elements: each size is in range, the product is not.
+  a->set_batch_size(65);
+  auto out = ResolveJobSpec(s);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("attention.seq_len: one score matrix (batch_size x "
+                                        "num_heads x seq_len^2 = 65 x 1 x 16384^2)"),
+            std::string::npos)
+      << out.status();
+  // Q past 2^32 elements with a small score matrix.
+  a->set_batch_size(kMaxAttentionBatch);
+  a->set_seq_len(2048);  // the score matrix at its bound, 2^34 elements: accepted
+  a->set_head_dim(kMaxAttentionHeadDim);
+  out = ResolveJobSpec(s);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("attention.head_dim: each of Q, K, V"), std::string::npos)
+      << out.status();
+  // The largest of every size at once does not overflow into acceptance.
+  a->set_num_heads(kMaxAttentionHeads);
+  a->set_seq_len(kMaxContext);
+  EXPECT_EQ(ResolveJobSpec(s).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AttentionSpecTest, DeviceRulesNameTheField) {
+  v1::JobSpec s;
+  s.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_SDPA_FLASH);
+  auto fp32 = ResolveJobSpec(s);
+  ASSERT_TRUE(fp32.ok());
+  // The benchmark's rule: flash and cudnn take half precision on CUDA.
+  absl::Status st = CheckKindForDevice(*fp32, "cuda:0");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("attention.implementation: the flash SDPA backend takes fp16/bf16"),
+            std::string::npos)
+      << st;
+  EXPECT_TRUE(CheckKindForDevice(*fp32, "cpu:0").ok());  // ATen's CPU flash kernel runs fp32
+  s.mutable_attention()->set_precision(v1::PRECISION_BF16);
+  EXPECT_TRUE(CheckKindForDevice(*ResolveJobSpec(s), "cuda:0").ok());
+  s.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_SDPA_EFFICIENT);
+  st = CheckKindForDevice(*ResolveJobSpec(s), "cpu:0");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("attention.implementation: the efficient SDPA backend is a CUDA"),
+            std::string::npos)
+      << st;
+  // A memory cap is the CUDA caching allocator's: refused on a CPU, not faked.
+  s.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_FAITHFUL);
+  s.mutable_attention()->set_memory_cap_bytes(int64_t{1} << 30);
+  st = CheckKindForDevice(*ResolveJobSpec(s), "cpu:0");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("attention.memory_cap_bytes: a cap is the CUDA caching allocator"),
+            std::string::npos)
+      << st;
+  EXPECT_TRUE(CheckKindForDevice(*ResolveJobSpec(s), "cuda:1").ok());
 }
 
 }  // namespace
@@ -926,6 +1011,12 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
   auto B = [](v1::JobSpec* s) { return s->mutable_benchmark(); };
   auto M = [](v1::JobSpec* s) { return s->mutable_memory(); };
   auto C = [](v1::JobSpec* s) { return s->mutable_collective(); };
+  auto attention = [] {
+    v1::JobSpec s;
+    s.mutable_attention();
+    return s;
+  };
+  auto A = [](v1::JobSpec* s) { return s->mutable_attention(); };
   const int64_t big = kMaxContext * 2;  // over every model size's limit, divisible by heads
   const std::vector<Case> cases = {
       {"progress_timeout_seconds", [](v1::JobSpec* s) { s->set_progress_timeout_seconds(86401); },
@@ -1034,6 +1125,29 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
          s->mutable_sweep()->set_cell_timeout_seconds(kMaxTimeoutSeconds + 1);
        },
        bench},
+      {"attention.batch_size", [&](v1::JobSpec* s) { A(s)->set_batch_size(0); }, attention},
+      {"attention.batch_size",
+       [&](v1::JobSpec* s) { A(s)->set_batch_size(kMaxAttentionBatch + 1); }, attention},
+      {"attention.num_heads", [&](v1::JobSpec* s) { A(s)->set_num_heads(0); }, attention},
+      {"attention.num_heads", [&](v1::JobSpec* s) { A(s)->set_num_heads(kMaxAttentionHeads + 1); },
+       attention},
+      {"attention.head_dim", [&](v1::JobSpec* s) { A(s)->set_head_dim(0); }, attention},
+      {"attention.head_dim", [&](v1::JobSpec* s) { A(s)->set_head_dim(kMaxAttentionHeadDim + 1); },
+       attention},
+      {"attention.seq_len", [&](v1::JobSpec* s) { A(s)->set_seq_len(-1); }, attention},
+      {"attention.seq_len", [&](v1::JobSpec* s) { A(s)->set_seq_len(kMaxContext + 1); }, attention},
+      {"attention.precision", [&](v1::JobSpec* s) { A(s)->set_precision(v1::Precision(9)); },
+       attention},
+      {"attention.implementation",
+       [&](v1::JobSpec* s) { A(s)->set_implementation(v1::AttentionImpl(99)); }, attention},
+      {"attention.warmup_passes", [&](v1::JobSpec* s) { A(s)->set_warmup_passes(-1); }, attention},
+      {"attention.warmup_passes",
+       [&](v1::JobSpec* s) { A(s)->set_warmup_passes(kMaxAttentionWarmupPasses + 1); }, attention},
+      {"attention.passes", [&](v1::JobSpec* s) { A(s)->set_passes(0); }, attention},
+      {"attention.passes", [&](v1::JobSpec* s) { A(s)->set_passes(kMaxSteps + 1); }, attention},
+      {"attention.memory_cap_bytes",
+       [&](v1::JobSpec* s) { A(s)->set_memory_cap_bytes(kMinAttentionMemoryCapBytes - 1); },
+       attention},
   };
   std::set<const FieldDescriptor*> covered;
   for (const Case& c : cases) {
@@ -1050,6 +1164,7 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
   // A number any value of which is accepted, and why.
   const std::map<std::string, std::string> kAnyValue = {
       {"benchd.v1.BenchmarkSpec.seed", "every uint64 is a seed"},
+      {"benchd.v1.AttentionSpec.seed", "every uint64 is a seed"},
   };
   std::vector<const Descriptor*> todo = {v1::JobSpec::descriptor()};
   std::set<const Descriptor*> seen;

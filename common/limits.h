@@ -80,6 +80,18 @@ inline constexpr int64_t kMaxMemoryMaxEntries = 10000000;
 inline constexpr int64_t kMaxMemoryTopAllocations = 1000;
 // The profile request's (v1::ProfileSpec).
 inline constexpr int64_t kMaxProfileSteps = 100;
+// The attention request's (v1::AttentionSpec). Each size alone, then the two
+// products that decide memory: one score matrix (B·H·T² elements: 64 GiB in
+// fp32 at this bound, 8x the course's largest cell, batch 8 x 16384²) and one
+// of Q, K, V (B·H·T·d), so no request makes a worker try an absurd allocation.
+inline constexpr int64_t kMaxAttentionBatch = 4096;
+inline constexpr int64_t kMaxAttentionHeads = 1024;
+inline constexpr int64_t kMaxAttentionHeadDim = 1024;
+inline constexpr int64_t kMaxAttentionWarmupPasses = 10000;
+inline constexpr int64_t kMaxAttentionScoreElements = int64_t{1} << 34;
+inline constexpr int64_t kMaxAttentionInputElements = int64_t{1} << 32;
+inline constexpr int64_t kMinAttentionMemoryCapBytes = int64_t{1} << 20;
+inline constexpr int64_t kMaxAttentionMemoryCapBytes = int64_t{1} << 50;
 // The collective request's (the bytes and sizes: common/collective_math.h).
 inline constexpr int64_t kMaxCollectiveFactor = 1024;
 inline constexpr int64_t kMaxCollectiveWarmupIters = 10000;

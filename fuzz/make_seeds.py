@@ -85,6 +85,12 @@ JOB_SPECS = {
     "sweep-profile-preset": 'profile { step { mode: BENCHMARK_MODE_TRAIN_STEP } } sweep { axes { '
                             'field: "step.model.preset" values: "tiny" values: "mini" } axes { '
                             'field: "step.attention" values: "flash" values: "math" } }',
+    "attention-cpu": 'device: "cpu:0" attention { batch_size: 2 seq_len: 64 head_dim: 16 causal: true '
+                     'implementation: ATTENTION_IMPL_SDPA_MATH warmup_passes: 1 passes: 3 seed: 7 }',
+    "attention-grid-cell": 'device: "cuda:0" attention { head_dim: 128 seq_len: 16384 '
+                           'precision: PRECISION_BF16 implementation: ATTENTION_IMPL_SDPA_FLASH '
+                           'num_heads: 4 memory_cap_bytes: 8589934592 }',
+    "attention-defaults": 'attention { }',
     "empty": '',
 }
 

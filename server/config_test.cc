@@ -49,10 +49,12 @@ TEST(ProgressTimeoutFlagTest, KindEqualsSecondsElseNamed) {
   std::map<std::string, double> t;
   ASSERT_TRUE(ParseProgressTimeout("benchmark=30", &t).ok());
   ASSERT_TRUE(ParseProgressTimeout("collective=86400", &t).ok());
-  EXPECT_EQ(t, (std::map<std::string, double>{{"benchmark", 30}, {"collective", 86400}}));
-  EXPECT_EQ(ParseProgressTimeout("attention=30", &t).message(),
-            "progress timeout 'attention=30': expected KIND=SECONDS with KIND benchmark, profile, "
-            "memory or collective");
+  ASSERT_TRUE(ParseProgressTimeout("attention=45", &t).ok());
+  EXPECT_EQ(t, (std::map<std::string, double>{
+                   {"benchmark", 30}, {"collective", 86400}, {"attention", 45}}));
+  EXPECT_EQ(ParseProgressTimeout("training=30", &t).message(),
+            "progress timeout 'training=30': expected KIND=SECONDS with KIND benchmark, profile, "
+            "memory, collective or attention");
   EXPECT_EQ(ParseProgressTimeout("profile=0", &t).message(),
             "progress timeout 'profile=0': expected 1..86400 seconds for profile");
   EXPECT_FALSE(ParseProgressTimeout("profile=nan", &t).ok());

@@ -190,6 +190,37 @@ TEST_F(JobManagerTest, TheDaemonsProgressDeadlineIsWrittenIntoTheSpec) {
   EXPECT_EQ(job.spec().progress_timeout_seconds(), 42);
 }
 
+// An attention job: queued with every default written out and its kind's
+// deadline; what the device cannot run is refused at Submit, naming the field.
+TEST_F(JobManagerTest, AnAttentionJobIsResolvedAndCheckedForItsDeviceAtSubmit) {
+  workers_.UpAll();
+  StartJobs();
+  jobs_->SetProgressTimeouts({{"attention", 77}});
+  v1::JobSpec spec;
+  spec.set_device("cpu:1");
+  spec.mutable_attention()->set_seq_len(256);
+  auto job = jobs_->Submit(spec, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->kind(), v1::JOB_KIND_ATTENTION);
+  EXPECT_EQ(job->spec().progress_timeout_seconds(), 77);
+  EXPECT_EQ(job->spec().attention().batch_size(), 8);
+  EXPECT_EQ(job->spec().attention().passes(), 100);
+  EXPECT_EQ(job->spec().attention().implementation(), v1::ATTENTION_IMPL_FAITHFUL);
+  EXPECT_THAT(job->devices(), ElementsAre("cpu:1"));
+  WaitFinal(job->id());  // the fake worker answers; nothing is left running
+
+  spec.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_SDPA_CUDNN);
+  auto refused = jobs_->Submit(spec, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("attention.implementation: the cudnn SDPA backend is a CUDA kernel"));
+  spec.mutable_attention()->clear_implementation();
+  spec.mutable_attention()->set_memory_cap_bytes(int64_t{1} << 30);
+  refused = jobs_->Submit(spec, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("attention.memory_cap_bytes"));
+}
+
 // A cancelled job's worker that does not answer afterwards (stopped, hung)
 // would never stop: it is killed; one that answers is left alone.
 TEST_F(JobManagerTest, AWorkerSilentAfterACancelIsReplaced) {

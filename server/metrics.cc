@@ -250,6 +250,10 @@ void Metrics::SetLastPeakMemory(const std::string& kind, const v1::JobResult& re
     device = result.memory().device();
     for (const auto& run : result.memory().runs())
       peak = std::max(peak, run.peak_allocated_bytes());
+  } else if (result.has_attention() && result.attention().memory_source() ==
+                                           "cuda_caching_allocator") {  // a CPU measures none
+    device = result.attention().device();
+    peak = result.attention().peak_pass_bytes();
   }
   if (device.empty()) return;
   job_peak_memory_->Add({{"kind", kind}, {"device", device}}).Set(static_cast<double>(peak));

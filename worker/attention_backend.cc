@@ -25,10 +25,11 @@ bool IsNoViableBackend(const c10::Error& e) {
 }  // namespace
 
 torch::Tensor SdpaCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, v1::AttentionImpl attention) {
+                                  const torch::Tensor& v, v1::AttentionImpl attention,
+                                  bool is_causal) {
   try {
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true);
+                                            is_causal);
   } catch (const c10::Error& e) {
     if (!IsNoViableBackend(e)) throw;
     std::ostringstream what;

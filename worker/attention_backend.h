@@ -27,8 +27,10 @@ class AttentionBackendUnavailable : public std::runtime_error {
 // forces a backend and LibTorch finds no usable kernel ("No viable backend"),
 // throws AttentionBackendUnavailable naming the backend, device, dtype and
 // shape (LibTorch's reasons go to the worker's log as warnings).
+// `is_causal` false (the attention request's non-causal cells) drops the mask.
 torch::Tensor SdpaCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, v1::AttentionImpl attention);
+                                  const torch::Tensor& v, v1::AttentionImpl attention,
+                                  bool is_causal = true);
 
 // For a forced backend (ATTENTION_IMPL_SDPA_FLASH/EFFICIENT/CUDNN/MATH), turns that
 // backend's process-wide switch on and every other one off (math included:

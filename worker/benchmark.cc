@@ -1,7 +1,5 @@
 #include "worker/benchmark.h"
 
-#include <sys/resource.h>
-
 #include <ATen/record_function.h>
 
 #include <chrono>
@@ -24,6 +22,7 @@
 #include "worker/explicit_step.h"
 #include "worker/job_options.h"
 #include "worker/named_range.h"
+#include "worker/out_of_memory.h"
 #include "worker/parity_export.h"
 #include "worker/phase_clock.h"
 
@@ -37,18 +36,6 @@ namespace benchd::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string GiB(int64_t bytes) {
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
-// The process's resident-set high-water mark. The kernel keeps one per
-// process and cannot reset it, so on CPU "peak" covers the worker's lifetime.
-int64_t HostMaxRssBytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kB
-}
 
 // Peak memory over the measured steps.
 void ResetPeakMemory(const WorkerDevice& dev) {
@@ -72,35 +59,6 @@ int64_t PeakMemory(const WorkerDevice& dev) {
 
 const char* PeakMemorySource(const WorkerDevice& dev) {
   return dev.is_cuda() ? "cuda_caching_allocator" : "host_max_rss";
-}
-
-// Memory figures for an out-of-memory message, taken before anything is freed.
-std::string MemoryFigures(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index());
-    constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    c10::cuda::CUDAGuard guard(dev.device.index());
-    size_t free = 0, total = 0;
-    cudaMemGetInfo(&free, &total);
-    return absl::StrCat("allocated by PyTorch ", GiB(stats.allocated_bytes[kAll].current),
-                        ", reserved by PyTorch ", GiB(stats.reserved_bytes[kAll].current),
-                        ", device total ", GiB(static_cast<int64_t>(total)), ", device free ",
-                        GiB(static_cast<int64_t>(free)));
-  }
-#endif
-  const v1::Device d = DescribeDevice(dev);
-  return absl::StrCat("host memory total ", GiB(d.total_memory_bytes()), ", available ",
-                      GiB(d.free_memory_bytes()), ", worker max RSS ", GiB(HostMaxRssBytes()));
-}
-
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-// LibTorch's CPU allocator reports failure as a plain c10::Error (only the
-// CUDA allocator throws c10::OutOfMemoryError), so it is known by its text
-// (c10/core/impl/alloc_cpu.cpp).
-bool IsHostOutOfMemory(const c10::Error& e) {
-  return e.msg().find("DefaultCPUAllocator: can't allocate memory") != std::string::npos;
 }
 
 // One run of one spec. Holds what the error paths need to clean up and to say

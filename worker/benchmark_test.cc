@@ -12,6 +12,7 @@
 
 #include "common/job_spec.h"
 #include "common/model_config.h"
+#include "worker/host_memory_test_util.h"
 
 namespace benchd::worker {
 namespace {
@@ -30,22 +31,6 @@ v1::BenchmarkSpec TinySpec(v1::BenchmarkMode mode, v1::Precision precision) {
   auto resolved = ResolveJobSpec(job);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return resolved->benchmark();
-}
-
-// True when the kernel refuses an allocation of `bytes` outright: under the
-// heuristic (vm.overcommit_memory 0) or strict (2) policy, past RAM + swap.
-// Under mode 1 the allocation would succeed and the init would fill it.
-bool KernelRefusesAllocation(int64_t bytes) {
-  int mode = -1;
-  std::ifstream("/proc/sys/vm/overcommit_memory") >> mode;
-  if (mode != 0 && mode != 2) return false;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string name, unit;
-  int64_t kb = 0, ram_and_swap = 0;
-  while (meminfo >> name >> kb >> unit) {
-    if (name == "MemTotal:" || name == "SwapTotal:") ram_and_swap += kb * 1024;
-  }
-  return ram_and_swap < bytes;
 }
 
 class BenchmarkTest : public ::testing::Test {

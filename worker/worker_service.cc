@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/artifacts.h"
 #include "common/job_spec.h"
+#include "worker/attention_run.h"
 #include "worker/benchmark.h"
 #include "worker/collective_run.h"
 #include "worker/device_info.h"
@@ -145,6 +146,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     case v1::JobSpec::kBenchmark:
     case v1::JobSpec::kProfile:
     case v1::JobSpec::kMemory:
+    case v1::JobSpec::kAttention:
       break;
     case v1::JobSpec::kCollective:
       return RunCollectiveJob(context, request, writer);
@@ -165,6 +167,12 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
   if (device_.is_cuda()) device_guard.reset_device(device_.device);
   JobStream stream(context, writer, stopping_);
 
+  if (spec->kind_case() == v1::JobSpec::kAttention) {
+    // The daemon checked this at Submit; the worker knows its device for sure.
+    if (auto s = CheckKindForDevice(*spec, device_.name); !s.ok()) return Failure(s);
+    return Terminal(RunAttention(spec->attention(), device_, stream.MakeHooks<AttentionHooks>()),
+                    &v1::JobResult::mutable_attention);
+  }
   if (spec->kind_case() == v1::JobSpec::kBenchmark) {
     BenchmarkHooks hooks = stream.MakeHooks<BenchmarkHooks>();
     if (spec->benchmark().export_parity()) {

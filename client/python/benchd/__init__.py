@@ -12,7 +12,7 @@
     sw.to_pandas(); sw.pivot("model.preset", "precision")  # a sweep: one row per cell
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
-collective; and jobs/job/cancel, models/evict, node, create_group/groups/
+collective, attention; and jobs/job/cancel, models/evict, node, create_group/groups/
 destroy_group, artifacts/download. Plots: benchd.plots (pip install
 'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
 """
@@ -25,15 +25,16 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
-from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result, SweepResult)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
+                       ProfileResult, Records, Result, SweepResult)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
-    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
+    "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
+    "SweepResult",
     "Result", "Node",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",

@@ -19,8 +19,8 @@ from ._common import (Event, JobState, Progress, load_snapshot, show_progress, s
                       write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
+                       ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -147,6 +147,11 @@ class AsyncClient(ClientBase):
         A.check_positionals("collective", args, A.COLLECTIVE_CHECKS)
         return await self._submit(A.collective_spec(kwargs))
 
+    async def attention(self, *args: object,
+                        **kwargs: Unpack[A.AttentionArgs]) -> "AsyncJob[AttentionResult]":
+        A.check_positionals("attention", args, A.ATTENTION_CHECKS)
+        return await self._submit(A.attention_spec(kwargs))
+
     # ------------------------------------------------------------ jobs
 
     async def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
@@ -242,7 +247,7 @@ class AsyncClient(ClientBase):
 # The blocking client's docstrings serve both.
 def _share_docs() -> None:
     from ._client import Client
-    for name in ("benchmark", "profile", "memory", "collective", "job", "jobs_page", "iter_jobs",
+    for name in ("benchmark", "profile", "memory", "collective", "attention", "job", "jobs_page", "iter_jobs",
                  "jobs", "cancel", "models", "evict", "node", "create_group", "groups",
                  "destroy_group", "artifacts", "fetch_artifact", "download"):
         getattr(AsyncClient, name).__doc__ = getattr(Client, name).__doc__

@@ -95,6 +95,22 @@ class CollectiveArgs(TypedDict, total=False):
     group_timeout: float     # seconds before a hung collective is aborted (default 300)
 
 
+class AttentionArgs(TypedDict, total=False):
+    """One cell of the CS336 pytorch_attention benchmark (`benchctl submit attention`)."""
+    device: str              # "cuda:0", "cpu:0"; default: the node's first device
+    batch_size: int          # default 8
+    heads: int               # default: none (inputs (batch, seq, d), as the course)
+    head_dim: int            # d per head, default 64
+    seq_len: int             # default 1024
+    causal: bool
+    precision: str           # fp32 | bf16 | fp16: the dtype of Q, K, V (not autocast)
+    impl: str                # faithful | sdpa | flash | efficient | cudnn | math
+    warmup: int              # warm-up passes (default 5)
+    passes: int              # measured passes, each a forward and a backward (default 100)
+    seed: int
+    memory_cap: Size         # CUDA only: e.g. "2GiB", a real cap on the caching allocator
+
+
 # ------------------------------------------------------------------ checkers
 
 def _type_error(argument: str, value: object, expected: str) -> ArgumentTypeError:
@@ -251,6 +267,12 @@ COLLECTIVE_CHECKS: dict[str, Checker] = {
     "sizes": lambda a, v: as_list(a, v, as_size), "warmup": as_int, "iters": as_int,
     "in_place": as_bool, "group_timeout": as_float,
 }
+ATTENTION_CHECKS: dict[str, Checker] = {
+    "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
+    "seq_len": as_int, "causal": as_bool, "precision": _enum(E.PRECISION),
+    "impl": _enum(E.ATTENTION), "warmup": as_int, "passes": as_int, "seed": as_int,
+    "memory_cap": as_size,
+}
 
 # Keywords another kind takes, with what to give here instead.
 _HINTS: dict[str, dict[str, str]] = {
@@ -258,6 +280,13 @@ _HINTS: dict[str, dict[str, str]] = {
         "steps": "a memory request records record_steps steps after the warm-up; give that",
         "export_parity": "only benchmark() writes parity bundles",
         "cuda_graph": "not supported by a memory request (a graph replays its own memory pool)",
+    },
+    "attention": {
+        "num_heads": "give heads",
+        "implementation": "give impl",
+        "attention": "give impl",
+        "steps": "give passes (each a forward and a backward)",
+        "warmup_passes": "give warmup",
     },
     "profile": {
         "export_parity": "only benchmark() writes parity bundles",
@@ -407,6 +436,24 @@ def collective_spec(given: Mapping[str, object]) -> pb.JobSpec:
         if name in a:
             setattr(c, field, a[name])
     return pb.JobSpec(collective=c)
+
+
+def attention_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("attention", ATTENTION_CHECKS, given)
+    s = pb.AttentionSpec(causal=a.get("causal", False))
+    for name, field in (("batch_size", "batch_size"), ("heads", "num_heads"),
+                        ("head_dim", "head_dim"), ("seq_len", "seq_len"),
+                        ("precision", "precision"), ("impl", "implementation"),
+                        ("warmup", "warmup_passes"), ("passes", "passes"),
+                        ("memory_cap", "memory_cap_bytes")):
+        if name in a:
+            setattr(s, field, a[name])
+    if "seed" in a:
+        if a["seed"] < 0:
+            raise ArgumentError("seed", a["seed"], "0 or more",
+                                f"seed: must be 0 or more, got {a['seed']}")
+        s.seed = a["seed"]
+    return pb.JobSpec(device=a.get("device", ""), attention=s)
 
 
 # ------------------------------------------------------------------ other calls

@@ -17,8 +17,8 @@ from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_sna
                       show_progress, snapshot_name, write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
+                       ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -231,6 +231,20 @@ class Client(ClientBase):
         group_timeout."""
         A.check_positionals("collective", args, A.COLLECTIVE_CHECKS)
         return self._submit(A.collective_spec(kwargs))
+
+    def attention(self, *args: object,
+                  **kwargs: Unpack[A.AttentionArgs]) -> "Job[AttentionResult]":
+        """Queue one attention cell (CS336 pytorch_attention): `benchctl
+        submit attention`.
+
+        device, batch_size (8), heads (none: inputs (batch, seq, d)), head_dim
+        (64), seq_len (1024), causal, precision (fp32, bf16, fp16: Q, K, V in
+        that dtype), impl (faithful = the course's ops, sdpa, flash, efficient,
+        cudnn, math), warmup (5), passes (100), seed, memory_cap (CUDA only,
+        e.g. '2GiB'). A cell that runs out of memory fails with
+        ResourceExhausted."""
+        A.check_positionals("attention", args, A.ATTENTION_CHECKS)
+        return self._submit(A.attention_spec(kwargs))
 
     # ------------------------------------------------------------ jobs
 

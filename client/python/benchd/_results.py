@@ -7,6 +7,7 @@ DataFrame with the units in the column names (`step_ms`, `bytes`, `busbw_gbps`).
     MemoryResult.to_pandas()      one row per memory run (a sweep's cells)
     CollectiveResult.to_pandas()  one row per size (per backend and world size)
     SweepResult.to_pandas()       one row per cell of a sweep (any kind's `sweep=`)
+    AttentionResult.to_pandas()   one row: the cell as the write-up's table has it
 
 Each has `_repr_html_` (a summary and the table) for Jupyter.
 """
@@ -21,7 +22,7 @@ from . import _enums as E
 from .v1 import bench_pb2 as pb
 
 __all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
-           "Result",
+           "AttentionResult", "Result",
            "make_result", "step_columns", "Records", "Node"]
 
 MS = 1e3
@@ -465,7 +466,80 @@ class SweepResult(_Result):
                 ("timed out", p.cells_timeout), ("failed", p.cells_failed)]
 
 
-Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, SweepResult]
+class AttentionResult(_Result):
+    """One attention cell (AttentionResult in bench.proto): forward and
+    backward passes timed apart, memory measured (CUDA) and by formula."""
+
+    kind = "attention"
+
+    def __init__(self, proto: pb.AttentionResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.AttentionSpec:
+        """The cell as it ran, every default written out."""
+        return self.proto.spec
+
+    @property
+    def forward_ms(self) -> float:
+        return self.proto.forward.median * MS
+
+    @property
+    def backward_ms(self) -> float:
+        return self.proto.backward.median * MS
+
+    @property
+    def memory_measured(self) -> bool:
+        """False on a CPU, which has no allocator to ask (the bytes are then 0)."""
+        return self.proto.memory_source == "cuda_caching_allocator"
+
+    def _cell(self) -> dict[str, Any]:
+        s = self.spec
+        return {"job_id": self.job_id, "device": self.proto.device,
+                "impl": E.ATTENTION.name(s.implementation),
+                "precision": E.PRECISION.name(s.precision), "causal": s.causal,
+                "batch_size": s.batch_size,
+                "heads": s.num_heads if s.HasField("num_heads") else None,
+                "head_dim": s.head_dim, "seq_len": s.seq_len}
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row, the write-up's columns: what the cell is (job_id, device,
+        impl, precision, causal, batch_size, heads, head_dim, seq_len), then
+        forward_ms and backward_ms (medians), their p95, saved_bytes and
+        peak_bytes (measured; NaN on a CPU), score_matrix_bytes and
+        saved_by_formula_bytes (by formula), forward_tflops, backward_tflops."""
+        p = self.proto
+        nan = float("nan")
+        row = {**self._cell(),
+               "forward_ms": p.forward.median * MS, "backward_ms": p.backward.median * MS,
+               "forward_p95_ms": p.forward.p95 * MS, "backward_p95_ms": p.backward.p95 * MS,
+               "saved_bytes": p.saved_activation_bytes if self.memory_measured else nan,
+               "peak_bytes": p.peak_pass_bytes if self.memory_measured else nan,
+               "score_matrix_bytes": p.score_matrix_bytes,
+               "saved_by_formula_bytes": p.saved_by_formula_bytes or nan,
+               "forward_tflops": p.forward_tflops_per_second,
+               "backward_tflops": p.backward_tflops_per_second}
+        return frame([row], columns=list(row))
+
+    def passes(self) -> pd.DataFrame:
+        """One row per pass: pass, warmup, forward_ms, backward_ms, host_ms."""
+        rows = [{"pass": t.index, "warmup": t.warmup, "forward_ms": t.forward_seconds * MS,
+                 "backward_ms": t.backward_seconds * MS, "host_ms": t.host_seconds * MS}
+                for t in self.proto.passes]
+        return frame(rows, columns=["pass", "warmup", "forward_ms", "backward_ms", "host_ms"])
+
+    def _summary(self) -> list[tuple[str, object]]:
+        c = self._cell()
+        return [("impl", c["impl"]), ("precision", c["precision"]),
+                ("shape", f"batch {c['batch_size']} x seq {c['seq_len']} x d {c['head_dim']}"),
+                ("forward ms", f"{self.forward_ms:.3f}"),
+                ("backward ms", f"{self.backward_ms:.3f}"),
+                ("device", f"{self.proto.device} ({self.proto.device_name})")]
+
+
+Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, AttentionResult,
+               SweepResult]
 
 
 def make_result(job: pb.Job) -> Result | None:
@@ -482,6 +556,8 @@ def make_result(job: pb.Job) -> Result | None:
         return MemoryResult(job.result.memory, job.id)
     if kind == "collective":
         return CollectiveResult(job.result.collective, job.id)
+    if kind == "attention":
+        return AttentionResult(job.result.attention, job.id)
     return None
 
 

@@ -24,7 +24,8 @@ def offline() -> typing.Iterator[benchd.Client]:
 
 @pytest.mark.parametrize("typed, checks", [
     (A.BenchmarkArgs, A.BENCHMARK_CHECKS), (A.ProfileArgs, A.PROFILE_CHECKS),
-    (A.MemoryArgs, A.MEMORY_CHECKS), (A.CollectiveArgs, A.COLLECTIVE_CHECKS)])
+    (A.MemoryArgs, A.MEMORY_CHECKS), (A.CollectiveArgs, A.COLLECTIVE_CHECKS),
+    (A.AttentionArgs, A.ATTENTION_CHECKS)])
 def test_typed_dicts_and_runtime_checks_agree(typed: type, checks: dict[str, object]) -> None:
     assert set(typing.get_type_hints(typed)) == set(checks)
 
@@ -79,6 +80,9 @@ def test_wrong_type(offline: benchd.Client, kwargs: dict[str, object], argument:
      ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]),
     ("collective", dict(backend="mpi"), "backend", ["nccl", "gloo"]),
     ("collective", dict(dtype="int8"), "dtype", ["fp32", "fp16", "bf16", "fp64", "int32"]),
+    ("attention", dict(impl="fastest"), "impl",
+     ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math"]),
+    ("attention", dict(impl="flash", precision="bf16"), None, None),
 ])
 def test_unknown_enum_value_lists_the_descriptors_values(
         offline: benchd.Client, call: str, kwargs: dict[str, object], argument: str | None,
@@ -176,3 +180,23 @@ def test_profile_memory_collective_specs() -> None:
     assert (c.warmup_iters, c.iters, c.in_place, c.timeout_seconds) == (2, 9, True, 30.0)
     s = A.collective_spec(dict(devices=["cpu:0", "cpu:1"], sizes=[4096, "64KiB", "1.5KiB"]))
     assert list(s.collective.sizes_bytes) == [4096, 65536, 1536]
+
+
+def test_attention_spec_mirrors_benchctl_flags() -> None:
+    spec = A.attention_spec(dict(device="cuda:0", head_dim=64, seq_len=1024, impl="flash",
+                                 precision="bf16", causal=True, heads=4, passes=20, warmup=0,
+                                 seed=3, memory_cap="2GiB"))
+    a = spec.attention
+    assert spec.device == "cuda:0"
+    assert (a.head_dim, a.seq_len, a.num_heads, a.passes, a.seed) == (64, 1024, 4, 20, 3)
+    assert a.HasField("warmup_passes") and a.warmup_passes == 0  # an explicit 0 stays explicit
+    assert a.implementation == pb.ATTENTION_IMPL_SDPA_FLASH and a.precision == pb.PRECISION_BF16
+    assert a.causal and a.memory_cap_bytes == 2 << 30
+    unset = A.attention_spec({}).attention
+    for field in ("batch_size", "num_heads", "head_dim", "seq_len", "warmup_passes", "passes",
+                  "memory_cap_bytes"):
+        assert not unset.HasField(field)  # the daemon's defaults apply
+    with pytest.raises(benchd.ArgumentTypeError, match="give heads"):
+        A.attention_spec(dict(num_heads=4))
+    with pytest.raises(benchd.ArgumentError, match="memory_cap: 'lots' is not a size"):
+        A.attention_spec(dict(memory_cap="lots"))
