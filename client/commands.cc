@@ -389,7 +389,7 @@ int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options
 int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
                        const SubmitFlags& flags) {
   Submitted s = Submit(g, BuildAttentionSpec(options), flags);
-  if (s.done) PrintFinished(*s.done, flags.json, JobView(*s.done));
+  if (s.done) PrintFinished(*s.done, flags, JobView(*s.done));
   return s.code;
 }
 
