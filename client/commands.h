@@ -54,6 +54,9 @@ struct SubmitFlags {
   // --progress-timeout SECONDS: JobSpec.progress_timeout_seconds (0 = the
   // daemon's default for the kind).
   double progress_timeout = 0;
+  // --force: JobSpec.force, queued even when the memory estimate exceeds the
+  // device's memory.
+  bool force = false;
 };
 
 // `submit profile`'s --watch-only flags; unset/false = not given.
@@ -132,6 +135,9 @@ int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
              bool json);
 int RunNode(const GlobalOptions& g, bool json);
+// `benchctl estimate`: the daemon's memory estimate (Bench.Estimate) as
+// tables (client/estimate_view.h), or the MemoryEstimate as JSON.
+int RunEstimate(const GlobalOptions& g, const EstimateOptions& options, bool json);
 // `benchctl groups create|list|destroy`.
 int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const std::string& backend,
                     double timeout_seconds, bool json);

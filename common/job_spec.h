@@ -71,6 +71,10 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
 absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
                                        absl::string_view prefix = "benchmark.");
 
+// The one range check of every integer field of a request: INVALID_ARGUMENT
+// "<field>: expected lo..hi, got value".
+absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi);
+
 // INVALID_ARGUMENT "<prefix><path>: expected a finite number, got inf" for
 // the first float or double field of `message` (nested messages and repeated
 // fields included, found through its descriptor) that is NaN or +-inf. Every
