@@ -23,8 +23,8 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
-from ._results import (BenchmarkResult, CollectiveResult, MemoryResult, Node, ProfileResult,
-                       Records, Result)
+from ._results import (BenchmarkResult, CollectiveResult, MemoryEstimate, MemoryResult, Node,
+                       ProfileResult, Records, Result)
 
 __version__ = "0.1.0"
 
@@ -32,6 +32,7 @@ __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "Result", "Node",
+    "MemoryEstimate",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
     "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",
