@@ -14,8 +14,7 @@ using memory::HumanBytes;
 std::string Bytes(int64_t bytes) { return absl::StrCat(HumanBytes(bytes), " (", bytes, " B)"); }
 
 std::string Terms(const std::string& title,
-                  const google::protobuf::RepeatedPtrField<v1::EstimateTerm>& terms,
-                  bool sharded) {
+                  const google::protobuf::RepeatedPtrField<v1::EstimateTerm>& terms, bool sharded) {
   std::vector<Table::Column> columns = {{"term"}, {"bytes", Table::Align::kRight}};
   if (sharded) columns.push_back({"per device", Table::Align::kRight});
   columns.push_back({"formula"});
@@ -37,11 +36,11 @@ std::string EstimateView(const v1::MemoryEstimate& e) {
   const v1::Sharding& s = r.sharding();
   const bool sharded = e.devices() > 1;
   std::string out = absl::StrCat(
-      "Memory estimate: ", m.preset().empty() ? "custom model" : m.preset(), " (V ",
-      m.vocab_size(), ", d_model ", m.d_model(), ", d_ff ", m.d_ff(), ", ", m.num_layers(),
-      " layers, ", m.num_heads(), " heads; ", e.parameter_count(), " parameters), ",
-      ModeName(r.mode()), " ", PrecisionName(r.precision()), ", batch ", r.batch_size(),
-      " x context ", r.context_length(), r.autograd() ? ", through autograd" : "", "\n");
+      "Memory estimate: ", m.preset().empty() ? "custom model" : m.preset(), " (V ", m.vocab_size(),
+      ", d_model ", m.d_model(), ", d_ff ", m.d_ff(), ", ", m.num_layers(), " layers, ",
+      m.num_heads(), " heads; ", e.parameter_count(), " parameters), ", ModeName(r.mode()), " ",
+      PrecisionName(r.precision()), ", batch ", r.batch_size(), " x context ", r.context_length(),
+      r.autograd() ? ", through autograd" : "", "\n");
   if (sharded) {
     absl::StrAppend(&out, "Sharding: data_parallel ", s.data_parallel(),
                     s.fsdp() ? " (FSDP)" : absl::StrCat(" (ZeRO stage ", s.zero_stage(), ")"),
@@ -52,8 +51,8 @@ std::string EstimateView(const v1::MemoryEstimate& e) {
                   sharded ? absl::StrCat("; per device ", Bytes(e.per_device_bytes())) : "",
                   "\n\n");
   absl::StrAppend(&out, Terms("Model state", e.model_state(), sharded));
-  absl::StrAppend(&out, Terms("Saved for backward, per layer (one layer)",
-                              e.activations_per_layer(), sharded));
+  absl::StrAppend(
+      &out, Terms("Saved for backward, per layer (one layer)", e.activations_per_layer(), sharded));
   absl::StrAppend(&out, Terms("Activations and transients", e.activations(), sharded));
   google::protobuf::RepeatedPtrField<v1::EstimateTerm> residual;
   *residual.Add() = e.residual_stream();

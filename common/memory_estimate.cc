@@ -38,7 +38,7 @@ struct Shape {
   Int V, d, dff, L, H, B, T, N, S, a;
   bool low;  // bf16/fp16 autocast
   v1::BenchmarkMode mode;
-  bool keep;  // the forward keeps what backward needs (any mode but an explicit forward)
+  bool keep;        // the forward keeps what backward needs (any mode but an explicit forward)
   Int D, t, p, Lp;  // data, tensor, pipeline degrees; layers on one device
   int zero;
   bool fsdp;
@@ -158,20 +158,19 @@ std::vector<Term> LayerTerms(const Shape& s) {
                         "ln1's output cast for each of the q, k and v matmuls (3 copies)",
                         "3 x 2 B x N x d", {3, 2, N, d}));
   } else {
-    l.push_back(Product("layer.qkv_input", "ln1's output, read by q, k and v", "4 B x N x d",
-                        {4, N, d}));
+    l.push_back(
+        Product("layer.qkv_input", "ln1's output, read by q, k and v", "4 B x N x d", {4, N, d}));
   }
   l.push_back(SplitByTp(Product("layer.qk_rotated",
                                 absl::StrCat("q and k after RoPE, the scores' operands (", as, ")"),
                                 "2 x a x N x d", {2, a, N, d}),
                         s));
-  l.push_back(SplitByTp(Product("layer.v", "v copied to [batch x heads, context, d_k]",
-                                "a x N x d", {a, N, d}),
-                        s));
   l.push_back(SplitByTp(
-      Product("layer.softmax_exp", "exp(scores - max), fp32 (autocast runs exp in fp32)",
-              "4 B x S, S = batch x heads x context²", {4, S}),
-      s));
+      Product("layer.v", "v copied to [batch x heads, context, d_k]", "a x N x d", {a, N, d}), s));
+  l.push_back(
+      SplitByTp(Product("layer.softmax_exp", "exp(scores - max), fp32 (autocast runs exp in fp32)",
+                        "4 B x S, S = batch x heads x context²", {4, S}),
+                s));
   l.push_back(SplitByTp(Product("layer.attention_weights",
                                 s.low ? "the softmax weights cast for the weighted sum"
                                       : "the softmax weights, read by the weighted sum",
@@ -181,8 +180,8 @@ std::vector<Term> LayerTerms(const Shape& s) {
                                 "the row max's int64 index and the row sum (fp32) per score row",
                                 "12 B x batch x heads x context", {12, s.B, s.H, s.T}),
                         s));
-  l.push_back(SplitByTp(Product("layer.attention_output",
-                                "the heads merged, output_proj's input", "a x N x d", {a, N, d}),
+  l.push_back(SplitByTp(Product("layer.attention_output", "the heads merged, output_proj's input",
+                                "a x N x d", {a, N, d}),
                         s));
   l.push_back(Product("layer.attention_residual", "h = x + attention (fp32), ln2's input",
                       "4 B x N x d", {4, N, d}));
@@ -196,10 +195,10 @@ std::vector<Term> LayerTerms(const Shape& s) {
     l.push_back(
         Product("layer.ffn_input", "ln2's output, read by w1 and w3", "4 B x N x d", {4, N, d}));
   }
-  l.push_back(SplitByTp(Product("layer.ffn_hidden",
-                                "SwiGLU's w1 x, sigmoid(w1 x), silu, w3 x and silu * w3 x",
-                                "5 x a x N x d_ff", {5, a, N, s.dff}),
-                        s));
+  l.push_back(SplitByTp(
+      Product("layer.ffn_hidden", "SwiGLU's w1 x, sigmoid(w1 x), silu, w3 x and silu * w3 x",
+              "5 x a x N x d_ff", {5, a, N, s.dff}),
+      s));
   return l;
 }
 
@@ -243,8 +242,8 @@ absl::StatusOr<v1::EstimateRequest> ResolveEstimateRequest(const v1::EstimateReq
         "mode: unknown value ", in.mode(), "; expected forward, forward_backward or train_step"));
   }
   if (!v1::Precision_IsValid(in.precision())) {
-    return absl::InvalidArgumentError(absl::StrCat("precision: unknown value ", in.precision(),
-                                                   "; expected fp32, bf16 or fp16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision: unknown value ", in.precision(), "; expected fp32, bf16 or fp16"));
   }
   if (out.mode() == v1::BENCHMARK_MODE_UNSPECIFIED) out.set_mode(v1::BENCHMARK_MODE_FORWARD);
   if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
@@ -268,13 +267,14 @@ absl::StatusOr<v1::EstimateRequest> ResolveEstimateRequest(const v1::EstimateReq
   if (auto s = CheckRange("sharding.pipeline_stages", sh.pipeline_stages(), 1,
                           std::min<int64_t>(model->num_layers(), kMaxParallelDegree));
       !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(s.message(), " (a stage holds at least one of the model's ",
-                     model->num_layers(), " layers)"));
+    return absl::InvalidArgumentError(absl::StrCat(s.message(),
+                                                   " (a stage holds at least one of the model's ",
+                                                   model->num_layers(), " layers)"));
   }
   if (auto s = CheckRange("sharding.zero_stage", sh.zero_stage(), 0, 3); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        s.message(), " (0 = plain data parallel, 1 = AdamW state, 2 = and gradients, 3 = and "
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(),
+                     " (0 = plain data parallel, 1 = AdamW state, 2 = and gradients, 3 = and "
                      "parameters sharded)"));
   }
   if (sh.fsdp() && (sh.zero_stage() == 1 || sh.zero_stage() == 2)) {
@@ -289,10 +289,10 @@ absl::StatusOr<v1::EstimateRequest> ResolveEstimateRequest(const v1::EstimateReq
         {"d_ff", model->d_ff()},
         {"vocab_size", model->vocab_size()}}) {
     if (value % tp != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sharding.tensor_parallel: ", tp, " does not divide model.", field, " (",
-                       value, "); tensor parallelism splits the heads, d_ff and the vocabulary "
-                              "evenly, so it must divide all three"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sharding.tensor_parallel: ", tp, " does not divide model.", field, " (", value,
+          "); tensor parallelism splits the heads, d_ff and the vocabulary "
+          "evenly, so it must divide all three"));
     }
   }
   return out;
@@ -306,8 +306,8 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   // One device's parameters: its stage's layers (TP splits the matrices,
   // not the norm gains), the LM head and final norm (the last stage), and
   // the embedding when there is one stage.
-  const Int P_device = s.Lp * (matrices / s.t + 2 * s.d) + s.V * s.d / s.t + s.d +
-                       (s.p == 1 ? s.V * s.d / s.t : 0);
+  const Int P_device =
+      s.Lp * (matrices / s.t + 2 * s.d) + s.V * s.d / s.t + s.d + (s.p == 1 ? s.V * s.d / s.t : 0);
   const Int linear = s.L * matrices + s.V * s.d;  // every Linear weight (autocast casts them)
   const Int linear_device = s.Lp * matrices / s.t + s.V * s.d / s.t;
   const Int largest_param = std::max({s.V * s.d, s.d * s.dff, s.d * s.d});
@@ -318,8 +318,8 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
       State("parameters", "fp32 parameters", 4, P, "P", P_device, s.shard_params(), s);
   const Term gradients =
       State("gradients", "fp32 gradients (.grad)", 4, P, "P", P_device, s.shard_grads(), s);
-  const Term adamw = State("adamw_state", "AdamW's fp32 m and v", 8, P, "P", P_device,
-                           s.shard_adamw(), s);
+  const Term adamw =
+      State("adamw_state", "AdamW's fp32 m and v", 8, P, "P", P_device, s.shard_adamw(), s);
   const Term casts = State("autocast_weight_copies",
                            "every Linear weight cast to bf16/fp16 by autocast, held from the "
                            "forward until its backward",
@@ -331,9 +331,9 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   layers.name = "activations.layers";
   layers.bytes = s.L * Sum(layer, false);
   layers.per_device = s.Lp * Sum(layer, true);
-  layers.formula = absl::StrCat("every layer's saved tensors (activations_per_layer): num_layers x ",
-                                Num(Sum(layer, false)), " = ", Num(s.L), " x ",
-                                Num(Sum(layer, false)));
+  layers.formula =
+      absl::StrCat("every layer's saved tensors (activations_per_layer): num_layers x ",
+                   Num(Sum(layer, false)), " = ", Num(s.L), " x ", Num(Sum(layer, false)));
   if (s.p > 1) absl::StrAppend(&layers.formula, "; per device ", Num(s.Lp), " layers");
   if (s.fsdp && s.D > 1) {
     // The course's assumption: every second layer's activations sharded.
@@ -344,36 +344,34 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   const std::string as = s.low ? "2 B (autocast)" : "4 B";
   const Term final_input = Product("final.input", "the last block's output, ln_final's input",
                                    "4 B x N x d", {4, s.N, s.d});
-  const Term final_norm =
-      Product("final.norm", "ln_final's x/rms and 1/rms (fp32)", "4 B x N x (d + 1)",
-              {4, s.N, s.d + 1});
+  const Term final_norm = Product("final.norm", "ln_final's x/rms and 1/rms (fp32)",
+                                  "4 B x N x (d + 1)", {4, s.N, s.d + 1});
   const Term lm_head_input =
       s.low ? Product("final.lm_head_input", "ln_final's output cast for the LM head",
                       "2 B x N x d", {2, s.N, s.d})
             : Product("final.lm_head_input", "ln_final's output, the LM head's input",
                       "4 B x N x d", {4, s.N, s.d});
-  const Term loss_exp = SplitByTp(
-      Product("loss.exp", "exp(logits - max) in fp32, kept for the loss's backward",
-              "4 B x N x vocab", {4, s.N, s.V}),
-      s);
+  const Term loss_exp =
+      SplitByTp(Product("loss.exp", "exp(logits - max) in fp32, kept for the loss's backward",
+                        "4 B x N x vocab", {4, s.N, s.V}),
+                s);
   const Term loss_stats = Product(
       "loss.stats", "the logits' row max index (int64) and row sum (fp32)", "12 B x N", {12, s.N});
-  const Term batch =
-      Product("batch", "token ids and targets (int64)", "2 x 8 B x N", {2, 8, s.N});
+  const Term batch = Product("batch", "token ids and targets (int64)", "2 x 8 B x N", {2, 8, s.N});
   const Term mask = Product("causal_mask", "the causal mask (bool), shared by every layer",
                             "1 B x context²", {1, s.T, s.T});
-  const Term residual = Product(
-      "residual_stream",
-      "one residual-stream activation in single precision (fp32 under autocast too)",
-      "4 B x batch x context x d_model", {4, s.B, s.T, s.d});
+  const Term residual =
+      Product("residual_stream",
+              "one residual-stream activation in single precision (fp32 under autocast too)",
+              "4 B x batch x context x d_model", {4, s.B, s.T, s.d});
 
   // ---- transients
-  const Term loss_forward = SplitByTp(
-      Product("loss.forward_transient",
-              absl::StrCat("the loss forward's logits and logits - max (", as,
-                           " each), logits - logsumexp and its negation (fp32)"),
-              "(2 x a + 8 B) x N x vocab", {2 * s.a + 8, s.N, s.V}),
-      s);
+  const Term loss_forward =
+      SplitByTp(Product("loss.forward_transient",
+                        absl::StrCat("the loss forward's logits and logits - max (", as,
+                                     " each), logits - logsumexp and its negation (fp32)"),
+                        "(2 x a + 8 B) x N x vocab", {2 * s.a + 8, s.N, s.V}),
+                s);
   const Term loss_backward =
       s.low ? SplitByTp(Product("loss.backward_transient",
                                 "the loss backward's fp32 gradients (nll, its negation, "
@@ -423,8 +421,8 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   if (s.adamw()) resident.push_back(&adamw);
   resident.push_back(&batch);
   resident.push_back(&mask);
-  std::vector<const Term*> saved = {&layers, &final_input, &final_norm, &lm_head_input, &loss_exp,
-                                    &loss_stats};
+  std::vector<const Term*> saved = {&layers,        &final_input, &final_norm,
+                                    &lm_head_input, &loss_exp,    &loss_stats};
   std::vector<Phase> phases;
   std::vector<const Term*> state_terms = {&parameters};
   if (s.grads()) state_terms.push_back(&gradients);
@@ -444,8 +442,8 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
       at_first.push_back(&first_grads);
       std::vector<const Term*> end = resident;
       end.push_back(&gradients);
-      phases.push_back(Larger(
-          "backward", Larger("", Alive("", at_loss), Alive("", at_first)), Alive("", end)));
+      phases.push_back(
+          Larger("backward", Larger("", Alive("", at_loss), Alive("", at_first)), Alive("", end)));
     }
   } else {
     std::vector<const Term*> fwd = resident;
@@ -466,8 +464,8 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   std::vector<const Term*> reported;
   for (const Term* t : state_terms) reported.push_back(t);
   for (const Term& t : layer) reported.push_back(&t);
-  std::vector<const Term*> others = {&layers, &final_input, &final_norm, &lm_head_input,
-                                     &loss_exp, &loss_stats, &batch, &mask};
+  std::vector<const Term*> others = {&layers,   &final_input, &final_norm, &lm_head_input,
+                                     &loss_exp, &loss_stats,  &batch,      &mask};
   if (s.keep) {
     others.push_back(&loss_forward);
     if (s.grads()) {
@@ -492,10 +490,10 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   // Every figure must fit the message's int64 fields.
   for (const Term* t : reported) {
     if (t->bytes > kMaxEstimateBytes || t->per_device > kMaxEstimateBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch_size, context_length: the estimate's ", t->name, " alone comes to ",
-          Num(t->bytes), " bytes, beyond the ", kMaxEstimateBytes,
-          " bytes an estimate reports; no device holds this step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch_size, context_length: the estimate's ", t->name, " alone comes to ",
+                       Num(t->bytes), " bytes, beyond the ", kMaxEstimateBytes,
+                       " bytes an estimate reports; no device holds this step"));
     }
   }
   if (total > kMaxEstimateBytes) {

@@ -35,8 +35,8 @@ int64_t CountOf(const std::string& preset) {
 TEST(PresetsTest, InSizeOrder) {
   std::vector<std::string> names;
   for (const auto& p : Presets()) names.push_back(p.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"tiny", "mini", "small", "medium", "large", "xl", "2.7B", "xxl"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"tiny", "mini", "small", "medium", "large", "xl",
+                                             "2.7B", "xxl"}));
 }
 
 // The course's figures for its five sizes (vocab 10000).

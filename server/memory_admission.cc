@@ -23,10 +23,10 @@ struct Need {
 Need NeedOf(const v1::BenchmarkSpec& step) {
   std::string unmodelled;
   const v1::EstimateRequest request = EstimateRequestForStep(step, &unmodelled);
-  const std::string cell = absl::StrCat(
-      step.model().preset().empty() ? "custom model" : step.model().preset(), " ",
-      ModeName(step.mode()), " ", PrecisionName(step.precision()), ", batch ", step.batch_size(),
-      ", context ", step.context_length());
+  const std::string cell =
+      absl::StrCat(step.model().preset().empty() ? "custom model" : step.model().preset(), " ",
+                   ModeName(step.mode()), " ", PrecisionName(step.precision()), ", batch ",
+                   step.batch_size(), ", context ", step.context_length());
   auto estimate = EstimateMemory(request);
   if (!estimate.ok()) {
     // Beyond kMaxEstimateBytes: no device holds it.
@@ -36,8 +36,7 @@ Need NeedOf(const v1::BenchmarkSpec& step) {
   if (unmodelled.empty()) {
     return {estimate->total_bytes(),
             absl::StrCat(cell, ": ", memory::HumanBytes(estimate->total_bytes()), " (",
-                         estimate->total_bytes(), " B) at its ", estimate->peak_phase(),
-                         " peak")};
+                         estimate->total_bytes(), " B) at its ", estimate->peak_phase(), " peak")};
   }
   int64_t state = 0;
   for (const v1::EstimateTerm& t : estimate->model_state()) {
@@ -81,9 +80,9 @@ absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec,
     if (!smallest || need.bytes < smallest->bytes) smallest = std::move(need);
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "spec: the memory estimate exceeds ", spec.device(), "'s memory: ",
-      steps.size() > 1 ? "the smallest of the sweep's runs, " : "", smallest->what, ", against ",
-      memory::HumanBytes(capacity), " (", capacity, " B) in all on ", spec.device(),
+      "spec: the memory estimate exceeds ", spec.device(),
+      "'s memory: ", steps.size() > 1 ? "the smallest of the sweep's runs, " : "", smallest->what,
+      ", against ", memory::HumanBytes(capacity), " (", capacity, " B) in all on ", spec.device(),
       device->description().empty() ? "" : absl::StrCat(" (", device->description(), ")"),
       "; Bench.Estimate (benchctl estimate) shows it term by term; set force (benchctl "
       "--force) to queue it anyway"));
