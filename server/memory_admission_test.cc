@@ -2,6 +2,7 @@
 // reports a small memory (as GetNodeInfo shows the workers' figures).
 #include "server/memory_admission.h"
 
+#include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_test_util.h"
@@ -130,11 +131,12 @@ TEST_F(MemoryAdmissionTest, UnmodelledOptionsCompareTheModelStateOnly) {
 
 // The function alone: collective jobs and devices not listed pass.
 TEST(CheckFitsDeviceMemoryTest, OnlyAListedCudaDeviceWithItsMemoryIsChecked) {
-  v1::JobSpec spec;
-  spec.set_device("cuda:1");
-  spec.mutable_benchmark()->mutable_model()->set_preset("2.7B");
-  spec.mutable_benchmark()->set_batch_size(4);
-  spec.mutable_benchmark()->set_context_length(128);
+  v1::JobSpec in;
+  in.set_device("cuda:1");
+  in.mutable_benchmark()->mutable_model()->set_preset("2.7B");
+  auto resolved = ResolveJobSpec(in);  // what Submit passes: sizes and defaults written out
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const v1::JobSpec& spec = *resolved;
   v1::Device small;
   small.set_name("cuda:0");
   small.set_total_memory_bytes(kMiB);
