@@ -257,6 +257,15 @@ def test_estimate(client: benchd.Client, daemon: Daemon) -> None:
     assert a.total_bytes == client.estimate(preset="tiny").total_bytes
 
 
+def test_force_reaches_the_spec(client: benchd.Client) -> None:
+    # A CPU is never refused by the memory check; force is stored as given.
+    job = client.benchmark(**TINY, force=True)
+    assert job.spec.force
+    assert job.wait(timeout=300).state == benchd.JobState.SUCCEEDED
+    with pytest.raises(benchd.ArgumentTypeError):
+        client.benchmark(**TINY, force="yes")
+
+
 async def _estimate_async(address: str) -> benchd.MemoryEstimate:
     async with benchd.AsyncClient(address) as c:
         return await c.estimate(preset="tiny")
