@@ -356,6 +356,9 @@ void JobManager::RunOnWorker(v1::Job job) {
   internal::RunRequest request;
   request.set_job_id(job.id());
   *request.mutable_spec() = job.spec();
+  // force was Submit's decision (the memory check), made; the worker has no
+  // use for it, and one built before the field would refuse it as unknown.
+  request.mutable_spec()->clear_force();
   CancelHandle cancel;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -55,6 +55,11 @@ TEST_F(MemoryAdmissionTest, ForceQueuesItAnyway) {
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(Get(id).spec().force());  // kept in the stored spec
+  // The worker gets the step without it: the decision is the daemon's.
+  const auto runs = workers_.client("cuda:0")->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].spec().force());
+  EXPECT_EQ(runs[0].spec().benchmark().model().preset(), "small");
 }
 
 TEST_F(MemoryAdmissionTest, AStepThatFitsAndCpuDevicesPass) {
