@@ -27,6 +27,7 @@
 #include "client/table.h"
 #include "common/collective_math.h"
 #include "common/job_spec.h"
+#include "common/memory_estimate.h"
 
 namespace benchd::client {
 namespace {
@@ -533,8 +534,13 @@ int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& 
 int RunEstimate(const GlobalOptions& g, const EstimateOptions& options, bool json) {
   absl::StatusOr<v1::EstimateRequest> request = BuildEstimateRequest(options);
   if (!request.ok()) return ReportError(request.status());
-  BenchClient client = MakeClient(g);
-  absl::StatusOr<v1::MemoryEstimate> estimate = client.Estimate(*request);
+  absl::StatusOr<v1::MemoryEstimate> estimate;
+  if (options.offline) {
+    estimate = benchd::Estimate(*request);  // the daemon's code, here
+  } else {
+    BenchClient client = MakeClient(g);
+    estimate = client.Estimate(*request);
+  }
   if (!estimate.ok()) return ReportError(estimate.status());
   Print(json ? ToJson(*estimate) : EstimateView(*estimate));
   return kExitOk;

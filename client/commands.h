@@ -135,8 +135,9 @@ int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
              bool json);
 int RunNode(const GlobalOptions& g, bool json);
-// `benchctl estimate`: the daemon's memory estimate (Bench.Estimate) as
-// tables (client/estimate_view.h), or the MemoryEstimate as JSON.
+// `benchctl estimate`: the daemon's memory estimate (Bench.Estimate; with
+// --offline the same code run here) as tables (client/estimate_view.h), or
+// the MemoryEstimate as JSON.
 int RunEstimate(const GlobalOptions& g, const EstimateOptions& options, bool json);
 // `benchctl groups create|list|destroy`.
 int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const std::string& backend,

@@ -158,6 +158,8 @@ void AddEstimateFlags(CLI::App* cmd, benchd::client::EstimateOptions& o) {
   cmd->add_option("--tensor-parallel", o.tensor_parallel,
                   "tensor-parallel degree: heads, d_ff and vocabulary split (default 1)");
   cmd->add_option("--pipeline-stages", o.pipeline_stages, "pipeline stages (default 1)");
+  cmd->add_flag("--offline", o.offline,
+                "compute it here with the daemon's own code, without a daemon");
 }
 
 void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
@@ -433,6 +435,8 @@ int main(int argc, char** argv) {
 
   if (*token_create) return bc::RunTokenCreate(token_role, token_name);
   if (*token_hash) return bc::RunTokenHash(stdin);
+  if (*estimate_cmd && estimate.offline)
+    return bc::RunEstimate(bc::GlobalOptions(), estimate, json);
 
   // Every other command talks to the daemon.
   absl::StatusOr<bc::ClientSettings> settings =

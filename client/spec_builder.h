@@ -77,6 +77,9 @@ struct EstimateOptions {
   std::optional<int64_t> data_parallel, tensor_parallel, pipeline_stages;
   int32_t zero_stage = 0;  // --zero-stage 0..3 (checked by the daemon)
   bool fsdp = false;       // --fsdp
+  // --offline: computed here by the daemon's own code (common/memory_estimate.h),
+  // without asking a daemon.
+  bool offline = false;
 };
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision).

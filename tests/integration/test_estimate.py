@@ -75,6 +75,21 @@ def test_benchctl_estimate_table_and_json(daemon):
     assert "sharding.zero_stage: expected 0..3, got 9" in r.stderr
 
 
+def test_benchctl_offline_gives_the_daemons_answer(daemon):
+    args = ["estimate", "--preset", "2.7B", "--mode", "train_step", "--precision", "bf16",
+            "--context-length", "512", "--tensor-parallel", "2", "--json"]
+    online = json.loads(daemon.benchctl(*args, check=0).stdout)
+    # No daemon at all: an address nothing listens on.
+    r = subprocess.run([os.path.join(BIN, "benchctl"), "--address", "127.0.0.1:1", *args,
+                        "--offline"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == online
+    r = subprocess.run([os.path.join(BIN, "benchctl"), "--address", "127.0.0.1:1", "estimate",
+                        "--preset", "2.7B", "--tensor-parallel", "3", "--offline"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "sharding.tensor_parallel: 3 does not divide" in r.stderr
+
+
 def test_submit_force_is_stored(daemon):
     r = daemon.benchctl("submit", "benchmark", "--preset", "tiny", "--force", "--json", check=0)
     job = json.loads(r.stdout)
