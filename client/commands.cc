@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
+#include "client/estimate_view.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/job_view.h"
@@ -27,6 +28,7 @@
 #include "client/table.h"
 #include "common/collective_math.h"
 #include "common/job_spec.h"
+#include "common/memory_estimate.h"
 
 namespace benchd::client {
 namespace {
@@ -117,6 +119,7 @@ int SubmitAndFollow(BenchClient& client, const v1::JobSpec& spec, const SubmitFl
   *followed = false;
   v1::JobSpec sent = spec;
   sent.set_progress_timeout_seconds(flags.progress_timeout);
+  if (flags.force) sent.set_force(true);
   absl::StatusOr<v1::Job> job = client.Submit(sent);
   if (!job.ok()) return ReportError(job.status());
   if (!flags.watch) {
@@ -561,6 +564,21 @@ int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& 
     Print(fmt::format("evicted {} model{}\n", response->evicted(),
                       response->evicted() == 1 ? "" : "s"));
   }
+  return kExitOk;
+}
+
+int RunEstimate(const GlobalOptions& g, const EstimateOptions& options, bool json) {
+  absl::StatusOr<v1::EstimateRequest> request = BuildEstimateRequest(options);
+  if (!request.ok()) return ReportError(request.status());
+  absl::StatusOr<v1::MemoryEstimate> estimate;
+  if (options.offline) {
+    estimate = benchd::Estimate(*request);  // the daemon's code, here
+  } else {
+    BenchClient client = MakeClient(g);
+    estimate = client.Estimate(*request);
+  }
+  if (!estimate.ok()) return ReportError(estimate.status());
+  Print(json ? ToJson(*estimate) : EstimateView(*estimate));
   return kExitOk;
 }
 

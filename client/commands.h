@@ -63,6 +63,9 @@ struct SubmitFlags {
   // --pivot ROWS,COLS and --value COLUMN: with --watch, the finished sweep
   // as the write-up's table after the job's view.
   PivotFlags pivot;
+  // --force: JobSpec.force, queued even when the memory estimate exceeds the
+  // device's memory.
+  bool force = false;
 };
 
 // `submit profile`'s --watch-only flags; unset/false = not given.
@@ -147,6 +150,10 @@ int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
              bool json);
 int RunNode(const GlobalOptions& g, bool json);
+// `benchctl estimate`: the daemon's memory estimate (Bench.Estimate; with
+// --offline the same code run here) as tables (client/estimate_view.h), or
+// the MemoryEstimate as JSON.
+int RunEstimate(const GlobalOptions& g, const EstimateOptions& options, bool json);
 // `benchctl groups create|list|destroy`.
 int RunGroupsCreate(const GlobalOptions& g, const std::string& devices, const std::string& backend,
                     double timeout_seconds, bool json);

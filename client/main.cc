@@ -54,9 +54,8 @@ std::string PresetHelp() {
 // The flags that say what one step is: model, mode, precision, batch,
 // warm-up and the speed options (shared by `submit benchmark`, `profile`
 // and `memory`).
-void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
-  cmd->add_option("--device", o.device,
-                  "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+// The model and the step's shape: shared by every step request and `estimate`.
+void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--preset", o.preset, PresetHelp());
   cmd->add_option("--vocab-size", o.vocab_size, "vocabulary size");
   cmd->add_option("--d-model", o.d_model, "model width");
@@ -68,6 +67,12 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--precision", o.precision, "fp32|bf16|fp16 (default fp32)");
   cmd->add_option("--batch-size", o.batch_size, "batch size (default 4)");
   cmd->add_option("--context-length", o.context_length, "tokens per sequence (default 128)");
+}
+
+void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
+  cmd->add_option("--device", o.device,
+                  "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+  AddModelFlags(cmd, o);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "warm-up steps, timed but not in the statistics (default 5)");
   cmd->add_option("--seed", o.seed, "seed of weights and batch (default 0)")->check(kNonNegative);
@@ -136,6 +141,25 @@ void AddProfileFlags(CLI::App* cmd, benchd::client::ProfileOptions& o) {
   cmd->add_flag("--record-shapes", o.record_shapes,
                 "record every operator's input shapes (in the trace)");
   cmd->add_flag("--profile-memory", o.profile_memory, "record allocator events (in the trace)");
+}
+
+void AddEstimateFlags(CLI::App* cmd, benchd::client::EstimateOptions& o) {
+  AddModelFlags(cmd, o.step);
+  cmd->add_flag("--autograd", o.step.autograd,
+                "the step runs through autograd: a forward-only step then keeps what backward "
+                "would need (default: benchd's explicit step, which frees it)");
+  cmd->add_option("--data-parallel", o.data_parallel,
+                  "data-parallel replicas, each running --batch-size sequences (default 1)");
+  cmd->add_option("--zero-stage", o.zero_stage,
+                  "ZeRO over the replicas: 0 none, 1 AdamW state, 2 and gradients, 3 and "
+                  "parameters (default 0)");
+  cmd->add_flag("--fsdp", o.fsdp,
+                "FSDP as CS336 defines it: ZeRO-3's sharding and half of the activations");
+  cmd->add_option("--tensor-parallel", o.tensor_parallel,
+                  "tensor-parallel degree: heads, d_ff and vocabulary split (default 1)");
+  cmd->add_option("--pipeline-stages", o.pipeline_stages, "pipeline stages (default 1)");
+  cmd->add_flag("--offline", o.offline,
+                "compute it here with the daemon's own code, without a daemon");
 }
 
 void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
@@ -264,6 +288,9 @@ int main(int argc, char** argv) {
                     "the --pivot's value: median_step_ms (default), tokens_per_second, "
                     "speedup_vs_fp32, forward_share, backward_share, optimizer_share, "
                     "peak_memory_mib, wall_seconds");
+    cmd->add_flag("--force", submit_flags.force,
+                  "queue it even when its memory estimate (`benchctl estimate`) exceeds the GPU's "
+                  "memory (default: refused at submit)");
   };
 
   CLI::App* benchmark =
@@ -317,6 +344,13 @@ int main(int argc, char** argv) {
   bc::AttentionOptions attn;
   AddAttentionFlags(attention_cmd, attn);
   add_submit_flags(attention_cmd);
+  CLI::App* estimate_cmd = app.add_subcommand(
+      "estimate",
+      "memory by formula: bytes of parameters, gradients, AdamW state and activations, term by "
+      "term, per device under a sharding (answered by the daemon; no job, no device time)");
+  bc::EstimateOptions estimate;
+  AddEstimateFlags(estimate_cmd, estimate);
+  add_json(estimate_cmd, "print the MemoryEstimate as JSON");
 
   std::string job_id;
   CLI::App* artifacts = app.add_subcommand("artifacts", "list or fetch the files a job wrote");
@@ -454,6 +488,8 @@ int main(int argc, char** argv) {
 
   if (*token_create) return bc::RunTokenCreate(token_role, token_name);
   if (*token_hash) return bc::RunTokenHash(stdin);
+  if (*estimate_cmd && estimate.offline)
+    return bc::RunEstimate(bc::GlobalOptions(), estimate, json);
 
   // Every other command talks to the daemon.
   absl::StatusOr<bc::ClientSettings> settings =
@@ -479,6 +515,7 @@ int main(int argc, char** argv) {
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
   if (*node) return bc::RunNode(g, json);
+  if (*estimate_cmd) return bc::RunEstimate(g, estimate, json);
   if (*groups_create)
     return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);
   if (*groups_list) return bc::RunGroupsList(g, json);

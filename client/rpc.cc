@@ -231,6 +231,12 @@ absl::StatusOr<v1::NodeInfo> BenchClient::GetNodeInfo() {
       [&](grpc::ClientContext* c, v1::NodeInfo* r) { return stub_->GetNodeInfo(c, request, r); });
 }
 
+absl::StatusOr<v1::MemoryEstimate> BenchClient::Estimate(const v1::EstimateRequest& request) {
+  return Unary<v1::MemoryEstimate>([&](grpc::ClientContext* c, v1::MemoryEstimate* r) {
+    return stub_->Estimate(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::ListArtifactsResponse> BenchClient::ListArtifacts(const std::string& job_id) {
   v1::ListArtifactsRequest request;
   request.set_job_id(job_id);

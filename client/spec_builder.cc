@@ -192,4 +192,25 @@ absl::StatusOr<v1::JobSpec> BuildProfileSpec(const ProfileOptions& o) {
   return spec;
 }
 
+absl::StatusOr<v1::EstimateRequest> BuildEstimateRequest(const EstimateOptions& o) {
+  // The step's flags mean what they mean for a benchmark: build one, take its part.
+  auto spec = BuildBenchmarkSpec(o.step);
+  if (!spec.ok()) return spec.status();
+  const v1::BenchmarkSpec& b = spec->benchmark();
+  v1::EstimateRequest r;
+  *r.mutable_model() = b.model();
+  if (b.has_batch_size()) r.set_batch_size(b.batch_size());
+  if (b.has_context_length()) r.set_context_length(b.context_length());
+  r.set_precision(b.precision());
+  r.set_mode(b.mode());
+  r.set_autograd(b.autograd());
+  v1::Sharding* sh = r.mutable_sharding();
+  if (o.data_parallel) sh->set_data_parallel(*o.data_parallel);
+  if (o.tensor_parallel) sh->set_tensor_parallel(*o.tensor_parallel);
+  if (o.pipeline_stages) sh->set_pipeline_stages(*o.pipeline_stages);
+  sh->set_zero_stage(o.zero_stage);
+  sh->set_fsdp(o.fsdp);
+  return r;
+}
+
 }  // namespace benchd::client

@@ -69,6 +69,22 @@ struct ProfileOptions {
 // INVALID_ARGUMENT naming the flag.
 absl::StatusOr<v1::JobSpec> BuildProfileSpec(const ProfileOptions& options);
 
+// `benchctl estimate`: the model, mode, precision, batch, context and
+// --autograd flags of `submit benchmark`, plus the sharding's. Unset = the
+// daemon's defaults (every degree 1, ZeRO 0).
+struct EstimateOptions {
+  BenchmarkOptions step;
+  std::optional<int64_t> data_parallel, tensor_parallel, pipeline_stages;
+  int32_t zero_stage = 0;  // --zero-stage 0..3 (checked by the daemon)
+  bool fsdp = false;       // --fsdp
+  // --offline: computed here by the daemon's own code (common/memory_estimate.h),
+  // without asking a daemon.
+  bool offline = false;
+};
+
+// INVALID_ARGUMENT naming the flag (--mode, --precision).
+absl::StatusOr<v1::EstimateRequest> BuildEstimateRequest(const EstimateOptions& options);
+
 }  // namespace benchd::client
 
 #endif  // BENCHD_CLIENT_SPEC_BUILDER_H_

@@ -149,3 +149,49 @@ TEST(BuildProfileSpec, RefusalsNameTheFlag) {
 
 }  // namespace
 }  // namespace benchd::client
+
+namespace benchd::client {
+namespace {
+
+TEST(BuildEstimateRequest, StepAndShardingFlags) {
+  EstimateOptions o;
+  o.step.preset = "2.7B";
+  o.step.mode = "train_step";
+  o.step.precision = "bf16";
+  o.step.batch_size = 4;
+  o.step.context_length = 256;
+  o.step.autograd = true;
+  o.data_parallel = 8;
+  o.zero_stage = 2;
+  o.tensor_parallel = 2;
+  auto r = BuildEstimateRequest(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model().preset(), "2.7B");
+  EXPECT_EQ(r->mode(), v1::BENCHMARK_MODE_TRAIN_STEP);
+  EXPECT_EQ(r->precision(), v1::PRECISION_BF16);
+  EXPECT_EQ(r->batch_size(), 4);
+  EXPECT_EQ(r->context_length(), 256);
+  EXPECT_TRUE(r->autograd());
+  EXPECT_EQ(r->sharding().data_parallel(), 8);
+  EXPECT_EQ(r->sharding().zero_stage(), 2);
+  EXPECT_EQ(r->sharding().tensor_parallel(), 2);
+  EXPECT_FALSE(r->sharding().has_pipeline_stages());  // unset: the daemon's default
+  EXPECT_FALSE(r->sharding().fsdp());
+}
+
+TEST(BuildEstimateRequest, UnsetStaysUnsetAndBadEnumsNameTheFlag) {
+  EstimateOptions o;
+  o.step.preset = "small";
+  auto r = BuildEstimateRequest(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_batch_size());
+  EXPECT_FALSE(r->has_context_length());
+  EXPECT_FALSE(r->sharding().has_data_parallel());
+  o.step.precision = "fp8";
+  r = BuildEstimateRequest(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--precision"));
+}
+
+}  // namespace
+}  // namespace benchd::client

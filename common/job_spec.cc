@@ -17,10 +17,7 @@
 #include "common/sweep_spec.h"
 
 namespace benchd {
-namespace {
 
-// The one range check of every integer field: INVALID_ARGUMENT naming the
-// field's full path, the range accepted and the value that came.
 absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
     return absl::InvalidArgumentError(
@@ -28,6 +25,8 @@ absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int6
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // "inf", "-inf", "nan" (absl::StrCat's spelling of the others).
 std::string NumberText(double v) {

@@ -90,6 +90,10 @@ absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std:
 absl::Status CheckAttentionImplForDevice(v1::AttentionImpl attention, v1::Precision precision,
                                          const std::string& device, absl::string_view field);
 
+// The one range check of every integer field of a request: INVALID_ARGUMENT
+// "<field>: expected lo..hi, got value".
+absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi);
+
 // INVALID_ARGUMENT "<prefix><path>: expected a finite number, got inf" for
 // the first float or double field of `message` (nested messages and repeated
 // fields included, found through its descriptor) that is NaN or +-inf. Every

@@ -96,6 +96,12 @@ inline constexpr int64_t kMaxAttentionMemoryCapBytes = int64_t{1} << 50;
 inline constexpr int64_t kMaxCollectiveFactor = 1024;
 inline constexpr int64_t kMaxCollectiveWarmupIters = 10000;
 inline constexpr int64_t kMaxCollectiveIters = 100000;
+// Each degree of an estimate's sharding (data, tensor, pipeline parallel):
+// more devices than any cluster has is a typo.
+inline constexpr int64_t kMaxParallelDegree = 1 << 20;
+// The largest figure an estimate reports (2^62 bytes, 4 EiB): past it the
+// request is refused rather than have a term overflow.
+inline constexpr int64_t kMaxEstimateBytes = int64_t{1} << 62;
 // Any timeout in seconds (collective, group, progress deadline): a day.
 inline constexpr double kMaxTimeoutSeconds = 86400;
 

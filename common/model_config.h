@@ -23,7 +23,8 @@ struct Preset {
 };
 
 // Every preset, in size order: tiny and mini (for CPUs), then the course's
-// small, medium, large, xl and 2.7B.
+// small, medium, large, xl and 2.7B, and its XXL of the 4D-parallelism
+// questions (for Bench.Estimate: no single device holds it).
 const std::vector<Preset>& Presets();
 
 // Fills a ModelConfig from its preset and defaults (rope_theta 10000) and checks

@@ -35,8 +35,8 @@ int64_t CountOf(const std::string& preset) {
 TEST(PresetsTest, InSizeOrder) {
   std::vector<std::string> names;
   for (const auto& p : Presets()) names.push_back(p.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"tiny", "mini", "small", "medium", "large", "xl", "2.7B"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"tiny", "mini", "small", "medium", "large", "xl",
+                                             "2.7B", "xxl"}));
 }
 
 // The course's figures for its five sizes (vocab 10000).
@@ -47,6 +47,12 @@ TEST(ParameterCountTest, CoursePresets) {
   EXPECT_EQ(CountOf("xl"), 1'998'235'200);
   EXPECT_EQ(CountOf("2.7B"), 3'406'809'600);
 }
+
+// xxl: V=10000 d=16384 dff=53248 L=126
+//   2·V·d = 327,680,000; per layer 4·16384² + 3·16384·53248 + 2·16384
+//   = 1,073,741,824 + 2,617,245,696 + 32,768 = 3,691,020,288; ×126 = 465,068,556,288;
+//   + 16,384 → 465,396,252,672.
+TEST(ParameterCountTest, Xxl) { EXPECT_EQ(CountOf("xxl"), 465'396'252'672); }
 
 // tiny: V=1000 d=64 dff=256 L=2
 //   2·V·d = 128,000; per layer 4·64² + 3·64·256 + 2·64 = 16,384 + 49,152 + 128 = 65,664;

@@ -193,7 +193,7 @@ v1::Role RequiredRole(absl::string_view method) {
       {"EvictModel", v1::ROLE_ADMIN},   {"GetNodeInfo", v1::ROLE_READ},
       {"ListArtifacts", v1::ROLE_READ}, {"FetchArtifact", v1::ROLE_READ},
       {"CreateGroup", v1::ROLE_ADMIN},  {"ListGroups", v1::ROLE_READ},
-      {"DestroyGroup", v1::ROLE_ADMIN},
+      {"DestroyGroup", v1::ROLE_ADMIN}, {"Estimate", v1::ROLE_READ},
   };
   auto it = kRoles->find(method);
   return it == kRoles->end() ? v1::ROLE_UNSPECIFIED : it->second;

@@ -95,6 +95,7 @@ TEST(RequiredRoleTest, EveryBenchMethodHasARole) {
   EXPECT_EQ(RequiredRole("Submit"), v1::ROLE_SUBMIT);
   EXPECT_EQ(RequiredRole("GetJob"), v1::ROLE_READ);
   EXPECT_EQ(RequiredRole("DestroyGroup"), v1::ROLE_ADMIN);
+  EXPECT_EQ(RequiredRole("Estimate"), v1::ROLE_READ);
   EXPECT_EQ(RequiredRole("NoSuchMethod"), v1::ROLE_UNSPECIFIED);
 }
 

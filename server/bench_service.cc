@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_id.h"
 #include "common/job_spec.h"
+#include "common/memory_estimate.h"
 #include "common/version.h"
 #include "server/config.h"
 #include "server/model_calls.h"
@@ -436,6 +437,16 @@ grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext*
   // worker's state and free memory): no worker is asked, so a hung one
   // cannot hold this call.
   return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* BenchService::Estimate(grpc::CallbackServerContext* ctx,
+                                                 const v1::EstimateRequest* req,
+                                                 v1::MemoryEstimate* resp) {
+  auto caller = auth_->Check(*ctx, "Estimate");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  auto estimate = benchd::Estimate(*req);  // its size and number checks first
+  if (estimate.ok()) *resp = *std::move(estimate);
+  return Done(ctx, ToGrpc(estimate.status()));
 }
 
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,

@@ -83,6 +83,12 @@ class BenchService final : public v1::Bench::CallbackService {
                                          const v1::DestroyGroupRequest* req,
                                          v1::DestroyGroupResponse* resp) override;
 
+  // Memory by formula (common/memory_estimate.h), computed here: no worker
+  // is asked and no job made.
+  grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* ctx,
+                                     const v1::EstimateRequest* req,
+                                     v1::MemoryEstimate* resp) override;
+
   // Runs after every EvictModel (the daemon refreshes its resident-model
   // metrics there). Set before serving.
   void SetOnEvicted(std::function<void()> on_evicted) { on_evicted_ = std::move(on_evicted); }

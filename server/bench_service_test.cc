@@ -138,7 +138,8 @@ TEST_F(BenchServiceTest, CallsNeedingAnUnresponsiveWorkerFailAtOnce) {
 
 // Every request of the Bench service whose float or double fields some
 // boundary checks for NaN and inf (ResolveJobSpec for Submit's spec,
-// GroupRegistry::CheckRequest for CreateGroup; their tests walk the fields
+// GroupRegistry::CheckRequest for CreateGroup, ResolveEstimateRequest for
+// Estimate's; their tests walk the fields
 // through the descriptors). A number added to another request fails here
 // until it is checked at its boundary too.
 TEST(RequestNumbersTest, EveryRequestWithANumberFieldIsChecked) {
@@ -148,10 +149,35 @@ TEST(RequestNumbersTest, EveryRequestWithANumberFieldIsChecked) {
   for (int i = 0; i < service->method_count(); ++i) {
     const google::protobuf::Descriptor* in = service->method(i)->input_type();
     if (testing::NumberFieldPaths(in).empty()) continue;
-    EXPECT_TRUE(in == v1::SubmitRequest::descriptor() || in == v1::CreateGroupRequest::descriptor())
+    EXPECT_TRUE(in == v1::SubmitRequest::descriptor() ||
+                in == v1::CreateGroupRequest::descriptor() ||
+                in == v1::EstimateRequest::descriptor())
         << service->method(i)->name() << "'s " << in->full_name()
         << " has float/double fields that no boundary checks for NaN/inf";
   }
+}
+
+// Estimate is answered by the daemon itself: no worker is asked, even with
+// every worker down; bad input is INVALID_ARGUMENT naming the field.
+TEST_F(BenchServiceTest, EstimateNeedsNoWorker) {
+  grpc::ClientContext ctx;
+  v1::EstimateRequest req;
+  req.mutable_model()->set_preset("2.7B");
+  req.set_batch_size(4);
+  req.set_context_length(256);
+  v1::MemoryEstimate e;
+  const grpc::Status s = stub_->Estimate(&ctx, req, &e);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(e.residual_stream().bytes(), 10'485'760);
+  EXPECT_EQ(e.request().model().d_model(), 2560);
+  EXPECT_GT(e.total_bytes(), 4 * int64_t{3'406'809'600});
+
+  grpc::ClientContext bad_ctx;
+  req.mutable_model()->set_rope_theta(std::numeric_limits<double>::quiet_NaN());
+  const grpc::Status bad = stub_->Estimate(&bad_ctx, req, &e);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(),
+              ::testing::HasSubstr("model.rope_theta: expected a finite number"));
 }
 
 int CountThreads() {

@@ -393,6 +393,11 @@ std::string FakeWorkers::WaitForExit(const std::string& device, uint64_t generat
   return slot.exits.at(generation);
 }
 
+void FakeWorkers::SetTotalMemory(const std::string& device, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_.at(device).total_memory_bytes = bytes;
+}
+
 std::vector<v1::Device> FakeWorkers::Devices() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Device> out;
@@ -405,6 +410,7 @@ std::vector<v1::Device> FakeWorkers::Devices() {
                                                         : v1::WORKER_STATE_UNRESPONSIVE);
     device.set_worker_pid(slot.up ? slot.client->pid() : 0);
     device.set_worker_restarts(slot.restarts);
+    device.set_total_memory_bytes(slot.total_memory_bytes);
     out.push_back(std::move(device));
   }
   return out;

@@ -230,6 +230,9 @@ class FakeWorkers final : public Workers {
   void SetUnresponsive(const std::string& device, const std::string& detail);
   // `device`'s worker is down and its starts fail (`how`), until the next Up.
   void FailStarts(const std::string& device, const std::string& how);
+  // The device's total memory as Devices() reports it (the supervisor's
+  // figure comes from the worker's GetInfo); 0, unknown, until set.
+  void SetTotalMemory(const std::string& device, int64_t bytes);
   // The current (or last) incarnation's client; nullptr before the first Up.
   std::shared_ptr<FakeWorkerClient> client(const std::string& device);
   void SetExitListener(ExitListener listener);
@@ -255,6 +258,7 @@ class FakeWorkers final : public Workers {
     std::string failing_start;  // how its starts fail, while down
     uint64_t generation = 0;
     int restarts = 0;
+    int64_t total_memory_bytes = 0;
     std::shared_ptr<FakeWorkerClient> client;
     std::map<uint64_t, std::string> exits;  // generation -> how it ended
   };

@@ -13,6 +13,7 @@
 #include "server/collective_job.h"
 #include "server/config.h"
 #include "server/job_summary.h"
+#include "server/memory_admission.h"
 #include "server/model_calls.h"
 #include "server/progress_deadline.h"
 #include "server/result_bounds.h"
@@ -193,6 +194,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
     job_devices = {spec->device()};
   }
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
+  // A step that cannot fit its GPU is refused now, not after minutes queued.
+  if (auto s = CheckFitsDeviceMemory(*spec, workers_->Devices()); !s.ok()) return s;
   if (spec->progress_timeout_seconds() == 0) {
     auto it = progress_timeouts_.find(JobKindName(*spec));
     spec->set_progress_timeout_seconds(
@@ -346,6 +349,9 @@ JobManager::CallEnd JobManager::RunCall(const v1::Job& job, const v1::JobSpec& s
   internal::RunRequest request;
   request.set_job_id(job.id());
   *request.mutable_spec() = spec;
+  // force was Submit's decision (the memory check), made; the worker has no
+  // use for it, and one built before the field would refuse it as unknown.
+  request.mutable_spec()->clear_force();
   CancelHandle cancel;
   {
     std::lock_guard<std::mutex> lock(mu_);

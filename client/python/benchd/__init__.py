@@ -25,8 +25,8 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
-                       ProfileResult, Records, Result, SweepResult)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
+                       MemoryResult, Node, ProfileResult, Records, Result, SweepResult)
 
 __version__ = "0.1.0"
 
@@ -35,7 +35,7 @@ __all__ = [
     "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
     "SweepResult",
-    "Result", "Node",
+    "Result", "Node", "MemoryEstimate",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
     "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",

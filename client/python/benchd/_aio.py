@@ -19,7 +19,8 @@ from ._common import (Event, JobState, Progress, load_snapshot, show_progress, s
                       write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
+                       MemoryResult, Node,
                        ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
@@ -205,6 +206,10 @@ class AsyncClient(ClientBase):
     async def node(self) -> Node:
         return await self._do(B.node_info())
 
+    async def estimate(self, *args: object, **kwargs: Unpack[A.EstimateArgs]) -> MemoryEstimate:
+        A.check_positionals("estimate", args, A.ESTIMATE_CHECKS)
+        return await self._do(B.estimate(kwargs))
+
     async def create_group(self, *, devices: str | Sequence[str], backend: str | None = None,
                            group_timeout: float | None = None) -> pb.Group:
         return await self._do(B.create_group(devices, backend, group_timeout, self.timeout))
@@ -248,7 +253,7 @@ class AsyncClient(ClientBase):
 def _share_docs() -> None:
     from ._client import Client
     for name in ("benchmark", "profile", "memory", "collective", "attention", "job", "jobs_page", "iter_jobs",
-                 "jobs", "cancel", "models", "evict", "node", "create_group", "groups",
+                 "jobs", "cancel", "models", "evict", "node", "estimate", "create_group", "groups",
                  "destroy_group", "artifacts", "fetch_artifact", "download"):
         getattr(AsyncClient, name).__doc__ = getattr(Client, name).__doc__
 

@@ -51,6 +51,28 @@ class StepArgs(TypedDict, total=False):
     # "model.preset": ["small", "medium"]} (profile and memory: "step.precision").
     sweep: Mapping[str, Union[str, Sequence[object]]]
     cell_timeout: float      # with sweep: seconds a cell may run (a TIMEOUT row)
+    force: bool              # queue it even if its memory estimate exceeds the GPU's memory
+
+
+class EstimateArgs(TypedDict, total=False):
+    """Bench.Estimate: the model and step shape, and the sharding."""
+    preset: str              # tiny, mini, small, medium, large, xl, 2.7B, xxl
+    vocab_size: int
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    rope_theta: float
+    mode: str                # forward | forward_backward | train_step
+    precision: str           # fp32 | bf16 | fp16
+    batch_size: int          # default 4 (per data-parallel replica)
+    context_length: int      # default 128
+    autograd: bool           # a forward-only step through autograd keeps what backward needs
+    data_parallel: int       # replicas (default 1)
+    zero_stage: int          # 0..3
+    fsdp: bool               # CS336's FSDP: ZeRO-3 and half the activations sharded
+    tensor_parallel: int     # default 1
+    pipeline_stages: int     # default 1
 
 
 class BenchmarkArgs(StepArgs, total=False):
@@ -247,8 +269,15 @@ STEP_CHECKS: dict[str, Checker] = {
     "precision": _enum(E.PRECISION), "batch_size": as_int, "context_length": as_int,
     "warmup_steps": as_int, "seed": as_int, "warmup": _warmup, "warmup_max_steps": as_int,
     "attention": _enum(E.ATTENTION), "optimizer": _enum(E.OPTIMIZER), "tf32": as_bool,
-    "weight_copies": as_bool, "fused_ops": as_bool, "autograd": as_bool,
+    "weight_copies": as_bool, "fused_ops": as_bool, "autograd": as_bool, "force": as_bool,
     "sweep": _sweep, "cell_timeout": as_float,
+}
+ESTIMATE_CHECKS: dict[str, Checker] = {
+    "preset": as_str, "vocab_size": as_int, "d_model": as_int, "d_ff": as_int,
+    "num_layers": as_int, "num_heads": as_int, "rope_theta": as_float, "mode": _enum(E.MODE),
+    "precision": _enum(E.PRECISION), "batch_size": as_int, "context_length": as_int,
+    "autograd": as_bool, "data_parallel": as_int, "zero_stage": as_int, "fsdp": as_bool,
+    "tensor_parallel": as_int, "pipeline_stages": as_int,
 }
 BENCHMARK_CHECKS: dict[str, Checker] = {
     **STEP_CHECKS, "steps": as_int, "export_parity": as_bool, "cuda_graph": as_bool}
@@ -385,7 +414,7 @@ def _with_sweep(spec: pb.JobSpec, a: Mapping[str, Any]) -> pb.JobSpec:
 def benchmark_spec(given: Mapping[str, object]) -> pb.JobSpec:
     a = check("benchmark", BENCHMARK_CHECKS, given)
     device, b = _benchmark_spec(a)
-    return _with_sweep(pb.JobSpec(device=device, benchmark=b), a)
+    return _with_sweep(pb.JobSpec(device=device, benchmark=b, force=a.get("force", False)), a)
 
 
 def profile_spec(given: Mapping[str, object]) -> pb.JobSpec:
@@ -396,7 +425,7 @@ def profile_spec(given: Mapping[str, object]) -> pb.JobSpec:
     if "profile_steps" in a:
         p.profile_steps = a["profile_steps"]
     p.activities.extend(a.get("activities", []))
-    return _with_sweep(pb.JobSpec(device=device, profile=p), a)
+    return _with_sweep(pb.JobSpec(device=device, profile=p, force=a.get("force", False)), a)
 
 
 def memory_spec(given: Mapping[str, object]) -> pb.JobSpec:
@@ -412,7 +441,25 @@ def memory_spec(given: Mapping[str, object]) -> pb.JobSpec:
     m.context_lengths.extend(a.get("contexts", []))
     m.modes.extend(a.get("modes", []))
     m.precisions.extend(a.get("precisions", []))
-    return _with_sweep(pb.JobSpec(device=device, memory=m), a)
+    return _with_sweep(pb.JobSpec(device=device, memory=m, force=a.get("force", False)), a)
+
+
+def estimate_request(given: Mapping[str, object]) -> pb.EstimateRequest:
+    """The daemon checks the ranges (and names the field); types are checked here."""
+    a = check("estimate", ESTIMATE_CHECKS, given)
+    r = pb.EstimateRequest(autograd=a.get("autograd", False))
+    r.model.preset = a.get("preset", "")
+    for name in ("vocab_size", "d_model", "d_ff", "num_layers", "num_heads", "rope_theta"):
+        if name in a:
+            setattr(r.model, name, a[name])
+    for name in ("mode", "precision", "batch_size", "context_length"):
+        if name in a:
+            setattr(r, name, a[name])
+    for name in ("data_parallel", "tensor_parallel", "pipeline_stages", "zero_stage"):
+        if name in a:
+            setattr(r.sharding, name, a[name])
+    r.sharding.fsdp = a.get("fsdp", False)
+    return r
 
 
 def collective_spec(given: Mapping[str, object]) -> pb.JobSpec:

@@ -8,7 +8,7 @@ import dataclasses
 import html
 import os
 import time
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import grpc
 import pandas as pd
@@ -19,8 +19,8 @@ from ._common import Event, Progress, error_code, kind_of, result_of, translate,
 from ._credentials import Credentials
 from ._errors import (ArgumentError, BenchdError, DeadlineExceeded, RpcError, Unavailable,
                       WaitTimeout)
-from ._results import (Node, Records, Result, artifacts_records, groups_records,
-                       models_records)
+from ._results import (MemoryEstimate, Node, Records, Result, artifacts_records,
+                       groups_records, models_records)
 from .v1 import bench_pb2 as pb
 
 T = TypeVar("T")
@@ -78,6 +78,10 @@ def evict_model(key: object, device: object, all: object) -> Call[int]:
 
 def node_info() -> Call[Node]:
     return Call("GetNodeInfo", pb.GetNodeInfoRequest(), Node)
+
+
+def estimate(given: Mapping[str, object]) -> Call[MemoryEstimate]:
+    return Call("Estimate", A.estimate_request(given), MemoryEstimate)
 
 
 def create_group(devices: object, backend: object, group_timeout: object,

@@ -17,7 +17,8 @@ from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_sna
                       show_progress, snapshot_name, write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryResult, Node,
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
+                       MemoryResult, Node,
                        ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
@@ -306,6 +307,16 @@ class Client(ClientBase):
         """The node: devices, their workers, versions, and how this client is
         seen (.security: TLS, tokens, the caller and its role) (GetNodeInfo)."""
         return self._do(B.node_info())
+
+    def estimate(self, *args: object, **kwargs: Unpack[A.EstimateArgs]) -> MemoryEstimate:
+        """Memory by formula (Bench.Estimate; `benchctl estimate`): the bytes
+        of parameters, gradients, AdamW state and activations of one step,
+        term by term with formulas, per device under a sharding. No job, no
+        device time. preset (tiny, ..., 2.7B, xxl) or sizes, mode, precision,
+        batch_size, context_length, autograd, and data_parallel, zero_stage
+        (0..3), fsdp, tensor_parallel, pipeline_stages."""
+        A.check_positionals("estimate", args, A.ESTIMATE_CHECKS)
+        return self._do(B.estimate(kwargs))
 
     # ------------------------------------------------------------ groups
 

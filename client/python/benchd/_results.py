@@ -22,8 +22,8 @@ from . import _enums as E
 from .v1 import bench_pb2 as pb
 
 __all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
-           "AttentionResult", "Result",
-           "make_result", "step_columns", "Records", "Node"]
+           "AttentionResult", "Result", "make_result", "step_columns", "Records", "Node",
+           "MemoryEstimate"]
 
 MS = 1e3
 US = 1e6
@@ -623,6 +623,67 @@ def groups_records(groups: Sequence[pb.Group]) -> Records[pb.Group]:
 
 def artifacts_records(artifacts: Sequence[pb.Artifact]) -> Records[pb.Artifact]:
     return Records(artifacts, ["name", "bytes"], lambda a: {"name": a.name, "bytes": a.size_bytes})
+
+
+class MemoryEstimate:
+    """Bench.Estimate: a step's memory by formula. total_bytes (one device,
+    unsharded) and per_device_bytes (under the sharding) are the largest
+    phase's; terms has a row per term (model state, one layer's saved
+    tensors, the rest, the residual stream) with its formula; phases a row
+    per phase. The message itself is .proto."""
+
+    def __init__(self, proto: pb.MemoryEstimate) -> None:
+        self.proto = proto
+        rows = [("model_state", t) for t in proto.model_state] + \
+            [("per_layer", t) for t in proto.activations_per_layer] + \
+            [("activations", t) for t in proto.activations] + \
+            [("residual_stream", proto.residual_stream)]
+        self.terms = Records(rows, ["group", "term", "bytes", "per_device_bytes", "formula"],
+                             lambda r: {"group": r[0], "term": r[1].name, "bytes": r[1].bytes,
+                                        "per_device_bytes": r[1].per_device_bytes,
+                                        "formula": r[1].formula})
+        self.phases = Records(list(proto.phases), ["phase", "peak_bytes", "per_device_peak_bytes",
+                                                   "terms"],
+                              lambda p: {"phase": p.name, "peak_bytes": p.peak_bytes,
+                                         "per_device_peak_bytes": p.per_device_peak_bytes,
+                                         "terms": p.formula})
+
+    @property
+    def total_bytes(self) -> int:
+        return self.proto.total_bytes
+
+    @property
+    def per_device_bytes(self) -> int:
+        return self.proto.per_device_bytes
+
+    @property
+    def peak_phase(self) -> str:
+        return self.proto.peak_phase
+
+    @property
+    def residual_stream_bytes(self) -> int:
+        return self.proto.residual_stream.bytes
+
+    def term(self, name: str) -> pb.EstimateTerm:
+        """The term of that name (KeyError if there is none)."""
+        for _, t in self.terms:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per term."""
+        return self.terms.to_pandas()
+
+    def _repr_html_(self) -> str:
+        head = _html_table([("peak", f"{self.total_bytes:,} B at the {self.peak_phase}"),
+                            ("per device", f"{self.per_device_bytes:,} B on each of "
+                                           f"{self.proto.devices}")])
+        return "<b>benchd memory estimate</b>" + head + self.terms._repr_html_()
+
+    def __repr__(self) -> str:
+        return (f"<MemoryEstimate {self.total_bytes:,} B at the {self.peak_phase}, "
+                f"{self.per_device_bytes:,} B per device>")
 
 
 class Node:

@@ -228,3 +228,44 @@ def test_async_client(daemon: Daemon) -> None:
             arts = await c.artifacts(job.id)
             assert len(arts) == 0
     asyncio.run(go())
+
+
+def test_estimate(client: benchd.Client, daemon: Daemon) -> None:
+    # CS336 memory_profiling (d): one residual-stream tensor of the 2.7B model
+    # at batch 4, context 256, in single precision: 4 x 256 x 2560 x 4 B.
+    e = client.estimate(preset="2.7B", batch_size=4, context_length=256, mode="train_step",
+                        precision="bf16")
+    assert isinstance(e, benchd.MemoryEstimate)
+    assert e.residual_stream_bytes == 10_485_760
+    assert e.term("adamw_state").bytes == 8 * 3_406_809_600
+    assert e.proto.request.model.d_model == 2560  # resolved
+    assert e.total_bytes >= 16 * 3_406_809_600 and e.peak_phase in ("forward", "backward")
+    df = e.to_pandas()
+    assert {"parameters", "layer.ffn_hidden", "residual_stream"} <= set(df["term"])
+    assert (df["bytes"] > 0).all() and df["formula"].str.len().min() > 0
+    # Sharding: ZeRO-3 over 8 replicas divides the parameters.
+    z3 = client.estimate(preset="small", mode="train_step", data_parallel=8, zero_stage=3)
+    assert z3.term("parameters").per_device_bytes == 4 * 128_625_408 // 8
+    assert z3.proto.devices == 8
+    with pytest.raises(benchd.InvalidArgument, match="sharding.zero_stage: expected 0..3, got 5"):
+        client.estimate(preset="small", zero_stage=5)
+    with pytest.raises(benchd.ArgumentTypeError):
+        client.estimate(preset="small", data_parallel="eight")
+    with pytest.raises(benchd.ArgumentTypeError, match="unexpected keyword argument 'device'"):
+        client.estimate(preset="small", device="cuda:0")
+    a = asyncio.run(_estimate_async(daemon.address))
+    assert a.total_bytes == client.estimate(preset="tiny").total_bytes
+
+
+def test_force_reaches_the_spec(client: benchd.Client) -> None:
+    # A CPU is never refused by the memory check; force is stored as given.
+    job = client.benchmark(**TINY, force=True)
+    assert job.spec.force
+    assert job.wait(timeout=300).state == benchd.JobState.SUCCEEDED
+    with pytest.raises(benchd.ArgumentTypeError):
+        client.benchmark(**TINY, force="yes")
+
+
+async def _estimate_async(address: str) -> benchd.MemoryEstimate:
+    async with benchd.AsyncClient(address) as c:
+        return await c.estimate(preset="tiny")

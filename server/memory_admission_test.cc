@@ -1,0 +1,160 @@
+// Submit's memory check, through JobManager over fake workers whose cuda:0
+// reports a small memory (as GetNodeInfo shows the workers' figures).
+#include "server/memory_admission.h"
+
+#include "common/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/job_test_util.h"
+
+namespace benchd::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+class MemoryAdmissionTest : public JobManagerFixture {
+ protected:
+  MemoryAdmissionTest() : JobManagerFixture({"cuda:0", "cpu:0"}) {}
+
+  static v1::JobSpec Step(const std::string& device, const std::string& preset) {
+    v1::JobSpec spec = Benchmark(device);
+    spec.mutable_benchmark()->mutable_model()->set_preset(preset);
+    return spec;
+  }
+};
+
+// small, fp32 forward, batch 4, context 128: 514 MB of parameters alone.
+TEST_F(MemoryAdmissionTest, RefusesAStepLargerThanTheGpuNamingEstimateAndCapacity) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 256 * kMiB);
+  StartJobs();
+  auto job = jobs_->Submit(Step("cuda:0", "small"));
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string m(job.status().message());
+  EXPECT_THAT(m, HasSubstr("memory estimate exceeds cuda:0's memory"));
+  EXPECT_THAT(m, HasSubstr("small forward fp32, batch 4, context 128: "));
+  EXPECT_THAT(m, HasSubstr("at its forward peak"));
+  EXPECT_THAT(m, HasSubstr("against 256.0 MiB (268435456 B)"));
+  EXPECT_THAT(m, HasSubstr("force"));
+  // Nothing was stored or run.
+  auto page = jobs_->List(JobFilter(), 10, 0);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->jobs.empty());
+}
+
+TEST_F(MemoryAdmissionTest, ForceQueuesItAnyway) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 256 * kMiB);
+  StartJobs();
+  v1::JobSpec spec = Step("cuda:0", "small");
+  spec.set_force(true);
+  const std::string id = Submit(spec);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(Get(id).spec().force());  // kept in the stored spec
+  // The worker gets the step without it: the decision is the daemon's.
+  const auto runs = workers_.client("cuda:0")->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].spec().force());
+  EXPECT_EQ(runs[0].spec().benchmark().model().preset(), "small");
+}
+
+TEST_F(MemoryAdmissionTest, AStepThatFitsAndCpuDevicesPass) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 256 * kMiB);
+  workers_.SetTotalMemory("cpu:0", 1 * kMiB);  // a CPU is never refused by this
+  StartJobs();
+  EXPECT_FALSE(Submit(Step("cuda:0", "tiny")).empty());
+  EXPECT_FALSE(Submit(Step("cpu:0", "small")).empty());
+}
+
+TEST_F(MemoryAdmissionTest, UnknownDeviceMemoryIsNotChecked) {
+  workers_.UpAll();  // no SetTotalMemory: the worker has not reported it (0)
+  StartJobs();
+  EXPECT_FALSE(Submit(Step("cuda:0", "2.7B")).empty());
+}
+
+TEST_F(MemoryAdmissionTest, ProfileAndTrainStepAreChecked) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 1024 * kMiB);
+  StartJobs();
+  v1::JobSpec profile;
+  profile.set_device("cuda:0");
+  *profile.mutable_profile()->mutable_step() = Step("cuda:0", "small").benchmark();
+  profile.mutable_profile()->mutable_step()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);
+  auto job = jobs_->Submit(profile);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(), HasSubstr("small train_step fp32"));
+  // Its forward alone fits in 1 GiB (514 MB of parameters, ~150 MB of activations).
+  EXPECT_FALSE(Submit(Step("cuda:0", "small")).empty());
+}
+
+// A memory sweep runs when one of its runs fits: the rest become the
+// out-of-memory rows such a sweep is for. Refused when none fits.
+TEST_F(MemoryAdmissionTest, MemorySweepIsRefusedOnlyWhenNoRunFits) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 1024 * kMiB);
+  StartJobs();
+  v1::JobSpec sweep;
+  sweep.set_device("cuda:0");
+  *sweep.mutable_memory()->mutable_step() = Step("cuda:0", "small").benchmark();
+  sweep.mutable_memory()->add_modes(v1::BENCHMARK_MODE_FORWARD);
+  sweep.mutable_memory()->add_modes(v1::BENCHMARK_MODE_TRAIN_STEP);
+  EXPECT_FALSE(Submit(sweep).empty());
+
+  sweep.mutable_memory()->clear_modes();
+  sweep.mutable_memory()->add_modes(v1::BENCHMARK_MODE_TRAIN_STEP);
+  sweep.mutable_memory()->add_context_lengths(128);
+  sweep.mutable_memory()->add_context_lengths(256);
+  auto job = jobs_->Submit(sweep);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(), HasSubstr("the smallest of the sweep's runs, small "
+                                                "train_step fp32, batch 4, context 128"));
+}
+
+// Options the estimate does not model: only the model state is compared.
+TEST_F(MemoryAdmissionTest, UnmodelledOptionsCompareTheModelStateOnly) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 1024 * kMiB);
+  StartJobs();
+  v1::JobSpec spec = Step("cuda:0", "small");
+  spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_SDPA);
+  // Parameters only (514 MB) fit, whatever SDPA's activations come to.
+  EXPECT_FALSE(Submit(spec).empty());
+  spec.mutable_benchmark()->set_mode(v1::BENCHMARK_MODE_TRAIN_STEP);  // 16 B x P = 2.06 GB
+  auto job = jobs_->Submit(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("at least 1.92 GiB (2058006528 B) of model state (its attention other "
+                        "than faithful are outside the estimate"));
+}
+
+// The function alone: collective jobs and devices not listed pass.
+TEST(CheckFitsDeviceMemoryTest, OnlyAListedCudaDeviceWithItsMemoryIsChecked) {
+  v1::JobSpec in;
+  in.set_device("cuda:1");
+  in.mutable_benchmark()->mutable_model()->set_preset("2.7B");
+  auto resolved = ResolveJobSpec(in);  // what Submit passes: sizes and defaults written out
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const v1::JobSpec& spec = *resolved;
+  v1::Device small;
+  small.set_name("cuda:0");
+  small.set_total_memory_bytes(kMiB);
+  EXPECT_TRUE(CheckFitsDeviceMemory(spec, {small}).ok());
+  small.set_name("cuda:1");
+  small.set_description("NVIDIA Tiny");
+  const absl::Status s = CheckFitsDeviceMemory(spec, {small});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("on cuda:1 (NVIDIA Tiny)"));
+  v1::JobSpec collective;
+  collective.mutable_collective()->add_devices("cuda:1");
+  EXPECT_TRUE(CheckFitsDeviceMemory(collective, {small}).ok());
+}
+
+}  // namespace
+}  // namespace benchd::server
