@@ -10,6 +10,7 @@
 #include "common/memory_estimate.h"
 #include "common/memory_svg.h"
 #include "common/model_config.h"
+#include "common/sweep_spec.h"
 
 namespace benchd::server {
 namespace {
@@ -47,25 +48,39 @@ Need NeedOf(const v1::BenchmarkSpec& step) {
                               " are outside the estimate, so its activations are not counted)")};
 }
 
+// The steps a job would run: one, a memory sweep's runs, or those of every
+// cell of a JobSpec.sweep (each resolved alone: a sweep's stored request need
+// not be valid by itself, e.g. one sweeping model.preset).
+std::vector<v1::BenchmarkSpec> StepsOf(const v1::JobSpec& spec) {
+  std::vector<v1::BenchmarkSpec> steps;
+  if (spec.has_sweep()) {
+    absl::StatusOr<std::vector<SweepCellSpec>> cells = ExpandSweep(spec);
+    if (!cells.ok()) return steps;  // refused by ResolveJobSpec before this is asked
+    for (const SweepCellSpec& cell : *cells) {
+      std::vector<v1::BenchmarkSpec> more = StepsOf(cell.spec);
+      steps.insert(steps.end(), more.begin(), more.end());
+    }
+    return steps;
+  }
+  switch (spec.kind_case()) {
+    case v1::JobSpec::kBenchmark:
+      return {spec.benchmark()};
+    case v1::JobSpec::kProfile:
+      return {spec.profile().step()};
+    case v1::JobSpec::kMemory:
+      return MemoryRunSpecs(spec.memory(), spec.memory().step());
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec,
                                    const std::vector<v1::Device>& devices) {
   if (spec.force() || !absl::StartsWith(spec.device(), "cuda:")) return absl::OkStatus();
-  std::vector<v1::BenchmarkSpec> steps;
-  switch (spec.kind_case()) {
-    case v1::JobSpec::kBenchmark:
-      steps = {spec.benchmark()};
-      break;
-    case v1::JobSpec::kProfile:
-      steps = {spec.profile().step()};
-      break;
-    case v1::JobSpec::kMemory:
-      steps = MemoryRunSpecs(spec.memory(), spec.memory().step());
-      break;
-    default:
-      return absl::OkStatus();
-  }
+  const std::vector<v1::BenchmarkSpec> steps = StepsOf(spec);
+  if (steps.empty()) return absl::OkStatus();
   const v1::Device* device = nullptr;
   for (const v1::Device& d : devices) {
     if (d.name() == spec.device()) device = &d;

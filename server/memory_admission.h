@@ -17,7 +17,8 @@ namespace benchd::server {
 // checked (OK): spec.force, CPU devices, collective jobs, and a device whose
 // worker has not reported its memory yet (0). A memory sweep is refused only
 // when none of its runs fits (the others become out-of-memory rows, which is
-// what such a sweep is for). Where the step's options are outside the
+// what such a sweep is for), and so is a JobSpec.sweep (every cell's steps
+// counted). Where the step's options are outside the
 // estimate (MemoryEstimate.not_modelled), only its model state (parameters,
 // gradients, AdamW state: needed whatever the options) is compared.
 absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec, const std::vector<v1::Device>& devices);

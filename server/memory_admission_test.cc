@@ -117,6 +117,29 @@ TEST_F(MemoryAdmissionTest, MemorySweepIsRefusedOnlyWhenNoRunFits) {
                                                 "train_step fp32, batch 4, context 128"));
 }
 
+// A JobSpec.sweep is checked cell by cell: refused only when no cell fits
+// (tiny fits 256 MiB, small does not), whatever its stored request says.
+TEST_F(MemoryAdmissionTest, ASweepIsRefusedOnlyWhenNoCellFits) {
+  workers_.UpAll();
+  workers_.SetTotalMemory("cuda:0", 256 * kMiB);
+  StartJobs();
+  v1::JobSpec sweep = Step("cuda:0", "");
+  v1::SweepAxis* axis = sweep.mutable_sweep()->add_axes();
+  axis->set_field("model.preset");
+  axis->add_values("tiny");
+  axis->add_values("small");
+  EXPECT_FALSE(Submit(sweep).empty());
+
+  axis->clear_values();
+  axis->add_values("small");
+  axis->add_values("medium");
+  auto job = jobs_->Submit(sweep);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("the smallest of the sweep's runs, small forward fp32, batch 4"));
+}
+
 // Options the estimate does not model: only the model state is compared.
 TEST_F(MemoryAdmissionTest, UnmodelledOptionsCompareTheModelStateOnly) {
   workers_.UpAll();
