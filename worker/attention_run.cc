@@ -1,6 +1,7 @@
 #include "worker/attention_run.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 #include <algorithm>
 #include <chrono>
@@ -89,6 +90,11 @@ class MemoryCap {
   MemoryCap(const WorkerDevice& dev, int64_t cap) : dev_(dev) {
 #if BENCHD_WITH_CUDA
     const c10::DeviceIndex index = dev.device.index();
+    // The caching allocator is set up lazily, by the process's first CUDA
+    // tensor: before it, asking it for a device's stats or fraction fails
+    // ("Invalid device argument"), as a capped first job on a fresh worker
+    // did on an H100.
+    at::globalContext().lazyInitDevice(at::kCUDA);
     ReleaseCachedMemory(dev);
     c10::cuda::CUDAGuard guard(index);
     size_t free = 0, total = 0;
