@@ -6,6 +6,7 @@
 # the write-up's layouts with `benchctl get --pivot`: median step ms,
 # speed-up against fp32, tokens/s, and each phase's share of the step.
 # Writes $OUT/sweep.md (also printed), sweep.json (the Job), benchd.log.
+#   GPU_SWEEP_SECONDS     follow it at most this long (default 1500)
 #   GPU_SWEEP_FLAGS       the request (default: the mixed-precision sweep below)
 #   GPU_SWEEP_PIVOT       ROWS,COLS of the pivots (default model.preset,precision)
 #   GPU_SWEEP_SKIP_BUILD=1  use build-gpu as it is
@@ -30,14 +31,17 @@ FLAGS=${GPU_SWEEP_FLAGS:-"--device cuda:0 --batch-size 4 --context-length 128 --
 PIVOT=${GPU_SWEEP_PIVOT:-model.preset,precision}
 t0=$(date +%s)
 # shellcheck disable=SC2086  # FLAGS: flags, word-split on purpose
-"$BIN/benchctl" --timeout 1800 submit benchmark $FLAGS --watch --json < /dev/null > "$OUT/sweep.json"
+id=$("$BIN/benchctl" submit benchmark $FLAGS < /dev/null)
+# Followed for at most GPU_SWEEP_SECONDS: the rows finished by then are
+# stored with the RUNNING job, so the pivots below show them either way.
+timeout "${GPU_SWEEP_SECONDS:-1500}" "$BIN/benchctl" watch "$id" > "$OUT/watch.log" 2>&1 || true
 took=$(( $(date +%s) - t0 ))
-id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$OUT/sweep.json")
+"$BIN/benchctl" get "$id" --json > "$OUT/sweep.json"
 {
-  echo "# One sweep request on $(cut -d, -f1 "$OUT/gpu.txt"): job $id, ${took} s"
+  echo "# One sweep request on $(cut -d, -f1 "$OUT/gpu.txt"): job $id, ${took} s, $(grep -o '"state": "[A-Z_]*"' "$OUT/sweep.json" | head -1)"
   echo
   echo '```'
-  echo "benchctl submit benchmark $(tr -s ' \n' ' ' <<< "$FLAGS")--watch"
+  echo "benchctl submit benchmark $(tr -s ' \n' ' ' <<< "$FLAGS")"
   echo '```'
   for value in median_step_ms speedup_vs_fp32 tokens_per_second forward_share backward_share optimizer_share; do
     echo
