@@ -2,7 +2,8 @@
 // device and runs each cell as an ordinary worker Run, in order, so the
 // worker knows nothing of sweeps. A cell that runs out of memory, passes its
 // time limit or fails is a row saying so, and the sweep goes on; a cancel
-// stops the cell running and the sweep with it.
+// stops the cell running and the sweep with it. Each cell starts with no
+// model resident on the device (evicted before it).
 #include <chrono>
 #include <cstdio>
 
@@ -39,6 +40,12 @@ v1::SweepCellOutcome OutcomeOf(v1::JobState state, bool timed_out, int error_cod
     return v1::SWEEP_CELL_OUTCOME_OUT_OF_MEMORY;
   }
   return v1::SWEEP_CELL_OUTCOME_FAILED;
+}
+
+v1::EvictModelRequest EvictAllOn(const std::string& device) {
+  v1::EvictModelRequest request;
+  request.set_device(device);
+  return request;
 }
 
 }  // namespace
@@ -110,6 +117,19 @@ void JobManager::RunSweep(v1::Job job) {
     Publish(job, [&](v1::JobEvent* e) {
       e->set_log(absl::StrCat("sweep cell ", i + 1, " of ", cells->size(), ": ", label));
     });
+    // Every cell starts with no model resident on the device, so its figures
+    // and an out-of-memory row are its own: the models earlier cells (or
+    // jobs) left resident would otherwise hold its memory (on an H100 a
+    // preset x mode x precision sweep ran xl's train steps out of memory
+    // behind the smaller presets' resident models and AdamW states).
+    auto evicted = worker->EvictModel(EvictAllOn(device), kEvictModelTimeout);
+    if (!evicted.ok()) {
+      Publish(job, [&](v1::JobEvent* e) {
+        e->set_log(absl::StrCat("sweep cell ", i + 1, ": the models resident on ", device,
+                                " could not be evicted first (", evicted.status().message(),
+                                "); the cell runs beside them"));
+      });
+    }
     const auto started = std::chrono::steady_clock::now();
     CallEnd end = RunCall(job, spec, *worker, cell_limit);
     const double wall =

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +86,13 @@ TEST_F(SweepJobTest, EachCellIsOneWorkerRunInOrderAndTheRowsAreStreamedAndStored
   }
   EXPECT_THAT(seen, ElementsAre("PRECISION_FP32/16", "PRECISION_FP32/32", "PRECISION_BF16/16",
                                 "PRECISION_BF16/32"));
+  // Before each cell, every model resident on the device was evicted.
+  const auto evictions = cpu0->evict_model.requests();
+  ASSERT_EQ(evictions.size(), 4u);
+  for (const auto& r : evictions) {
+    EXPECT_EQ(r.device(), "cpu:0");
+    EXPECT_TRUE(r.key().empty());
+  }
   const v1::SweepResult& sweep = job.result().sweep();
   EXPECT_FALSE(job.result().has_benchmark());
   EXPECT_THAT(sweep.fields(), ElementsAre("precision", "context_length"));
@@ -151,6 +159,24 @@ TEST_F(SweepJobTest, OutOfMemoryFailedAndTimedOutCellsAreRowsAndTheSweepGoesOn) 
   EXPECT_TRUE(s.cells(5).has_median_step_seconds());
   EXPECT_FALSE(s.cells(3).has_speedup_vs_fp32());
   EXPECT_TRUE(workers_.kills().empty());  // the timed-out worker answered its ping
+}
+
+// An eviction the worker refuses is said in the job's log; the cell runs.
+TEST_F(SweepJobTest, ACellRunsWhenTheEvictionBeforeItFails) {
+  workers_.UpAll();
+  auto cpu0 = workers_.client("cpu:0");
+  cpu0->SetDefaultRun(ByPrecision());
+  cpu0->evict_model.Fail(absl::UnavailableError("worker busy"));
+  StartJobs();
+  const std::string id = Submit(Sweep({"fp32", "bf16"}, {"16"}));
+  const v1::Job job = WaitFinal(id);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
+  EXPECT_EQ(job.result().sweep().cells_ok(), 2);
+  int said = 0;
+  for (const auto& e : History(id)) {
+    if (e.has_log() && absl::StrContains(e.log(), "could not be evicted first (worker busy)")) ++said;
+  }
+  EXPECT_EQ(said, 2);
 }
 
 TEST_F(SweepJobTest, EveryCellFailingFailsTheJobWithItsRows) {
