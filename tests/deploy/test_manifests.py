@@ -335,7 +335,7 @@ def test_health_response_decoding(status):
 
 CONTAINERFILE = DEPLOY / "container" / "Containerfile"
 # setup.sh packages that only the tests, CI or the developer need.
-NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus"}
+NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus", "systemd"}
 
 
 def stages():
