@@ -108,29 +108,44 @@ def test_schema_validation_catches_a_wrong_field(rendered):
         kubernetes_validate.validate(daemonset, KUBERNETES_VERSION, strict=True)
 
 
+# The rules of prometheus-operator 0.84.1's ServiceMonitor CRD
+# (example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml)
+# for the fields used here, copied as rules, not as the CRD: a duration and a
+# label name as its patterns say, spec.selector and spec.endpoints required.
+CRD_DURATION = r"(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)"
+CRD_LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
+
+
 def test_servicemonitor_structure(rendered):
-    """prometheus-operator's ServiceMonitor (monitoring.coreos.com/v1): the
-    fields used here, their types, and the port it scrapes is the Service's
-    named port, which is the container's."""
+    """monitoring.coreos.com/v1 ServiceMonitor: the fields used here, their
+    types and patterns, and the port it scrapes is the Service's named port,
+    which is the container's."""
     monitor = one(rendered, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
-    assert set(monitor["spec"]) <= {"selector", "endpoints", "namespaceSelector", "jobLabel"}
-    assert isinstance(monitor["spec"]["selector"]["matchLabels"], dict)
+    spec = monitor["spec"]
+    assert {"selector", "endpoints"} <= set(spec)
+    assert set(spec) <= {"selector", "endpoints", "namespaceSelector", "jobLabel"}
+    assert all(isinstance(v, str) for v in spec["selector"]["matchLabels"].values())
     allowed = {"port", "path", "interval", "scrapeTimeout", "scheme", "relabelings",
                "metricRelabelings", "honorLabels"}
     service = one(rendered, "Service")
     assert all(service["metadata"]["labels"].get(k) == v
-               for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+               for k, v in spec["selector"]["matchLabels"].items())
     service_ports = {p["name"]: p for p in service["spec"]["ports"]}
-    for endpoint in monitor["spec"]["endpoints"]:
+    assert spec["endpoints"]
+    for endpoint in spec["endpoints"]:
         assert set(endpoint) <= allowed, set(endpoint) - allowed
-        assert re.fullmatch(r"[0-9]+(ms|s|m|h)", endpoint["interval"])
-        assert endpoint["port"] in service_ports
+        assert isinstance(endpoint["port"], str) and endpoint["port"] in service_ports
+        assert isinstance(endpoint.get("path", ""), str)
+        for duration in ("interval", "scrapeTimeout"):
+            assert re.fullmatch(CRD_DURATION, endpoint.get(duration, "0")), duration
         for relabel in endpoint.get("relabelings", []):
             assert set(relabel) <= {"sourceLabels", "targetLabel", "regex", "replacement",
                                     "action", "separator", "modulus"}
-            assert isinstance(relabel.get("sourceLabels", []), list)
+            assert all(re.fullmatch(CRD_LABEL_NAME, label)
+                       for label in relabel.get("sourceLabels", []))
+            assert isinstance(relabel.get("targetLabel", ""), str)
 
 
 def container_of(rendered):
@@ -241,7 +256,7 @@ def test_systemd_analyze_verify(tmp_path):
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), \
         result.stdout + result.stderr
     # And it does object: an unknown key is reported.
-    unit.write_text(text.replace("KillMode=mixed", "KillMode=mixed\nKillModes=mixed"))
+    unit.write_text(text.replace("[Service]\n", "[Service]\nKillModes=mixed\n", 1))
     result = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     assert "KillModes" in result.stdout + result.stderr
 
