@@ -223,6 +223,51 @@ def test_names_tie_together(rendered):
         assert args["--tls-ca"].startswith("/etc/benchd/tls/")
 
 
+OVERLAY = DEPLOY / "kubernetes" / "overlays" / "grpc-probe-tls"
+
+
+def render_overlay():
+    """kustomize build of the overlay: the base, then its JSON 6902 patches."""
+    kustomization = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    assert set(kustomization) - {"apiVersion", "kind"} == {"resources", "patches"}
+    assert kustomization["resources"] == ["../../base"]
+    objects = render_base()[1]
+    for patch in kustomization["patches"]:
+        targets = [o for o in objects if o["kind"] == patch["target"]["kind"]
+                   and o["metadata"]["name"] == patch["target"]["name"]]
+        assert len(targets) == 1, patch["target"]
+        for op in yaml.safe_load((OVERLAY / patch["path"]).read_text()):
+            assert op["op"] in ("replace", "add"), op["op"]
+            *parents, last = op["path"].lstrip("/").split("/")
+            node = targets[0]
+            for key in parents:
+                node = node[int(key)] if isinstance(node, list) else node[key]
+            if op["op"] == "replace":
+                assert last in node, op["path"]  # replace needs the path to exist
+            node[last] = op["value"]
+    return objects
+
+
+def test_overlay_grpc_probe_tls():
+    import kubernetes_validate
+
+    objects = render_overlay()
+    for obj in objects:
+        if obj["kind"] != "ServiceMonitor":
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    container = container_of(objects)
+    assert container["name"] == "benchd"  # the patch's path names container 0
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    probe = container["readinessProbe"]
+    assert set(probe) - {"periodSeconds", "timeoutSeconds", "failureThreshold"} == {"grpc"}
+    assert probe["grpc"] == {"port": ports["grpc"], "service": "benchd.v1.Bench", "mode": "TLS"}
+    assert container["livenessProbe"]["exec"]["command"][0] == "benchd-health"
+    # mode is new in 1.37: the 1.36 API has no such field.
+    daemonset = one(objects, "DaemonSet")
+    with pytest.raises(kubernetes_validate.ValidationError, match="'mode' was unexpected"):
+        kubernetes_validate.validate(daemonset, "1.36.0", strict=True)
+
+
 # --- systemd
 
 UNIT = DEPLOY / "systemd" / "benchd.service"
