@@ -439,6 +439,9 @@ def test_containerfile_stages():
     venv = re.search(r"python3 -m venv (\S+)", " ".join(found["build"]["lines"])).group(1)
     assert site.startswith(venv + "/lib/python3.11/site-packages")
     assert "python3-grpcio" in apt_packages(runtime)  # benchd-health
+    # nvcc for the worker's kernels: a toolkit of the same CUDA as torch's wheels.
+    build = " ".join(found["build"]["lines"])
+    assert "nvidia-cuda-nvcc==13.0." in build and "/usr/local/cuda/bin/nvcc --version" in build
     assert any(line.startswith("USER 10001") for line in runtime)
     # The DaemonSet runs as the image's user.
     pod = pod_specs(one(render_base()[1], "DaemonSet"))[0]
