@@ -434,6 +434,9 @@ def test_containerfile_stages():
         assert f"/build/bin/{binary}" in copies
     assert "deploy/container/benchd-health" in copies
     assert "torch/lib" in copies and "${SITE}/nvidia" in copies
+    # The worker's RUNPATH names /usr/local/cuda/lib for its own libcudart.so.13.
+    assert "ln -s ${SITE}/nvidia/cu13/lib /usr/local/cuda/lib" in " ".join(runtime)
+    assert "benchd-worker --help" in " ".join(runtime)
     # The venv path is the same in both stages (the worker's RUNPATH).
     site = re.search(r"ARG SITE=(\S+)", " ".join(runtime)).group(1)
     venv = re.search(r"python3 -m venv (\S+)", " ".join(found["build"]["lines"])).group(1)
