@@ -14,7 +14,8 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
   0 on unknown keys and only prints them), and benchd-wait-ready against a
   real process;
 - benchd-health's hand-made health messages against grpcio-health-checking's;
-- the Containerfile's stages against scripts/setup.sh's package list.
+- the Containerfile's stages against scripts/setup.sh's package list, and its
+  runtime packages against the Debian libraries the built binaries load.
 """
 import os
 import pathlib
@@ -449,3 +450,37 @@ def test_containerfile_stages():
     # The DaemonSet runs as the image's user.
     pod = pod_specs(one(render_base()[1], "DaemonSet"))[0]
     assert pod["securityContext"]["runAsUser"] == 10001
+
+
+def test_runtime_stage_has_the_binaries_debian_libraries():
+    """Every Debian library the built binaries load (ldd) belongs to a package
+    the runtime stage installs or one they pull in."""
+    binaries = bin_dir()
+    if binaries is None or not shutil.which("dpkg") or not shutil.which("apt-cache"):
+        pytest.skip("needs built binaries (BENCHD_BIN_DIR), dpkg and apt-cache")
+    programs = [str(binaries / b) for b in ("benchd", "benchctl", "benchd-worker")
+                if (binaries / b).exists()]
+    ldd = subprocess.run(["ldd", *programs], capture_output=True, text=True, check=True).stdout
+    paths = set(re.findall(r"=> (/\S+)", ldd))
+    # LibTorch and CUDA come from the wheels, not from Debian.
+    debian = {p for p in paths if not re.search(r"torch/lib|/nvidia/|/cuda", p)}
+    assert debian, ldd
+    # dpkg -S PATH...: "package:arch: path" per path it knows (Debian's
+    # libraries may be found through /lib, a link to /usr/lib: try both).
+    candidates = sorted(debian | {os.path.realpath(p) for p in debian})
+    listing = subprocess.run(["dpkg", "-S", *candidates], capture_output=True, text=True).stdout
+    owned = {}
+    for line in listing.splitlines():
+        package, _, path = line.partition(": ")
+        owned[path] = package.split(":")[0]
+    owners = set()
+    for path in debian:
+        package = owned.get(path) or owned.get(os.path.realpath(path))
+        assert package, f"no Debian package owns {path}"
+        owners.add(package)
+    runtime = sorted(apt_packages(stages()["runtime"]["lines"]))
+    depends = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
+                              "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances",
+                              *runtime], capture_output=True, text=True, check=True).stdout
+    closure = {line.strip() for line in depends.splitlines() if not line.startswith(" ")}
+    assert owners <= closure, f"the runtime stage lacks {sorted(owners - closure)}"
