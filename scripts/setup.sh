@@ -18,7 +18,8 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
-  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git libjemalloc-dev"
+  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git libjemalloc-dev
+  systemd"
 FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-none}
 # libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
 [ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
@@ -45,6 +46,9 @@ fi
 .venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
   .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
     grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
+# ctest deploy.manifests: yamllint and the Kubernetes API schemas (1.37), pinned.
+.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('yamllint') != '1.38.0' or m.version('kubernetes-validate') != '1.37.0')" 2>/dev/null ||
+  .venv/bin/pip install -q --disable-pip-version-check yamllint==1.38.0 kubernetes-validate==1.37.0
 # Grafana's dashboards-as-code SDK for dashboards/generate.py, pinned: its
 # output is committed (dashboards/json) and the ctest compares them. Its
 # versions are "<build>!<Grafana schema version>".
