@@ -16,12 +16,7 @@ source scripts/gpu-lib.sh
 source scripts/daemon-lib.sh
 gpu_setup
 
-[ -n "${GPU_COMPILED_SKIP_BUILD:-}" ] ||
-  gpu_build gpu-compiled -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
-
-BIN=$BUILD/bin
-DATA=$(mktemp -d /tmp/benchd-gpu-compiled-XXXXXX)
-benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log"
+gpu_serve gpu-compiled "${GPU_COMPILED_SKIP_BUILD:-}"
 "$BIN/benchctl" --timeout 120 node > "$OUT/node.txt"
 t0=$(date +%s)
 # shellcheck disable=SC2086  # GPU_COMPILED_FLAGS: flags, word-split on purpose

@@ -16,12 +16,7 @@ source scripts/gpu-lib.sh
 source scripts/daemon-lib.sh
 gpu_setup
 
-[ -n "${GPU_ESTIMATE_SKIP_BUILD:-}" ] ||
-  gpu_build gpu-estimate -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
-
-BIN=$BUILD/bin
-DATA=$(mktemp -d /tmp/benchd-gpu-estimate-XXXXXX)
-benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log"
+gpu_serve gpu-estimate "${GPU_ESTIMATE_SKIP_BUILD:-}"
 # The check needs the worker's memory figure: wait for cuda:0 to be UP.
 for _ in $(seq 1 120); do
   "$BIN/benchctl" node --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]; sys.exit(not any(x["name"]=="cuda:0" and x.get("workerState")=="WORKER_STATE_UP" and int(x.get("totalMemoryBytes",0))>0 for x in d))' && break

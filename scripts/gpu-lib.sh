@@ -29,3 +29,18 @@ gpu_build() {
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   echo "$name: built in $(( $(date +%s) - t0 )) s"
 }
+
+# gpu_serve NAME SKIP_BUILD [BENCHD_FLAGS...]: what the request scripts
+# (gpu-compiled.sh, gpu-estimate.sh, gpu-sweep.sh) share. Unless SKIP_BUILD is
+# non-empty, builds benchd, benchd-worker and benchctl (no tests) into $BUILD;
+# then starts benchd (scripts/daemon-lib.sh's benchd_start: call this in the
+# script's own shell, not in $(...)) with its and the workers' logs in $OUT,
+# and sets BIN to the programs' folder.
+gpu_serve() {
+  local name=$1 skip=$2 data
+  shift 2
+  [ -n "$skip" ] || gpu_build "$name" -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
+  BIN=$BUILD/bin
+  data=$(mktemp -d "/tmp/benchd-$name-XXXXXX")
+  benchd_start --copy-logs "$OUT" "$BIN" "$data" "$OUT/benchd.log" "$@"
+}

@@ -19,12 +19,7 @@ source scripts/gpu-lib.sh
 source scripts/daemon-lib.sh
 gpu_setup
 
-[ -n "${GPU_SWEEP_SKIP_BUILD:-}" ] ||
-  gpu_build gpu-sweep -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
-
-BIN=$BUILD/bin
-DATA=$(mktemp -d /tmp/benchd-gpu-sweep-XXXXXX)
-benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log"
+gpu_serve gpu-sweep "${GPU_SWEEP_SKIP_BUILD:-}"
 FLAGS=${GPU_SWEEP_FLAGS:-"--device cuda:0 --batch-size 4 --context-length 128 --warmup-steps 5 --steps 10
   --sweep model.preset=small,medium,large,xl,2.7B --sweep mode=forward,train_step
   --sweep precision=fp32,bf16,fp16 --cell-timeout 300"}
