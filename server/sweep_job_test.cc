@@ -174,7 +174,8 @@ TEST_F(SweepJobTest, ACellRunsWhenTheEvictionBeforeItFails) {
   EXPECT_EQ(job.result().sweep().cells_ok(), 2);
   int said = 0;
   for (const auto& e : History(id)) {
-    if (e.has_log() && absl::StrContains(e.log(), "could not be evicted first (worker busy)")) ++said;
+    if (e.has_log() && absl::StrContains(e.log(), "could not be evicted first (worker busy)"))
+      ++said;
   }
   EXPECT_EQ(said, 2);
 }
