@@ -47,39 +47,6 @@ at::ScalarType DtypeOf(v1::Precision p) {
   }
 }
 
-// The caching allocator's allocated bytes now, and their peak since the last
-// ResetPeak; 0 on a CPU, which has no allocator to ask.
-int64_t AllocatedBytes(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .current;
-  }
-#endif
-  (void)dev;
-  return 0;
-}
-
-int64_t PeakAllocatedBytes(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .peak;
-  }
-#endif
-  (void)dev;
-  return 0;
-}
-
-void ResetPeak(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.device.index());
-#endif
-  (void)dev;
-}
-
 // AttentionSpec.memory_cap_bytes: the caching allocator's memory fraction,
 // set so that it may reserve `cap` bytes beyond what it holds when the run
 // starts (cached free blocks released first, so they do not count), and
@@ -174,7 +141,7 @@ class AttentionRun {
       for (torch::Tensor* t : {&q_, &k_, &v_}) t->mutable_grad() = torch::Tensor();
       Synchronize(dev_);
       const int64_t before = AllocatedBytes(dev_);
-      ResetPeak(dev_);
+      ResetPeakAllocated(dev_);
       const Clock::time_point host_start = Clock::now();
       clock->Reset();
       clock->Mark();

@@ -37,24 +37,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Peak memory over the measured steps.
-void ResetPeakMemory(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.device.index());
-#else
-  (void)dev;
-#endif
-}
-
+// Peak memory over the measured steps: the caching allocator's on CUDA (reset
+// before them), the process's high-water mark on a CPU.
 int64_t PeakMemory(const WorkerDevice& dev) {
-#if BENCHD_WITH_CUDA
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .peak;
-  }
-#endif
-  return HostMaxRssBytes();
+  return dev.is_cuda() ? PeakAllocatedBytes(dev) : HostMaxRssBytes();
 }
 
 const char* PeakMemorySource(const WorkerDevice& dev) {
@@ -145,7 +131,7 @@ class BenchmarkRun {
         // Not under a graph: its replays write the gradients into the buffers
         // the capture attached to the parameters, which must stay attached.
         if (!graph_) model_->model->zero_grad(/*set_to_none=*/true);
-        ResetPeakMemory(dev_);
+        ResetPeakAllocated(dev_);
         if (hooks_.on_measure_start) hooks_.on_measure_start();
       }
       if (spec_.cuda_graph() && i == kGraphEagerSteps) {

@@ -28,6 +28,38 @@ int64_t HostMaxRssBytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kB
 }
 
+#if BENCHD_WITH_CUDA
+namespace {
+c10::CachingAllocator::Stat AllocatedStat(const WorkerDevice& dev) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+}  // namespace
+#endif
+
+int64_t AllocatedBytes(const WorkerDevice& dev) {
+#if BENCHD_WITH_CUDA
+  if (dev.is_cuda()) return AllocatedStat(dev).current;
+#endif
+  (void)dev;
+  return 0;
+}
+
+int64_t PeakAllocatedBytes(const WorkerDevice& dev) {
+#if BENCHD_WITH_CUDA
+  if (dev.is_cuda()) return AllocatedStat(dev).peak;
+#endif
+  (void)dev;
+  return 0;
+}
+
+void ResetPeakAllocated(const WorkerDevice& dev) {
+#if BENCHD_WITH_CUDA
+  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.device.index());
+#endif
+  (void)dev;
+}
+
 std::string MemoryFigures(const WorkerDevice& dev) {
 #if BENCHD_WITH_CUDA
   if (dev.is_cuda()) {
