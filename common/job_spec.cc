@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -287,6 +288,63 @@ absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) 
   }
   if (out.implementation() == v1::ATTENTION_IMPL_UNSPECIFIED)
     out.set_implementation(v1::ATTENTION_IMPL_FAITHFUL);
+  return out;
+}
+
+absl::StatusOr<v1::PrecisionSpec> ResolvePrecision(const v1::PrecisionSpec& in) {
+  v1::PrecisionSpec out = in;
+  std::set<int> seen;
+  for (int i = 0; i < in.experiments_size(); ++i) {
+    const int e = in.experiments(i);
+    if (!v1::PrecisionExperiment_IsValid(e) || e == v1::PRECISION_EXPERIMENT_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat("precision.experiments[", i,
+                                                     "]: unknown value ", e,
+                                                     "; expected accumulation or autocast"));
+    }
+    if (!seen.insert(e).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("precision.experiments[", i,
+                       "]: ", PrecisionExperimentName(static_cast<v1::PrecisionExperiment>(e)),
+                       " is given twice; expected accumulation and autocast, each at most once"));
+    }
+  }
+  if (out.experiments_size() == 0) {
+    out.add_experiments(v1::PRECISION_EXPERIMENT_ACCUMULATION);
+    out.add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);
+  }
+  seen.clear();
+  for (int i = 0; i < in.autocast_dtypes_size(); ++i) {
+    const int p = in.autocast_dtypes(i);
+    if (p == v1::PRECISION_FP32 || p == v1::PRECISION_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision.autocast_dtypes[", i,
+          "]: ", p == v1::PRECISION_FP32 ? "fp32" : "unspecified (fp32)",
+          " is not an autocast dtype (autocast casts to a lower precision); expected bf16 or "
+          "fp16"));
+    }
+    if (!v1::Precision_IsValid(p)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision.autocast_dtypes[", i, "]: unknown value ", p, "; expected bf16 or fp16"));
+    }
+    if (!seen.insert(p).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision.autocast_dtypes[", i, "]: ", PrecisionName(static_cast<v1::Precision>(p)),
+          " is given twice; expected bf16 and fp16, each at most once"));
+    }
+  }
+  if (out.autocast_dtypes_size() == 0) {
+    out.add_autocast_dtypes(v1::PRECISION_BF16);
+    out.add_autocast_dtypes(v1::PRECISION_FP16);
+  }
+  if (!out.has_count()) out.set_count(kDefaultPrecisionCount);
+  if (auto s = CheckRange("precision.count", out.count(), 1, kMaxPrecisionCount); !s.ok()) return s;
+  if (!out.has_addend()) out.set_addend(kDefaultPrecisionAddend);
+  // NaN and inf were refused by CheckFiniteNumbers.
+  if (out.addend() == 0 || std::abs(out.addend()) > kMaxPrecisionAddend) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision.addend: expected a number other than 0 with |addend| <= ", kMaxPrecisionAddend,
+        " (fp16's largest finite value), got ", NumberText(out.addend())));
+  }
   return out;
 }
 
@@ -683,6 +741,8 @@ double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
       return 900;  // trace / snapshot export and analysis are silent
     case v1::JobSpec::kAttention:
       return 600;  // every pass is progress; one pass of the largest cell takes seconds
+    case v1::JobSpec::kPrecision:
+      return 600;  // seconds of work at most; each row is a log line
     default:
       return 600;
   }
@@ -817,6 +877,8 @@ v1::JobKind JobKindOf(const v1::JobSpec& spec) {
       return v1::JOB_KIND_COLLECTIVE;
     case v1::JobSpec::kAttention:
       return v1::JOB_KIND_ATTENTION;
+    case v1::JobSpec::kPrecision:
+      return v1::JOB_KIND_PRECISION;
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
@@ -835,12 +897,37 @@ std::string JobKindName(v1::JobKind kind) {
       return "collective";
     case v1::JOB_KIND_ATTENTION:
       return "attention";
+    case v1::JOB_KIND_PRECISION:
+      return "precision";
     default:
       return "";
   }
 }
 
 std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(spec)); }
+
+std::string PrecisionExperimentName(v1::PrecisionExperiment e) {
+  switch (e) {
+    case v1::PRECISION_EXPERIMENT_ACCUMULATION:
+      return "accumulation";
+    case v1::PRECISION_EXPERIMENT_AUTOCAST:
+      return "autocast";
+    default:
+      return absl::StrCat(static_cast<int>(e));
+  }
+}
+
+absl::StatusOr<v1::PrecisionExperiment> ParsePrecisionExperiment(const std::string& name) {
+  v1::PrecisionExperiment e;
+  const std::string upper = absl::AsciiStrToUpper(name);
+  if (!name.empty() && upper != "UNSPECIFIED" &&
+      (v1::PrecisionExperiment_Parse("PRECISION_EXPERIMENT_" + upper, &e) ||
+       (upper != "PRECISION_EXPERIMENT_UNSPECIFIED" && v1::PrecisionExperiment_Parse(upper, &e)))) {
+    return e;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown experiment ", QuotedForError(name),
+                                                 "; expected accumulation or autocast"));
+}
 
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
   // Sizes first: every later message may quote a field.
@@ -899,12 +986,18 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_attention() = *a;
       return out;
     }
+    case v1::JobSpec::kPrecision: {
+      auto p = ResolvePrecision(spec.precision());
+      if (!p.ok()) return p.status();
+      *out.mutable_precision() = *p;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(
       "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
-      "attention");
+      "attention, precision");
 }
 
 }  // namespace benchd

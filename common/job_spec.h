@@ -33,11 +33,21 @@ inline constexpr int64_t kDefaultAttentionSeqLen = 1024;
 inline constexpr int64_t kDefaultAttentionWarmupPasses = 5;
 inline constexpr int64_t kDefaultAttentionPasses = 100;
 
+// The precision request's (v1::PrecisionSpec): the write-up's loop, 0.01
+// added 1000 times.
+inline constexpr int64_t kDefaultPrecisionCount = 1000;
+inline constexpr double kDefaultPrecisionAddend = 0.01;
+
 // The request's kind (the JobSpec oneof's case); unspecified when none is set.
 v1::JobKind JobKindOf(const v1::JobSpec& spec);
 // "benchmark", "profile", ..., or "" for unspecified.
 std::string JobKindName(v1::JobKind kind);
 std::string JobKindName(const v1::JobSpec& spec);
+
+// "accumulation", "autocast" (v1::PrecisionExperiment), and back (also the
+// full enum names); INVALID_ARGUMENT "unknown experiment '...'; expected ...".
+std::string PrecisionExperimentName(v1::PrecisionExperiment e);
+absl::StatusOr<v1::PrecisionExperiment> ParsePrecisionExperiment(const std::string& name);
 
 // Returns the spec with every default written out (mode, precision, batch 4,
 // context 128, warm-up 5 — or with warmup_auto no count and a cap of 50 —,

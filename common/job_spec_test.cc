@@ -217,7 +217,7 @@ TEST(JobSpecTest, KindNames) {
   EXPECT_EQ(JobKindName(in), "");
   EXPECT_EQ(ResolveJobSpec(in).status().message(),
             "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
-            "attention");
+            "attention, precision");
   EXPECT_EQ(JobKindOf(Benchmark()), v1::JOB_KIND_BENCHMARK);
   EXPECT_EQ(JobKindName(Benchmark()), "benchmark");
   in.mutable_collective();
@@ -225,6 +225,9 @@ TEST(JobSpecTest, KindNames) {
   in.mutable_attention();
   EXPECT_EQ(JobKindOf(in), v1::JOB_KIND_ATTENTION);
   EXPECT_EQ(JobKindName(in), "attention");
+  in.mutable_precision();
+  EXPECT_EQ(JobKindOf(in), v1::JOB_KIND_PRECISION);
+  EXPECT_EQ(JobKindName(in), "precision");
 }
 
 v1::JobSpec Memory(const std::string& preset = "tiny") {
@@ -633,6 +636,115 @@ TEST(ProgressTimeoutTest, DefaultsPerKind) {
   EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
   s.mutable_attention();
   EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+  s.mutable_precision();
+  EXPECT_EQ(DefaultProgressTimeoutSeconds(s), 600);
+}
+
+TEST(PrecisionSpecTest, DefaultsWrittenOut) {
+  v1::JobSpec in;
+  in.mutable_precision();
+  auto out = ResolveJobSpec(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::PrecisionSpec& p = out->precision();
+  ASSERT_EQ(p.experiments_size(), 2);
+  EXPECT_EQ(p.experiments(0), v1::PRECISION_EXPERIMENT_ACCUMULATION);
+  EXPECT_EQ(p.experiments(1), v1::PRECISION_EXPERIMENT_AUTOCAST);
+  ASSERT_EQ(p.autocast_dtypes_size(), 2);
+  EXPECT_EQ(p.autocast_dtypes(0), v1::PRECISION_BF16);
+  EXPECT_EQ(p.autocast_dtypes(1), v1::PRECISION_FP16);
+  EXPECT_EQ(p.count(), 1000);
+  EXPECT_EQ(p.addend(), 0.01);
+  EXPECT_EQ(p.seed(), 0u);
+  // Resolved is a fixed point.
+  EXPECT_EQ(ResolveJobSpec(*out)->DebugString(), out->DebugString());
+  EXPECT_EQ(JobKindOf(*out), v1::JOB_KIND_PRECISION);
+  // Runs anywhere.
+  EXPECT_TRUE(CheckKindForDevice(*out, "cpu:0").ok());
+  EXPECT_TRUE(CheckKindForDevice(*out, "cuda:0").ok());
+}
+
+TEST(PrecisionSpecTest, WhatIsGivenIsKeptInOrder) {
+  v1::JobSpec in;
+  v1::PrecisionSpec* p = in.mutable_precision();
+  p->add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);
+  p->add_autocast_dtypes(v1::PRECISION_FP16);
+  p->add_autocast_dtypes(v1::PRECISION_BF16);
+  p->set_count(3);
+  p->set_addend(-0.25);
+  auto out = ResolveJobSpec(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->precision().experiments_size(), 1);
+  EXPECT_EQ(out->precision().experiments(0), v1::PRECISION_EXPERIMENT_AUTOCAST);
+  EXPECT_EQ(out->precision().autocast_dtypes(0), v1::PRECISION_FP16);
+  EXPECT_EQ(out->precision().autocast_dtypes(1), v1::PRECISION_BF16);
+  EXPECT_EQ(out->precision().count(), 3);
+  EXPECT_EQ(out->precision().addend(), -0.25);
+}
+
+TEST(PrecisionSpecTest, BadInputNamesTheFieldWhatCameAndWhatIsAccepted) {
+  struct Case {
+    std::function<void(v1::PrecisionSpec*)> set;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto* p) { p->add_experiments(v1::PRECISION_EXPERIMENT_UNSPECIFIED); },
+       "precision.experiments[0]: unknown value 0; expected accumulation or autocast"},
+      {[](auto* p) {
+         p->add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);
+         p->add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);
+       },
+       "precision.experiments[1]: autocast is given twice; expected accumulation and autocast, "
+       "each at most once"},
+      {[](auto* p) { p->add_autocast_dtypes(v1::PRECISION_FP32); },
+       "precision.autocast_dtypes[0]: fp32 is not an autocast dtype (autocast casts to a lower "
+       "precision); expected bf16 or fp16"},
+      {[](auto* p) { p->add_autocast_dtypes(v1::Precision(7)); },
+       "precision.autocast_dtypes[0]: unknown value 7; expected bf16 or fp16"},
+      {[](auto* p) {
+         p->add_autocast_dtypes(v1::PRECISION_BF16);
+         p->add_autocast_dtypes(v1::PRECISION_BF16);
+       },
+       "precision.autocast_dtypes[1]: bf16 is given twice; expected bf16 and fp16, each at most "
+       "once"},
+      {[](auto* p) { p->set_count(0); }, "precision.count: expected 1..1000000, got 0"},
+      {[](auto* p) { p->set_count(1000001); }, "precision.count: expected 1..1000000, got 1000001"},
+      {[](auto* p) { p->set_addend(0); },
+       "precision.addend: expected a number other than 0 with |addend| <= 65504 (fp16's largest "
+       "finite value), got 0"},
+      {[](auto* p) { p->set_addend(-70000); },
+       "precision.addend: expected a number other than 0 with |addend| <= 65504 (fp16's largest "
+       "finite value), got -70000"},
+      {[](auto* p) { p->set_addend(std::numeric_limits<double>::infinity()); },
+       "precision.addend: expected a finite number, got inf"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec in;
+    c.set(in.mutable_precision());
+    auto out = ResolveJobSpec(in);
+    ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(out.status().message(), c.message);
+  }
+  // Three entries of a two-entry list: the size limit.
+  v1::JobSpec in;
+  for (int i = 0; i < 3; ++i) in.mutable_precision()->add_autocast_dtypes(v1::PRECISION_BF16);
+  auto out = ResolveJobSpec(in);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring, "precision.autocast_dtypes",
+                      std::string(out.status().message()));
+}
+
+TEST(PrecisionSpecTest, ExperimentNames) {
+  EXPECT_EQ(PrecisionExperimentName(v1::PRECISION_EXPERIMENT_ACCUMULATION), "accumulation");
+  EXPECT_EQ(PrecisionExperimentName(v1::PRECISION_EXPERIMENT_AUTOCAST), "autocast");
+  EXPECT_EQ(*ParsePrecisionExperiment("Autocast"), v1::PRECISION_EXPERIMENT_AUTOCAST);
+  EXPECT_EQ(*ParsePrecisionExperiment("PRECISION_EXPERIMENT_ACCUMULATION"),
+            v1::PRECISION_EXPERIMENT_ACCUMULATION);
+  for (const char* bad : {"", "unspecified", "PRECISION_EXPERIMENT_UNSPECIFIED", "speed"}) {
+    EXPECT_EQ(ParsePrecisionExperiment(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(ParsePrecisionExperiment("speed").status().message(),
+            "unknown experiment 'speed'; expected accumulation or autocast");
 }
 
 TEST(AttentionSpecTest, DefaultsWrittenOut) {
@@ -1017,6 +1129,12 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
     return s;
   };
   auto A = [](v1::JobSpec* s) { return s->mutable_attention(); };
+  auto precision = [] {
+    v1::JobSpec s;
+    s.mutable_precision();
+    return s;
+  };
+  auto P = [](v1::JobSpec* s) { return s->mutable_precision(); };
   const int64_t big = kMaxContext * 2;  // over every model size's limit, divisible by heads
   const std::vector<Case> cases = {
       {"progress_timeout_seconds", [](v1::JobSpec* s) { s->set_progress_timeout_seconds(86401); },
@@ -1148,6 +1266,13 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
       {"attention.memory_cap_bytes",
        [&](v1::JobSpec* s) { A(s)->set_memory_cap_bytes(kMinAttentionMemoryCapBytes - 1); },
        attention},
+      {"precision.experiments[0]",
+       [&](v1::JobSpec* s) { P(s)->add_experiments(v1::PrecisionExperiment(9)); }, precision},
+      {"precision.autocast_dtypes[0]",
+       [&](v1::JobSpec* s) { P(s)->add_autocast_dtypes(v1::Precision(9)); }, precision},
+      {"precision.count", [&](v1::JobSpec* s) { P(s)->set_count(kMaxPrecisionCount + 1); },
+       precision},
+      {"precision.addend", [&](v1::JobSpec* s) { P(s)->set_addend(1e9); }, precision},
   };
   std::set<const FieldDescriptor*> covered;
   for (const Case& c : cases) {
@@ -1165,6 +1290,7 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
   const std::map<std::string, std::string> kAnyValue = {
       {"benchd.v1.BenchmarkSpec.seed", "every uint64 is a seed"},
       {"benchd.v1.AttentionSpec.seed", "every uint64 is a seed"},
+      {"benchd.v1.PrecisionSpec.seed", "every uint64 is a seed"},
   };
   std::vector<const Descriptor*> todo = {v1::JobSpec::descriptor()};
   std::set<const Descriptor*> seen;

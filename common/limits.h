@@ -92,6 +92,11 @@ inline constexpr int64_t kMaxAttentionScoreElements = int64_t{1} << 34;
 inline constexpr int64_t kMaxAttentionInputElements = int64_t{1} << 32;
 inline constexpr int64_t kMinAttentionMemoryCapBytes = int64_t{1} << 20;
 inline constexpr int64_t kMaxAttentionMemoryCapBytes = int64_t{1} << 50;
+// The precision request's (v1::PrecisionSpec): the accumulation loop is one
+// small tensor op per addition (a kernel launch each on a GPU), so a million
+// is seconds; the addend must be finite in fp16 (65504, its largest value).
+inline constexpr int64_t kMaxPrecisionCount = 1000000;
+inline constexpr double kMaxPrecisionAddend = 65504;
 // The collective request's (the bytes and sizes: common/collective_math.h).
 inline constexpr int64_t kMaxCollectiveFactor = 1024;
 inline constexpr int64_t kMaxCollectiveWarmupIters = 10000;
@@ -153,6 +158,8 @@ inline constexpr FieldLimit kListLimits[] = {
     {"benchd.v1.CreateGroupRequest.devices", kMaxGroupDevices, "one device per rank"},
     {"benchd.v1.SweepSpec.axes", kMaxSweepAxes, "axes of one sweep"},
     {"benchd.v1.SweepAxis.values", kMaxSweepValues, "values of one axis"},
+    {"benchd.v1.PrecisionSpec.experiments", 2, "accumulation and autocast, each at most once"},
+    {"benchd.v1.PrecisionSpec.autocast_dtypes", 2, "bf16 and fp16, each at most once"},
 };
 
 // The row for `full_name` in `table`, or null.

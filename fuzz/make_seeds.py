@@ -91,6 +91,13 @@ JOB_SPECS = {
                            'precision: PRECISION_BF16 implementation: ATTENTION_IMPL_SDPA_FLASH '
                            'num_heads: 4 memory_cap_bytes: 8589934592 }',
     "attention-defaults": 'attention { }',
+    "precision-defaults": 'precision { }',
+    "precision-cpu": 'device: "cpu:0" precision { experiments: PRECISION_EXPERIMENT_AUTOCAST '
+                     'experiments: PRECISION_EXPERIMENT_ACCUMULATION autocast_dtypes: PRECISION_FP16 '
+                     'count: 2000 addend: 0.1 seed: 3 }',
+    "precision-sweep": 'device: "cuda:0" precision { experiments: PRECISION_EXPERIMENT_ACCUMULATION } '
+                       'sweep { axes { field: "count" values: "10" values: "1000000" } axes { '
+                       'field: "addend" values: "0.01" values: "-65504" } }',
     "empty": '',
 }
 
