@@ -17,6 +17,7 @@
 #include "worker/device_info.h"
 #include "worker/memory_run.h"
 #include "worker/parity_export.h"
+#include "worker/precision_run.h"
 #include "worker/profile_run.h"
 
 namespace benchd::worker {
@@ -147,6 +148,7 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     case v1::JobSpec::kProfile:
     case v1::JobSpec::kMemory:
     case v1::JobSpec::kAttention:
+    case v1::JobSpec::kPrecision:
       break;
     case v1::JobSpec::kCollective:
       return RunCollectiveJob(context, request, writer);
@@ -172,6 +174,13 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
     if (auto s = CheckKindForDevice(*spec, device_.name); !s.ok()) return Failure(s);
     return Terminal(RunAttention(spec->attention(), device_, stream.MakeHooks<AttentionHooks>()),
                     &v1::JobResult::mutable_attention);
+  }
+  if (spec->kind_case() == v1::JobSpec::kPrecision) {
+    PrecisionHooks hooks;
+    hooks.log = [&](const std::string& line) { stream.Log(line); };
+    hooks.cancelled = [&] { return stream.Cancelled(); };
+    return Terminal(RunPrecision(spec->precision(), device_, hooks),
+                    &v1::JobResult::mutable_precision);
   }
   if (spec->kind_case() == v1::JobSpec::kBenchmark) {
     BenchmarkHooks hooks = stream.MakeHooks<BenchmarkHooks>();
