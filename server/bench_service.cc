@@ -226,7 +226,7 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(
                          absl::StrCat("kind: unknown job kind ", req->kind(),
                                       "; expected benchmark, profile, memory, collective, "
-                                      "attention, or unspecified"))));
+                                      "attention, precision, or unspecified"))));
   }
   if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(

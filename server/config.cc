@@ -85,11 +85,13 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
 absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string, double>* out) {
   const size_t eq = flag.find('=');
   const std::string kind = flag.substr(0, eq);
-  if (eq == std::string::npos || (kind != "benchmark" && kind != "profile" && kind != "memory" &&
-                                  kind != "collective" && kind != "attention")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "progress timeout '", flag,
-        "': expected KIND=SECONDS with KIND benchmark, profile, memory, collective or attention"));
+  if (eq == std::string::npos ||
+      (kind != "benchmark" && kind != "profile" && kind != "memory" && kind != "collective" &&
+       kind != "attention" && kind != "precision")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress timeout '", flag,
+                     "': expected KIND=SECONDS with KIND benchmark, profile, memory, collective, "
+                     "attention or precision"));
   }
   double seconds = 0;
   if (!absl::SimpleAtod(flag.substr(eq + 1), &seconds) || !(seconds >= 1 && seconds <= 86400)) {

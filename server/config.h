@@ -28,7 +28,7 @@ struct DaemonConfig {
   // INTERRUPTED (under Kubernetes' default 30 s termination grace).
   int stop_grace_s = 10;
   // Progress deadlines by job kind ("benchmark", "profile", "memory",
-  // "collective", "attention"), in seconds; a kind not here uses
+  // "collective", "attention", "precision"), in seconds; a kind not here uses
   // DefaultProgressTimeoutSeconds (common/job_spec.h); a job's own
   // progress_timeout_seconds wins over both.
   std::map<std::string, double> progress_timeout_s;

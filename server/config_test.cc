@@ -50,11 +50,13 @@ TEST(ProgressTimeoutFlagTest, KindEqualsSecondsElseNamed) {
   ASSERT_TRUE(ParseProgressTimeout("benchmark=30", &t).ok());
   ASSERT_TRUE(ParseProgressTimeout("collective=86400", &t).ok());
   ASSERT_TRUE(ParseProgressTimeout("attention=45", &t).ok());
-  EXPECT_EQ(t, (std::map<std::string, double>{
-                   {"benchmark", 30}, {"collective", 86400}, {"attention", 45}}));
+  ASSERT_TRUE(ParseProgressTimeout("precision=20", &t).ok());
+  EXPECT_EQ(t,
+            (std::map<std::string, double>{
+                {"benchmark", 30}, {"collective", 86400}, {"attention", 45}, {"precision", 20}}));
   EXPECT_EQ(ParseProgressTimeout("training=30", &t).message(),
             "progress timeout 'training=30': expected KIND=SECONDS with KIND benchmark, profile, "
-            "memory, collective or attention");
+            "memory, collective, attention or precision");
   EXPECT_EQ(ParseProgressTimeout("profile=0", &t).message(),
             "progress timeout 'profile=0': expected 1..86400 seconds for profile");
   EXPECT_FALSE(ParseProgressTimeout("profile=nan", &t).ok());

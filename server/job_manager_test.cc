@@ -221,6 +221,33 @@ TEST_F(JobManagerTest, AnAttentionJobIsResolvedAndCheckedForItsDeviceAtSubmit) {
   EXPECT_THAT(refused.status().message(), HasSubstr("attention.memory_cap_bytes"));
 }
 
+// A precision job: queued with every default written out and its kind's
+// deadline; bad input is refused at Submit, naming the field.
+TEST_F(JobManagerTest, APrecisionJobIsResolvedAtSubmit) {
+  workers_.UpAll();
+  StartJobs();
+  jobs_->SetProgressTimeouts({{"precision", 55}});
+  v1::JobSpec spec;
+  spec.set_device("cpu:1");
+  spec.mutable_precision()->set_count(10);
+  auto job = jobs_->Submit(spec, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->kind(), v1::JOB_KIND_PRECISION);
+  EXPECT_EQ(job->spec().progress_timeout_seconds(), 55);
+  EXPECT_EQ(job->spec().precision().count(), 10);
+  EXPECT_EQ(job->spec().precision().addend(), 0.01);
+  EXPECT_EQ(job->spec().precision().experiments_size(), 2);
+  EXPECT_EQ(job->spec().precision().autocast_dtypes_size(), 2);
+  EXPECT_THAT(job->devices(), ElementsAre("cpu:1"));
+  WaitFinal(job->id());  // the fake worker answers; nothing is left running
+
+  spec.mutable_precision()->add_autocast_dtypes(v1::PRECISION_FP32);
+  auto refused = jobs_->Submit(spec, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("precision.autocast_dtypes[0]: fp32 is not an autocast dtype"));
+}
+
 // A cancelled job's worker that does not answer afterwards (stopped, hung)
 // would never stop: it is killed; one that answers is left alone.
 TEST_F(JobManagerTest, AWorkerSilentAfterACancelIsReplaced) {

@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
                  "seconds running jobs get to finish after SIGTERM/SIGINT before they are "
                  "interrupted (default 10; queued jobs stay queued)");
   app.add_option("--progress-timeout", progress_timeouts,
-                 "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective, attention) "
-                 "that shows no progress for SECONDS has its worker killed and fails (defaults "
-                 "600, 900, 900, 600, 600); repeat; a job's progress_timeout_seconds wins");
+                 "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective, attention, "
+                 "precision) that shows no progress for SECONDS has its worker killed and fails "
+                 "(defaults 600, 900, 900, 600, 600, 600); repeat; a job's "
+                 "progress_timeout_seconds wins");
   app.add_option("--tls-cert", tls_cert,
                  "PEM certificate chain: the gRPC port speaks TLS (reloaded on SIGHUP)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (reloaded on SIGHUP)");
