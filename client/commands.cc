@@ -255,7 +255,8 @@ absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
     return kind;
   }
   return absl::InvalidArgumentError(fmt::format(
-      "--kind: unknown kind '{}'; expected benchmark, profile, memory, collective or attention",
+      "--kind: unknown kind '{}'; expected benchmark, profile, memory, collective, attention or "
+      "precision",
       name));
 }
 
@@ -396,6 +397,13 @@ int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
   return s.code;
 }
 
+int RunSubmitPrecision(const GlobalOptions& g, const PrecisionOptions& options,
+                       const SubmitFlags& flags) {
+  Submitted s = Submit(g, BuildPrecisionSpec(options), flags);
+  if (s.done) PrintFinished(*s.done, flags, JobView(*s.done));
+  return s.code;
+}
+
 int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json) {
   BenchClient client = MakeClient(g);
   absl::StatusOr<v1::ListArtifactsResponse> response = client.ListArtifacts(job_id);
@@ -452,7 +460,9 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
   } else if (json) {
     Print(ToJson(*job));
   } else if (csv) {
-    Print(job->spec().has_sweep() ? SweepCsv(*job) : StepsCsv(*job));
+    Print(job->spec().has_sweep()         ? SweepCsv(*job)
+          : job->result().has_precision() ? PrecisionCsv(*job)
+                                          : StepsCsv(*job));
   } else {
     Print(JobView(*job));
   }

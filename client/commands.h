@@ -16,6 +16,7 @@
 #include "client/attention_view.h"
 #include "client/collective_view.h"
 #include "client/credentials.h"
+#include "client/precision_view.h"
 #include "client/profile_view.h"
 #include "client/spec_builder.h"
 #include "client/sweep_view.h"
@@ -30,7 +31,8 @@ struct GlobalOptions {
 
 // "queued", "running", ... (any case) for list --state.
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name);
-// "benchmark", "profile", "memory", "collective", "attention" (any case) for list --kind.
+// "benchmark", "profile", "memory", "collective", "attention", "precision" (any case) for
+// list --kind.
 absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name);
 // The message an error gets on stderr (without the "benchctl: " prefix):
 // INVALID_ARGUMENT and UNAVAILABLE messages speak for themselves, others get
@@ -93,6 +95,9 @@ int RunSubmitCollective(const GlobalOptions& g, const CollectiveOptions& options
 // With --watch: the cell's table (client/attention_view.h).
 int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
                        const SubmitFlags& flags);
+// With --watch: the accumulation and autocast tables (client/precision_view.h).
+int RunSubmitPrecision(const GlobalOptions& g, const PrecisionOptions& options,
+                       const SubmitFlags& flags);
 
 // INVALID_ARGUMENT "--trace needs --watch ..." for the first of `given`
 // (flag name, whether it was given) that was given without --watch.
@@ -128,7 +133,7 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
 struct ListOptions {
   int limit = 50;      // --limit: jobs shown in all, fetched in pages of min(limit, 1000)
   std::string state;   // --state queued|running|succeeded|failed|cancelled|interrupted
-  std::string kind;    // --kind benchmark|profile|memory|collective|attention
+  std::string kind;    // --kind benchmark|profile|memory|collective|attention|precision
   std::string device;  // --device cuda:0 (a collective matches any of its devices)
 };
 inline constexpr int kMaxListPageSize = 1000;  // ListJobsRequest.page_size's maximum

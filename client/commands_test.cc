@@ -50,11 +50,12 @@ TEST(ParseJobKind, NamesInAnyCase) {
   EXPECT_EQ(*ParseJobKind("MEMORY"), v1::JOB_KIND_MEMORY);
   EXPECT_EQ(*ParseJobKind("collective"), v1::JOB_KIND_COLLECTIVE);
   EXPECT_EQ(*ParseJobKind("Attention"), v1::JOB_KIND_ATTENTION);
+  EXPECT_EQ(*ParseJobKind("precision"), v1::JOB_KIND_PRECISION);
   const absl::Status bad = ParseJobKind("train").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      bad.message(),
-      "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective or attention");
+  EXPECT_EQ(bad.message(),
+            "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective, "
+            "attention or precision");
   EXPECT_FALSE(ParseJobKind("unspecified").ok());
 }
 
@@ -482,8 +483,8 @@ TEST_F(CommandsTest, ListBadValuesAreUsageErrorsNamingTheFlag) {
        "--state: unknown state 'done'; expected queued, running, succeeded, failed, cancelled or "
        "interrupted"},
       {{.kind = "train"},
-       "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective or "
-       "attention"},
+       "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective, attention "
+       "or precision"},
   };
   for (const Case& c : cases) {
     const Output o = Run([&] { return RunList(g_, c.options, false); });

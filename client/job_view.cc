@@ -12,6 +12,7 @@
 #include "client/format.h"
 #include "client/memory_view.h"
 #include "client/options_view.h"
+#include "client/precision_view.h"
 #include "client/profile_view.h"
 #include "client/sweep_view.h"
 #include "client/table.h"
@@ -72,6 +73,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
   if (spec.has_memory()) return MemorySpecSummary(spec.memory());
   if (spec.has_profile()) return ProfileSpecSummary(spec.profile());
   if (spec.has_attention()) return AttentionSpecSummary(spec.attention());
+  if (spec.has_precision()) return PrecisionSpecSummary(spec.precision());
   if (!spec.has_benchmark()) {
     const std::string kind = JobKindName(spec);
     return kind.empty() ? "-" : kind;
@@ -241,6 +243,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   if (job.result().has_collective()) out += "\n" + CollectiveResultView(job.result().collective());
   if (job.result().has_sweep()) out += "\n" + SweepTable(job.spec().sweep(), job.result().sweep());
   if (job.result().has_attention()) out += "\n" + AttentionResultView(job.result().attention());
+  if (job.result().has_precision()) out += "\n" + PrecisionResultView(job.result().precision());
   return out;
 }
 
@@ -281,6 +284,16 @@ std::string FinalStateLine(const v1::Job& job) {
                             FormatMs(r.forward().median()), FormatMs(r.backward().median()),
                             FormatRate(r.forward_tflops_per_second()),
                             FormatRate(r.backward_tflops_per_second()));
+      }
+      if (job.result().has_precision()) {
+        const v1::PrecisionResult& r = job.result().precision();
+        std::vector<std::string> parts;
+        for (const v1::PrecisionAccumulationRow& row : r.accumulation())
+          parts.push_back(fmt::format("{} {:.6g}", row.name(), row.result()));
+        if (!parts.empty()) line += ": " + absl::StrJoin(parts, ", ");
+        if (r.autocast_size() > 0)
+          line += fmt::format("{} {} autocast run{}", parts.empty() ? ":" : ";", r.autocast_size(),
+                              r.autocast_size() == 1 ? "" : "s");
       }
       return line;
     }

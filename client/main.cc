@@ -207,6 +207,17 @@ void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
                   "cap: a cell above it runs out of memory)");
 }
 
+void AddPrecisionFlags(CLI::App* cmd, benchd::client::PrecisionOptions& o) {
+  cmd->add_option("--device", o.device, "cpu:N or cuda:N (default: the node's first device)");
+  cmd->add_option("--experiments", o.experiments,
+                  "accumulation, autocast or both, in that order (default accumulation,autocast)");
+  cmd->add_option("--autocast-dtypes", o.autocast_dtypes,
+                  "the autocast experiment's dtypes, one run each (default bf16,fp16)");
+  cmd->add_option("--count", o.count, "additions in the accumulation experiment (default 1000)");
+  cmd->add_option("--addend", o.addend, "the value added (default 0.01)");
+  cmd->add_option("--seed", o.seed, "the ToyModel's weights, input and targets (default 0)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,6 +355,13 @@ int main(int argc, char** argv) {
   bc::AttentionOptions attn;
   AddAttentionFlags(attention_cmd, attn);
   add_submit_flags(attention_cmd);
+  CLI::App* precision_cmd = submit->add_subcommand(
+      "precision",
+      "the mixed-precision experiments (CS336 mixed_precision): fp32/fp16/mixed accumulation "
+      "of 0.01 a thousand times, and the ToyModel's dtypes under autocast (bf16, fp16)");
+  bc::PrecisionOptions prec;
+  AddPrecisionFlags(precision_cmd, prec);
+  add_submit_flags(precision_cmd);
   CLI::App* estimate_cmd = app.add_subcommand(
       "estimate",
       "memory by formula: bytes of parameters, gradients, AdamW state and activations, term by "
@@ -376,7 +394,8 @@ int main(int argc, char** argv) {
   CLI::Option* get_json = add_json(get, "print the Job as JSON");
   get->add_flag("--csv", csv,
                 "print one CSV row per step: job_id,index,warmup,step_s,host_s,forward_s,"
-                "backward_s,optimizer_s,loss (a sweep: one row per cell; with --pivot the pivot)")
+                "backward_s,optimizer_s,loss (a sweep: one row per cell; with --pivot the pivot; "
+                "a precision job: its two tables, a blank line between)")
       ->excludes(get_json);
   bc::PivotFlags get_pivot;
   get->add_option("--pivot", get_pivot.pivot,
@@ -396,7 +415,8 @@ int main(int argc, char** argv) {
                    "only jobs in this state: queued, running, succeeded, failed, cancelled, "
                    "interrupted");
   list->add_option("--kind", list_opts.kind,
-                   "only jobs of this kind: benchmark, profile, memory, collective, attention");
+                   "only jobs of this kind: benchmark, profile, memory, collective, attention, "
+                   "precision");
   list->add_option("--device", list_opts.device,
                    "only jobs that run on this device, e.g. cuda:0 (a collective: any of its)");
   add_json(list, "print {\"jobs\": [...]}, every job listed, as JSON");
@@ -472,7 +492,8 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "memory" || arg == "profile" || arg == "collective" || arg == "attention") {
+        if (arg == "memory" || arg == "profile" || arg == "collective" || arg == "attention" ||
+            arg == "precision") {
           std::fprintf(stderr,
                        "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
                        "follow the job and print its result)\n",
@@ -506,6 +527,7 @@ int main(int argc, char** argv) {
   if (*memory_cmd) return bc::RunSubmitMemory(g, memory, submit_flags, memory_svg_dir);
   if (*collective_cmd) return bc::RunSubmitCollective(g, coll, submit_flags, coll_svg_dir);
   if (*attention_cmd) return bc::RunSubmitAttention(g, attn, submit_flags);
+  if (*precision_cmd) return bc::RunSubmitPrecision(g, prec, submit_flags);
   if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
   if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);
