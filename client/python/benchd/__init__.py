@@ -12,7 +12,7 @@
     sw.to_pandas(); sw.pivot("model.preset", "precision")  # a sweep: one row per cell
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
-collective, attention; and jobs/job/cancel, models/evict, node, create_group/groups/
+collective, attention, precision; and jobs/job/cancel, models/evict, node, create_group/groups/
 destroy_group, artifacts/download. Plots: benchd.plots (pip install
 'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
 """
@@ -26,7 +26,8 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, ProfileResult, Records, Result, SweepResult)
+                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result,
+                       SweepResult)
 
 __version__ = "0.1.0"
 
@@ -34,7 +35,7 @@ __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
-    "SweepResult",
+    "PrecisionResult", "SweepResult",
     "Result", "Node", "MemoryEstimate",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",

@@ -20,8 +20,7 @@ from ._common import (Event, JobState, Progress, load_snapshot, show_progress, s
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node,
-                       ProfileResult, Records, Result)
+                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -153,6 +152,11 @@ class AsyncClient(ClientBase):
         A.check_positionals("attention", args, A.ATTENTION_CHECKS)
         return await self._submit(A.attention_spec(kwargs))
 
+    async def precision(self, *args: object,
+                        **kwargs: Unpack[A.PrecisionArgs]) -> "AsyncJob[PrecisionResult]":
+        A.check_positionals("precision", args, A.PRECISION_CHECKS)
+        return await self._submit(A.precision_spec(kwargs))
+
     # ------------------------------------------------------------ jobs
 
     async def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
@@ -252,7 +256,8 @@ class AsyncClient(ClientBase):
 # The blocking client's docstrings serve both.
 def _share_docs() -> None:
     from ._client import Client
-    for name in ("benchmark", "profile", "memory", "collective", "attention", "job", "jobs_page", "iter_jobs",
+    for name in ("benchmark", "profile", "memory", "collective", "attention", "precision", "job",
+                 "jobs_page", "iter_jobs",
                  "jobs", "cancel", "models", "evict", "node", "estimate", "create_group", "groups",
                  "destroy_group", "artifacts", "fetch_artifact", "download"):
         getattr(AsyncClient, name).__doc__ = getattr(Client, name).__doc__

@@ -133,6 +133,18 @@ class AttentionArgs(TypedDict, total=False):
     memory_cap: Size         # CUDA only: e.g. "2GiB", a real cap on the caching allocator
 
 
+class PrecisionArgs(TypedDict, total=False):
+    """The CS336 mixed_precision experiments (`benchctl submit precision`)."""
+    device: str              # "cuda:0", "cpu:0"; default: the node's first device
+    # accumulation | autocast, a list or "accumulation,autocast" (default both)
+    experiments: Union[str, Sequence[str]]
+    # bf16 | fp16: the autocast experiment's dtypes, one run each (default both)
+    autocast_dtypes: Union[str, Sequence[str]]
+    count: int               # additions in the accumulation experiment (default 1000)
+    addend: float            # the value added (default 0.01)
+    seed: int                # the ToyModel's weights, input and targets
+
+
 # ------------------------------------------------------------------ checkers
 
 def _type_error(argument: str, value: object, expected: str) -> ArgumentTypeError:
@@ -302,6 +314,11 @@ ATTENTION_CHECKS: dict[str, Checker] = {
     "impl": _enum(E.ATTENTION), "warmup": as_int, "passes": as_int, "seed": as_int,
     "memory_cap": as_size,
 }
+PRECISION_CHECKS: dict[str, Checker] = {
+    "device": as_str, "experiments": _enum_list(E.EXPERIMENT),
+    "autocast_dtypes": _enum_list(E.PRECISION), "count": as_int, "addend": as_float,
+    "seed": as_int,
+}
 
 # Keywords another kind takes, with what to give here instead.
 _HINTS: dict[str, dict[str, str]] = {
@@ -309,6 +326,12 @@ _HINTS: dict[str, dict[str, str]] = {
         "steps": "a memory request records record_steps steps after the warm-up; give that",
         "export_parity": "only benchmark() writes parity bundles",
         "cuda_graph": "not supported by a memory request (a graph replays its own memory pool)",
+    },
+    "precision": {
+        "precision": "give autocast_dtypes (bf16, fp16)",
+        "precisions": "give autocast_dtypes (bf16, fp16)",
+        "dtypes": "give autocast_dtypes (bf16, fp16)",
+        "steps": "give count (the accumulation experiment's additions)",
     },
     "attention": {
         "num_heads": "give heads",
@@ -502,6 +525,21 @@ def attention_spec(given: Mapping[str, object]) -> pb.JobSpec:
         s.seed = a["seed"]
     return pb.JobSpec(device=a.get("device", ""), attention=s)
 
+
+
+def precision_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    a = check("precision", PRECISION_CHECKS, given)
+    s = pb.PrecisionSpec(experiments=a.get("experiments", []),
+                         autocast_dtypes=a.get("autocast_dtypes", []))
+    for name in ("count", "addend"):
+        if name in a:
+            setattr(s, name, a[name])
+    if "seed" in a:
+        if a["seed"] < 0:
+            raise ArgumentError("seed", a["seed"], "0 or more",
+                                f"seed: must be 0 or more, got {a['seed']}")
+        s.seed = a["seed"]
+    return pb.JobSpec(device=a.get("device", ""), precision=s)
 
 # ------------------------------------------------------------------ other calls
 

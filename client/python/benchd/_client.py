@@ -18,8 +18,7 @@ from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_sna
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node,
-                       ProfileResult, Records, Result)
+                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -246,6 +245,20 @@ class Client(ClientBase):
         ResourceExhausted."""
         A.check_positionals("attention", args, A.ATTENTION_CHECKS)
         return self._submit(A.attention_spec(kwargs))
+
+    def precision(self, *args: object,
+                  **kwargs: Unpack[A.PrecisionArgs]) -> "Job[PrecisionResult]":
+        """Queue the mixed-precision experiments (CS336 mixed_precision):
+        `benchctl submit precision`.
+
+        device, experiments (accumulation, autocast; default both),
+        autocast_dtypes (bf16, fp16; default both), count (1000) and addend
+        (0.01) for the accumulation loops, seed (the ToyModel's weights and
+        batch). The result's to_pandas() is the accumulation table,
+        autocast_dtypes() the ToyModel's dtypes, as the device's autocast gave
+        them."""
+        A.check_positionals("precision", args, A.PRECISION_CHECKS)
+        return self._submit(A.precision_spec(kwargs))
 
     # ------------------------------------------------------------ jobs
 

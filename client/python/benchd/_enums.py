@@ -14,7 +14,8 @@ from ._errors import ArgumentError, ArgumentTypeError
 from .v1 import bench_pb2 as pb
 
 __all__ = ["EnumArg", "PRECISION", "MODE", "ATTENTION", "OPTIMIZER", "STACKS", "ACTIVITY",
-           "BACKEND", "OP", "DTYPE", "JOB_STATE", "JOB_KIND", "WORKER_STATE", "GROUP_STATE"]
+           "BACKEND", "OP", "DTYPE", "EXPERIMENT", "JOB_STATE", "JOB_KIND", "WORKER_STATE",
+           "GROUP_STATE"]
 
 
 class EnumArg:
@@ -87,6 +88,7 @@ OP = EnumArg("CollectiveOp", {"allreduce": "all_reduce", "allgather": "all_gathe
 DTYPE = EnumArg("CollectiveDtype", {"float32": "fp32", "float": "fp32", "float16": "fp16",
                                      "half": "fp16", "bfloat16": "bf16", "float64": "fp64",
                                      "double": "fp64", "int": "int32"})
+EXPERIMENT = EnumArg("PrecisionExperiment")
 JOB_STATE = EnumArg("JobState")
 JOB_KIND = EnumArg("JobKind")
 WORKER_STATE = EnumArg("WorkerState")

@@ -8,6 +8,8 @@ DataFrame with the units in the column names (`step_ms`, `bytes`, `busbw_gbps`).
     CollectiveResult.to_pandas()  one row per size (per backend and world size)
     SweepResult.to_pandas()       one row per cell of a sweep (any kind's `sweep=`)
     AttentionResult.to_pandas()   one row: the cell as the write-up's table has it
+    PrecisionResult.to_pandas()   one row per accumulation loop (autocast_dtypes(): one row
+                                  per tensor of the ToyModel, a column per autocast dtype)
 
 Each has `_repr_html_` (a summary and the table) for Jupyter.
 """
@@ -22,7 +24,7 @@ from . import _enums as E
 from .v1 import bench_pb2 as pb
 
 __all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
-           "AttentionResult", "Result", "make_result", "step_columns", "Records", "Node",
+           "AttentionResult", "PrecisionResult", "Result", "make_result", "step_columns", "Records", "Node",
            "MemoryEstimate"]
 
 MS = 1e3
@@ -538,8 +540,74 @@ class AttentionResult(_Result):
                 ("device", f"{self.proto.device} ({self.proto.device_name})")]
 
 
+
+class PrecisionResult(_Result):
+    """The CS336 mixed_precision experiments (PrecisionResult in bench.proto):
+    the accumulation loops and the ToyModel's dtypes under autocast, as the
+    worker's device really gave them."""
+
+    kind = "precision"
+
+    def __init__(self, proto: pb.PrecisionResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.PrecisionSpec:
+        """The request as it ran, every default written out."""
+        return self.proto.spec
+
+    @property
+    def results(self) -> dict[str, float]:
+        """Each accumulation loop's result by name: fp32, fp16, mixed, mixed_cast."""
+        return {r.name: r.result for r in self.proto.accumulation}
+
+    def dtypes(self, autocast_dtype: str) -> dict[str, str]:
+        """The autocast run of that dtype ("bf16", "fp16"): tensor -> dtype
+        ("fc1": "bfloat16", "ln.weight.grad": "float32", ...)."""
+        number = E.PRECISION.parse("autocast_dtype", autocast_dtype)
+        for run in self.proto.autocast:
+            if run.autocast_dtype == number:
+                return {t.tensor: t.dtype for t in run.tensors}
+        raise KeyError(f"no autocast run in {E.PRECISION.name(number)}; the runs: "
+                       f"{', '.join(E.PRECISION.name(r.autocast_dtype) for r in self.proto.autocast)}")
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per accumulation loop, the write-up's order: name,
+        accumulator_dtype, addend_dtype, addend_cast, addend_value (as its
+        dtype holds it), result, exact (count x addend), absolute_error,
+        relative_error."""
+        columns = ["name", "accumulator_dtype", "addend_dtype", "addend_cast", "addend_value",
+                   "result", "exact", "absolute_error", "relative_error"]
+        rows = [{c: getattr(r, c) for c in columns} for r in self.proto.accumulation]
+        return frame(rows, columns=columns)
+
+    def autocast_dtypes(self) -> pd.DataFrame:
+        """One row per tensor of the ToyModel (tensor, role), a column per
+        autocast run named by its dtype (bf16, fp16): the dtype torch gave it."""
+        order: dict[str, dict[str, Any]] = {}
+        names = [E.PRECISION.name(r.autocast_dtype) for r in self.proto.autocast]
+        for name, run in zip(names, self.proto.autocast):
+            for t in run.tensors:
+                row = order.setdefault(t.tensor, {"tensor": t.tensor, "role": t.role})
+                row[name] = t.dtype
+        return frame(order.values(), columns=["tensor", "role", *names])
+
+    def _summary(self) -> list[tuple[str, object]]:
+        p = self.proto
+        out: list[tuple[str, object]] = [
+            (f"accumulation {r.name}", f"{r.result:.9g}") for r in p.accumulation]
+        for run in p.autocast:
+            d = {t.tensor: t.dtype for t in run.tensors}
+            out.append((f"autocast {E.PRECISION.name(run.autocast_dtype)}",
+                        f"fc1 {d.get('fc1')}, ln {d.get('ln')}, logits {d.get('fc2')}, "
+                        f"loss {d.get('loss')}"))
+        out.append(("device", f"{p.device} ({p.device_name})"))
+        return out
+
+
 Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, AttentionResult,
-               SweepResult]
+               PrecisionResult, SweepResult]
 
 
 def make_result(job: pb.Job) -> Result | None:
@@ -558,6 +626,8 @@ def make_result(job: pb.Job) -> Result | None:
         return CollectiveResult(job.result.collective, job.id)
     if kind == "attention":
         return AttentionResult(job.result.attention, job.id)
+    if kind == "precision":
+        return PrecisionResult(job.result.precision, job.id)
     return None
 
 

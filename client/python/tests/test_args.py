@@ -25,7 +25,7 @@ def offline() -> typing.Iterator[benchd.Client]:
 @pytest.mark.parametrize("typed, checks", [
     (A.BenchmarkArgs, A.BENCHMARK_CHECKS), (A.ProfileArgs, A.PROFILE_CHECKS),
     (A.MemoryArgs, A.MEMORY_CHECKS), (A.CollectiveArgs, A.COLLECTIVE_CHECKS),
-    (A.AttentionArgs, A.ATTENTION_CHECKS)])
+    (A.AttentionArgs, A.ATTENTION_CHECKS), (A.PrecisionArgs, A.PRECISION_CHECKS)])
 def test_typed_dicts_and_runtime_checks_agree(typed: type, checks: dict[str, object]) -> None:
     assert set(typing.get_type_hints(typed)) == set(checks)
 
@@ -116,7 +116,8 @@ def test_bad_sizes_and_warmup(offline: benchd.Client) -> None:
 
 
 @pytest.mark.parametrize("enum", [E.PRECISION, E.MODE, E.ATTENTION, E.OPTIMIZER, E.STACKS,
-                                  E.ACTIVITY, E.BACKEND, E.OP, E.DTYPE, E.JOB_STATE, E.JOB_KIND])
+                                  E.ACTIVITY, E.BACKEND, E.OP, E.DTYPE, E.EXPERIMENT, E.JOB_STATE,
+                                  E.JOB_KIND])
 def test_every_descriptor_value_parses_short_and_full(enum: E.EnumArg) -> None:
     d = pb.DESCRIPTOR.enum_types_by_name[enum.enum_name]
     values = [v for v in d.values if v.number != 0]
