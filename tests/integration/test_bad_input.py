@@ -40,7 +40,7 @@ def test_grpc_status_codes(daemon):
         s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec()))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details() == ("spec: no request kind set; expected one of benchmark, profile, "
-                                 "memory, collective, attention")
+                                 "memory, collective, attention, precision")
     with pytest.raises(grpc.RpcError) as e:
         spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
             model=bench_pb2.ModelConfig(preset="tiny"), precision=42))
