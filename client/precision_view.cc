@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -33,6 +34,7 @@ absl::StatusOr<v1::JobSpec> BuildPrecisionSpec(const PrecisionOptions& o) {
   spec.set_device(o.device);
   v1::PrecisionSpec* p = spec.mutable_precision();
   for (absl::string_view item : absl::StrSplit(o.experiments, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
     auto e = ParsePrecisionExperiment(std::string(item));
     if (!e.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--experiments: unknown experiment '", item,
@@ -42,6 +44,7 @@ absl::StatusOr<v1::JobSpec> BuildPrecisionSpec(const PrecisionOptions& o) {
     p->add_experiments(*e);
   }
   for (absl::string_view item : absl::StrSplit(o.autocast_dtypes, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
     auto d = ParsePrecision(std::string(item));
     if (!d.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--autocast-dtypes: unknown dtype '", item,

@@ -110,9 +110,9 @@ TEST(PrecisionViewTest, BothTables) {
     EXPECT_NE(view.find(want), std::string::npos) << want << " in\n" << view;
   }
   // A row per tensor, a column per dtype.
-  EXPECT_NE(view.find("fc2                 logits      bfloat16       float16"), std::string::npos)
+  EXPECT_NE(view.find("fc2              logits      bfloat16       float16\n"), std::string::npos)
       << view;
-  EXPECT_NE(view.find("ln                  activation  float32        float32"), std::string::npos)
+  EXPECT_NE(view.find("ln               activation  float32        float32\n"), std::string::npos)
       << view;
 }
 
