@@ -423,6 +423,22 @@ int main(int argc, char** argv) {
   CLI::App* node = app.add_subcommand("node", "show the node: devices, workers, versions");
   add_json(node, "print the NodeInfo as JSON");
 
+  CLI::App* nodes = app.add_subcommand(
+      "nodes",
+      "list the cluster's nodes: name, rank, state, address, devices (any member answers)");
+  int nodes_wait = 0;
+  double nodes_wait_timeout = 300;
+  nodes
+      ->add_option("--wait", nodes_wait,
+                   "first wait until this many nodes are READY (a launch script's barrier)")
+      ->check(CLI::Range(1, 1024));
+  nodes
+      ->add_option("--wait-timeout", nodes_wait_timeout,
+                   "seconds --wait may take before it gives up naming the missing nodes "
+                   "(default 300)")
+      ->check(CLI::Range(0.0, 86400.0));
+  add_json(nodes, "print the ListNodesResponse as JSON");
+
   // token create|hash: made here, no daemon involved.
   CLI::App* token = app.add_subcommand(
       "token", "bearer tokens for the daemon's --auth-file (made here; no daemon needed)");
@@ -515,6 +531,7 @@ int main(int argc, char** argv) {
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
   if (*node) return bc::RunNode(g, json);
+  if (*nodes) return bc::RunNodes(g, json, nodes_wait, nodes_wait_timeout);
   if (*estimate_cmd) return bc::RunEstimate(g, estimate, json);
   if (*groups_create)
     return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);

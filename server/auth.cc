@@ -187,13 +187,23 @@ std::optional<Principal> AuthFile::ForSubject(absl::string_view subject) const {
 
 v1::Role RequiredRole(absl::string_view method) {
   static const auto* const kRoles = new std::map<std::string, v1::Role, std::less<>>{
-      {"Submit", v1::ROLE_SUBMIT},      {"Watch", v1::ROLE_READ},
-      {"GetJob", v1::ROLE_READ},        {"ListJobs", v1::ROLE_READ},
-      {"CancelJob", v1::ROLE_SUBMIT},   {"ListModels", v1::ROLE_READ},
-      {"EvictModel", v1::ROLE_ADMIN},   {"GetNodeInfo", v1::ROLE_READ},
-      {"ListArtifacts", v1::ROLE_READ}, {"FetchArtifact", v1::ROLE_READ},
-      {"CreateGroup", v1::ROLE_ADMIN},  {"ListGroups", v1::ROLE_READ},
-      {"DestroyGroup", v1::ROLE_ADMIN}, {"Estimate", v1::ROLE_READ},
+      {"Submit", v1::ROLE_SUBMIT},
+      {"Watch", v1::ROLE_READ},
+      {"GetJob", v1::ROLE_READ},
+      {"ListJobs", v1::ROLE_READ},
+      {"CancelJob", v1::ROLE_SUBMIT},
+      {"ListModels", v1::ROLE_READ},
+      {"EvictModel", v1::ROLE_ADMIN},
+      {"GetNodeInfo", v1::ROLE_READ},
+      {"ListArtifacts", v1::ROLE_READ},
+      {"FetchArtifact", v1::ROLE_READ},
+      {"CreateGroup", v1::ROLE_ADMIN},
+      {"ListGroups", v1::ROLE_READ},
+      {"DestroyGroup", v1::ROLE_ADMIN},
+      {"Estimate", v1::ROLE_READ},
+      {"ListNodes", v1::ROLE_READ},
+      // Node to node (proto/benchd/internal/cluster.proto): members only.
+      {"Cluster.Heartbeat", v1::ROLE_ADMIN},
   };
   auto it = kRoles->find(method);
   return it == kRoles->end() ? v1::ROLE_UNSPECIFIED : it->second;

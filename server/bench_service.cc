@@ -449,6 +449,18 @@ grpc::ServerUnaryReactor* BenchService::Estimate(grpc::CallbackServerContext* ct
   return Done(ctx, ToGrpc(estimate.status()));
 }
 
+grpc::ServerUnaryReactor* BenchService::ListNodes(grpc::CallbackServerContext* ctx,
+                                                  const v1::ListNodesRequest*,
+                                                  v1::ListNodesResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListNodes");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (cluster_ == nullptr) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no cluster in this build"));
+  }
+  *resp = cluster_->List();
+  return Done(ctx, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,
                                                       const v1::ListArtifactsRequest* req,
                                                       v1::ListArtifactsResponse* resp) {
