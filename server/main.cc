@@ -29,12 +29,14 @@
 #include "server/cluster.h"
 #include "server/cluster_config.h"
 #include "server/cluster_service.h"
+#include "server/cluster_workers.h"
 #include "server/config.h"
 #include "server/event_hub.h"
 #include "server/group_registry.h"
 #include "server/health.h"
 #include "server/job_manager.h"
 #include "server/metrics.h"
+#include "server/node_service.h"
 #include "server/peer_channels.h"
 #include "server/private_dir.h"
 #include "server/public_reflection.h"
@@ -318,19 +320,6 @@ int main(int argc, char** argv) {
   supervisor_options.artifacts_dir = (data / "artifacts").string();
   supervisor_options.heartbeat_timeout = std::chrono::seconds(config.worker_heartbeat_timeout_s);
   benchd::server::Supervisor supervisor(supervisor_options, config.devices, registry.get());
-  benchd::server::GroupRegistry groups(&supervisor, registry.get(), config.devices);
-  supervisor.SetExitListener(
-      [&groups](const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
-        groups.OnWorkerExit(device, generation, pid, how);
-      });
-  benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
-  jobs.EnableCollectives(&groups, (data / "artifacts").string());
-  jobs.SetProgressTimeouts(config.progress_timeout_s);
-  benchd::server::BenchService service(
-      &jobs, &hub, &supervisor,
-      {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
-  service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
-  service.SetAuthorizer(&authorizer);
   benchd::server::Cluster cluster(
       *cluster_options,
       [&supervisor, host = std::string(hostname)] {
@@ -342,8 +331,27 @@ int main(int argc, char** argv) {
         return self;
       },
       peers);
+  // The workers of this node and, by "node/device" names, of the other members.
+  benchd::server::ClusterWorkers cluster_workers(&supervisor, &cluster, &peers);
+  benchd::server::GroupRegistry groups(&cluster_workers, registry.get(), config.devices);
+  cluster.SetNodeLostListener(
+      [&groups](const std::string& node, const std::string& why) { groups.OnNodeLost(node, why); });
+  supervisor.SetExitListener(
+      [&groups](const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
+        groups.OnWorkerExit(device, generation, pid, how);
+      });
+  benchd::server::JobManager jobs(store->get(), &hub, &cluster_workers, registry.get(),
+                                  config.devices);
+  jobs.EnableCollectives(&groups, (data / "artifacts").string());
+  jobs.SetProgressTimeouts(config.progress_timeout_s);
+  benchd::server::BenchService service(
+      &jobs, &hub, &supervisor,
+      {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
+  service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
+  service.SetAuthorizer(&authorizer);
   service.SetCluster(&cluster);
   benchd::server::ClusterService cluster_service(&cluster, &authorizer);
+  benchd::server::NodeService node_service(&supervisor, &authorizer);
 
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<benchd::server::PublicReflection> reflection(
@@ -358,7 +366,10 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(benchd::kMaxRequestBytes);
   builder.RegisterService(&service);
   builder.RegisterService(reflection.get());
-  if (cluster_options->enabled) builder.RegisterService(&cluster_service);
+  if (cluster_options->enabled) {
+    builder.RegisterService(&cluster_service);
+    builder.RegisterService(&node_service);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return Fail(absl::StrCat("cannot listen on ", config.listen_address,
