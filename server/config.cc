@@ -117,14 +117,13 @@ absl::Status CheckServedDevice(absl::string_view field, const std::string& devic
   if (!CheckDeviceName(local).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": '", absl::CHexEscape(device),
                                                    "' is not a device name; expected cpu:N or "
-                                                   "cuda:N (NODE/cpu:N in a cluster), one of ",
+                                                   "cuda:N, one of ",
                                                    absl::StrJoin(served, ", ")));
   }
   if (std::find(served.begin(), served.end(), device) == served.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", device,
-                     " is not served by this daemon (or a READY member of its cluster); it serves ",
-                     absl::StrJoin(served, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", device,
+                                                   " is not served by this daemon; it serves ",
+                                                   absl::StrJoin(served, ", ")));
   }
   return absl::OkStatus();
 }
