@@ -430,6 +430,7 @@ SwitchType=switch/none
 MpiDefault=none
 SelectType=select/linear
 SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
 SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmdTimeout=30
@@ -483,6 +484,20 @@ NodeName=DEFAULT CPUs={self.cpus_per_node} RealMemory=1000 State=UNKNOWN Port={S
             if "NodeName" in info:
                 states[info["NodeName"]] = info.get("State", "")
         return states
+
+    def node_processes(self) -> dict[str, list[tuple[int, str]]]:
+        """What runs in each node's network namespace: name -> [(pid, comm)]."""
+        found = {}
+        for name, ns in zip(self.nodes, self.namespaces):
+            procs = []
+            for pid in _run(["ip", "netns", "pids", ns], check=False).stdout.split():
+                try:
+                    comm = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                procs.append((int(pid), comm))
+            found[name] = procs
+        return found
 
     def job_info(self, job_id: int) -> dict:
         return _fields(self.scontrol("show", "job", "-o", str(job_id)).stdout)
