@@ -46,7 +46,10 @@ SUBNET_PREFIX = "10.213"         # each cluster takes a free 10.213.<x>.0/24
 LOCK_PATH = "/run/lock/benchd-slurm-cluster.lock"
 NETNS_ETC = pathlib.Path("/etc/netns")
 SLURMD_PORT = 6818               # every slurmd in its own namespace: no clash
-TOOLS = ("ip", "munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "scancel")
+TOOLS = {"ip": "iproute2", "unshare": "util-linux", "nsenter": "util-linux", "munged": "munge",
+         "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client",
+         "srun": "slurm-client", "scontrol": "slurm-client", "scancel": "slurm-client",
+         "squeue": "slurm-client"}   # program: its Debian package
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                 "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 _ids = itertools.count()
@@ -54,8 +57,8 @@ _ids = itertools.count()
 
 def missing() -> list[str]:
     """What this machine lacks to run a cluster (empty: nothing)."""
-    absent = [f"{tool} (Debian: iproute2, munge, slurmctld, slurmd, slurm-client)"
-              for tool in TOOLS if shutil.which(tool) is None]
+    absent = [f"{tool} (Debian: {package})" for tool, package in TOOLS.items()
+              if shutil.which(tool) is None]
     if os.geteuid() != 0:
         absent.append("root (network namespaces, a bridge, /etc/netns)")
     return absent
