@@ -17,6 +17,7 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
 - the Containerfile's stages against scripts/setup.sh's package list, and its
   runtime packages against the Debian libraries the built binaries load.
 """
+import json
 import os
 import pathlib
 import re
@@ -563,6 +564,138 @@ def test_benchd_takes_the_manifests_flags(cluster, rendered):
         for flag in flags(container):
             assert re.search(rf"(^|[ ,]){re.escape(flag)}\b", help_text, re.M), flag
     assert "kubernetes" in help_text
+
+
+# --- benchd-cluster-run, against stand-ins for benchd and benchctl
+
+FAKE_BENCHD = """#!/bin/bash
+printf '%s\\n' "$@" > "$STUB/benchd.args"
+echo "$BENCHD_TOKEN_FILE" > "$STUB/benchd.token_file"
+[ -n "${STUB_BENCHD_EXIT:-}" ] && exit "$STUB_BENCHD_EXIT"
+trap 'echo term >> "$STUB/benchd.term"; rm "$STUB/benchd.serving"; exit 0' TERM
+touch "$STUB/benchd.serving"
+while :; do sleep 0.05; done
+"""
+
+FAKE_BENCHCTL = """#!/bin/bash
+echo "$*" >> "$STUB/benchctl.calls"
+case "$*" in
+  "--timeout 2 node") [ -e "$STUB/benchd.serving" ] ;;
+  "nodes --wait "*) exit "${STUB_WAIT_RC:-0}" ;;
+  "nodes --json")
+    echo '{"nodes": [{"name": "node0", "state": "NODE_STATE_READY", "devices":
+      [{"name": "cpu:0", "workerState": "WORKER_STATE_UP"}]}, {"name": "node1",
+      "state": "NODE_STATE_READY", "devices": [{"name": "cpu:0", "workerState":
+      "WORKER_STATE_UP"}]}], "expectedNodes": 2}' ;;
+  "groups create "*) echo '{"id": "g7", "devices": []}' ;;
+  "submit collective "*) cat "$STUB/job.json"; exit "${STUB_SUBMIT_RC:-0}" ;;
+  *) echo "unexpected: $*" >&2; exit 9 ;;
+esac
+"""
+
+
+def job_json(wrong):
+    rows = [{"sizeBytes": "1024", "wrongElements": "0"},
+            {"sizeBytes": "2048", "wrongElements": str(wrong)}]
+    return json.dumps({"id": "3", "state": "JOB_STATE_SUCCEEDED", "result": {"collective": {
+        "rows": rows, "wrongElements": str(wrong)}}})
+
+
+@pytest.fixture
+def stub(tmp_path):
+    for name, text in (("benchd", FAKE_BENCHD), ("benchctl", FAKE_BENCHCTL)):
+        path = tmp_path / name
+        path.write_text(text)
+        path.chmod(0o755)
+    (tmp_path / "job.json").write_text(job_json(0))
+    token = tmp_path / "token"
+    token.write_text("secret-token\n")
+    token.chmod(0o440)  # as a Secret volume's file
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHD_")}
+    env.update(STUB=str(tmp_path), BENCHD=str(tmp_path / "benchd"),
+               BENCHCTL=str(tmp_path / "benchctl"), BENCHD_NODES="2",
+               BENCHD_CLUSTER_DEVICE="cpu:0", BENCHD_CLUSTER_BACKEND="gloo",
+               BENCHD_SWEEP_MIN="1KiB", BENCHD_SWEEP_MAX="64MiB",
+               BENCHD_TOKEN_FILE=str(token), TMPDIR=str(tmp_path))
+    return tmp_path, env
+
+
+def run_cluster(env, rank, **extra):
+    return subprocess.run([str(CLUSTER_RUN), "--cluster-from=kubernetes", "--listen=0.0.0.0:7531"],
+                          env={**env, "JOB_COMPLETION_INDEX": str(rank), **extra},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cluster_run_rank0_runs_the_sweep(stub):
+    tmp, env = stub
+    result = run_cluster(env, 0)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["id"] == "3"  # the JSON alone on stdout
+    assert "PASS" in result.stderr
+    calls = (tmp / "benchctl.calls").read_text().splitlines()
+    assert "nodes --wait 2 --wait-timeout 600" in calls
+    assert "groups create --devices node0/cpu:0,node1/cpu:0 --backend gloo --json" in calls
+    assert ("submit collective --group g7 --op all_reduce --min 1KiB --max 64MiB --watch --json"
+            in calls)
+    assert (tmp / "benchd.args").read_text().split() == ["--cluster-from=kubernetes",
+                                                        "--listen=0.0.0.0:7531"]
+    assert (tmp / "benchd.term").read_text() == "term\n"  # stopped before the JSON
+    # The daemon and benchctl read a private copy of the group-readable token.
+    copy = pathlib.Path((tmp / "benchd.token_file").read_text().strip())
+    assert copy != tmp / "token" and copy.read_text() == "secret-token\n"
+    assert copy.stat().st_mode & 0o077 == 0
+
+
+def test_cluster_run_rank0_fails_on_wrong_elements(stub):
+    tmp, env = stub
+    (tmp / "job.json").write_text(job_json(5))
+    result = run_cluster(env, 0)
+    assert result.returncode == 1 and "5 wrong elements: FAIL" in result.stderr
+    assert json.loads(result.stdout)["result"]["collective"]["wrongElements"] == "5"
+    (tmp / "job.json").write_text(job_json(0))
+    failed = run_cluster(env, 0, STUB_SUBMIT_RC="1")  # the job failed
+    assert failed.returncode == 1
+    assert (tmp / "benchd.term").read_text() == "term\nterm\n"
+
+
+def test_cluster_run_rank0_cluster_does_not_form(stub):
+    tmp, env = stub
+    result = run_cluster(env, 0, STUB_WAIT_RC="1")
+    assert result.returncode == 2 and "did not form" in result.stderr
+    assert "groups create" not in (tmp / "benchctl.calls").read_text()
+    assert (tmp / "benchd.term").exists()
+
+
+def test_cluster_run_daemon_exits_early(stub):
+    tmp, env = stub
+    for rank, rc in ((0, 2), (1, 3)):
+        result = run_cluster(env, rank, STUB_BENCHD_EXIT="3")
+        assert result.returncode == rc, (rank, result.stderr)
+        assert "status 3" in result.stderr
+
+
+def test_cluster_run_member_runs_until_stopped(stub):
+    """A rank other than 0 only runs its daemon; SIGTERM (from the Job
+    controller once index 0 succeeded) reaches benchd."""
+    import signal
+    import time
+
+    tmp, env = stub
+    member = subprocess.Popen([str(CLUSTER_RUN), "--listen=0.0.0.0:7531"],
+                              env={**env, "JOB_COMPLETION_INDEX": "1"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp / "benchd.args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert member.poll() is None
+        member.send_signal(signal.SIGTERM)
+        out, err = member.communicate(timeout=20)
+    finally:
+        member.kill()
+    assert member.returncode == 0, err
+    assert (tmp / "benchd.term").read_text() == "term\n"
+    assert not (tmp / "benchctl.calls").exists()
 
 
 # --- systemd
