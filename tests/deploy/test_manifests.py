@@ -2,14 +2,18 @@
 cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
 
 - yamllint over deploy/ (deploy/.yamllint);
-- the Kubernetes base rendered as `kustomize build` would render it (its
-  resources, namespace and image tag: the only transforms it uses; kustomize is
-  not in Debian) and every object validated against the Kubernetes 1.37 API
+- the Kubernetes bases (the DaemonSet's, the cluster's) and overlays rendered
+  as `kustomize build` would render them (resources, JSON 6902 patches,
+  namespace and image tag: the only transforms they use; kustomize is not in
+  Debian) and every object validated against the Kubernetes 1.37 API
   schemas (kubernetes-validate, strict: unknown fields fail). The ServiceMonitor
   is a CRD those schemas lack: it gets the structural check below;
 - the daemon's own rules on the DaemonSet's flags (TLS and an auth file off
   loopback, --insecure for /metrics off loopback), the names tying the
   Service, ServiceMonitor and probes to the container, the grace periods;
+- the cluster Job + headless Service: the names, sizes and variables that
+  must agree for the pods to find each other, and benchd-cluster-run (its
+  entry point) against stand-ins for benchd and benchctl;
 - `systemd-analyze verify` of benchd.service with no output at all (it exits
   0 on unknown keys and only prints them), and benchd-wait-ready against a
   real process;
@@ -582,6 +586,7 @@ echo "$*" >> "$STUB/benchctl.calls"
 case "$*" in
   "--timeout 2 node") [ -e "$STUB/benchd.serving" ] ;;
   "nodes --wait "*) exit "${STUB_WAIT_RC:-0}" ;;
+  "nodes") echo "NAME RANK STATE" ;;
   "nodes --json")
     echo '{"nodes": [{"name": "node0", "state": "NODE_STATE_READY", "devices":
       [{"name": "cpu:0", "workerState": "WORKER_STATE_UP"}]}, {"name": "node1",
@@ -632,6 +637,7 @@ def test_cluster_run_rank0_runs_the_sweep(stub):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["id"] == "3"  # the JSON alone on stdout
     assert "PASS" in result.stderr
+    assert result.stderr.rstrip().endswith("the job as JSON follows")
     calls = (tmp / "benchctl.calls").read_text().splitlines()
     assert "nodes --wait 2 --wait-timeout 600" in calls
     assert "groups create --devices node0/cpu:0,node1/cpu:0 --backend gloo --json" in calls
