@@ -839,7 +839,11 @@ def test_health_response_decoding(status):
 
 CONTAINERFILE = DEPLOY / "container" / "Containerfile"
 # setup.sh packages that only the tests, CI or the developer need.
-NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus", "systemd"}
+# What setup.sh installs for the tests alone: test frameworks, the real
+# Prometheus, systemd-analyze, and the Slurm cluster tests/cluster starts.
+NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus", "systemd",
+                     "munge", "slurmctld", "slurmd", "slurm-client", "iproute2", "util-linux",
+                     "shellcheck"}
 
 
 def stages():
