@@ -15,6 +15,7 @@
 #include "server/auth.h"
 #include "server/cluster.h"
 #include "server/event_hub.h"
+#include "server/forwarding.h"
 #include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/worker_client.h"
@@ -101,7 +102,12 @@ class BenchService final : public v1::Bench::CallbackService {
   // Set before serving; it must outlive the service.
   void SetAuthorizer(const Authorizer* auth) { auth_ = auth; }
   // Without one, ListNodes is UNIMPLEMENTED (tests that need no cluster).
-  void SetCluster(Cluster* cluster) { cluster_ = cluster; }
+  // With a forwarder, requests for another member's devices and jobs go
+  // there (server/forwarding.h).
+  void SetCluster(Cluster* cluster, Forwarder* forwarder = nullptr) {
+    cluster_ = cluster;
+    forwarder_ = forwarder;
+  }
 
   static constexpr int kMaxGroupOperations = 4;
 
@@ -122,6 +128,7 @@ class BenchService final : public v1::Bench::CallbackService {
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;
   Cluster* cluster_ = nullptr;
+  Forwarder* forwarder_ = nullptr;
   std::function<void()> on_evicted_;
   const Authorizer open_{{}, nullptr};
   const Authorizer* auth_ = &open_;

@@ -202,6 +202,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
     }
   } else {
     if (spec->device().empty()) spec->set_device(devices_.front());
+    spec->set_device(workers_->CanonicalDevice(spec->device()));  // "node0/cpu:0" on node0
     if (auto s = CheckServedDevice("device", spec->device(), devices_); !s.ok()) return s;
     job_devices = {spec->device()};
   }

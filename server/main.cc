@@ -32,6 +32,7 @@
 #include "server/cluster_workers.h"
 #include "server/config.h"
 #include "server/event_hub.h"
+#include "server/forwarding.h"
 #include "server/group_registry.h"
 #include "server/health.h"
 #include "server/job_manager.h"
@@ -349,7 +350,8 @@ int main(int argc, char** argv) {
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
   service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
   service.SetAuthorizer(&authorizer);
-  service.SetCluster(&cluster);
+  benchd::server::Forwarder forwarder(&cluster, &peers);
+  service.SetCluster(&cluster, cluster_options->enabled ? &forwarder : nullptr);
   benchd::server::ClusterService cluster_service(&cluster, &authorizer);
   benchd::server::NodeService node_service(&supervisor, &authorizer);
 

@@ -223,3 +223,46 @@ def test_a_second_daemon_claiming_a_live_rank_is_refused(cluster):
     finally:
         twin.stop()
         subprocess.run(["rm", "-rf", d])
+
+
+def test_any_node_takes_a_job_for_another_nodes_device(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    # Submitted to node0 for node1's device: it runs on node1, named node1/ID here.
+    job = json.loads(node0.benchctl(
+        "submit", "profile", "--device", "node1/cpu:0", "--preset", "tiny",
+        "--context-length", "32", "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert job["id"].startswith("node1/") and job["devices"] == ["node1/cpu:0"], job
+    local_id = job["id"].split("/", 1)[1]
+    # node1 has it under its own id, and both nodes answer for it.
+    there = json.loads(node1.benchctl("get", local_id, "--json", check=0).stdout)
+    assert there["devices"] == ["cpu:0"] and there["state"] == "JOB_STATE_SUCCEEDED", there
+    here = json.loads(node0.benchctl("get", job["id"], "--json", check=0).stdout)
+    assert here["id"] == job["id"] and here["spec"]["device"] == "node1/cpu:0", here
+    # node0 has no job of its own.
+    assert "no jobs" in node0.benchctl("list", check=0).stdout
+    # Its artifacts, fetched through node0, are node1's bytes.
+    listed = node0.benchctl("artifacts", "list", job["id"], check=0).stdout
+    assert "trace.json" in listed, listed
+    out = os.path.join(cluster.dirs[0], "fetched-trace.json")
+    node0.benchctl("artifacts", "get", job["id"], "trace.json", "-o", out, check=0)
+    with open(out, "rb") as a, open(os.path.join(cluster.dirs[1], "artifacts", local_id,
+                                                 "trace.json"), "rb") as b:
+        assert a.read() == b.read()
+    # Watch through node0 replays node1's events under node0's name for the job.
+    watched = node0.benchctl("watch", job["id"], "--json", check=0).stdout.splitlines()
+    events = [json.loads(line) for line in watched if line.strip()]
+    assert events and all(e["jobId"] == job["id"] for e in events), events[:2]
+    # Cancel goes there too; unknown jobs and nodes are named.
+    r = node0.benchctl("cancel", job["id"], check=4)
+    assert "has already ended" in r.stderr, r.stderr
+    r = node0.benchctl("get", "node1/999", check=4)
+    assert "999" in r.stderr and "NOT_FOUND" in r.stderr, r.stderr
+    r = node0.benchctl("get", "node7/1", check=4)
+    assert "no node node7" in r.stderr, r.stderr
+    # A device of this node may carry its own name.
+    own = json.loads(node0.benchctl(
+        "submit", "benchmark", "--device", "node0/cpu:0", "--preset", "tiny", "--steps", "1",
+        "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", check=0).stdout)
+    assert own["state"] == "JOB_STATE_SUCCEEDED" and own["devices"] == ["cpu:0"], own
