@@ -70,8 +70,10 @@ void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
 }
 
 void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
-  cmd->add_option("--device", o.device,
-                  "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+  cmd->add_option(
+      "--device", o.device,
+      "device to run on, e.g. cuda:0 or cpu:0, or another cluster member's: node1/cuda:0 "
+      "(default: the node's first)");
   AddModelFlags(cmd, o);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "warm-up steps, timed but not in the statistics (default 5)");
@@ -460,11 +462,15 @@ int main(int argc, char** argv) {
   CLI::App* groups = app.add_subcommand("groups", "resident process groups (NCCL on GPUs, Gloo)");
   groups->require_subcommand(1);
   CLI::App* groups_create =
-      groups->add_subcommand("create", "make a group over devices of this node");
+      groups->add_subcommand("create",
+                             "make a group over devices of this node, or of the cluster's nodes "
+                             "(node0/cuda:0,node1/cuda:0: one group across them)");
   std::string group_devices, group_backend, group_id;
   double group_timeout = 0;
   groups_create
-      ->add_option("--devices", group_devices, "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1")
+      ->add_option("--devices", group_devices,
+                   "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1; in a cluster "
+                   "node0/cuda:0,node1/cuda:0")
       ->required();
   groups_create->add_option("--backend", group_backend,
                             "nccl|gloo (default: nccl on cuda, gloo on cpu)");
