@@ -32,6 +32,10 @@ cleanup() {
   cp "$DATA"/node*.log "$OUT/" 2>/dev/null || true
   ip netns del "$NS0" 2>/dev/null || true
   ip netns del "$NS1" 2>/dev/null || true
+  # Daemons started inside the tee'd block below are not in this shell's
+  # list: whatever still runs from this data dir goes too.
+  pkill -TERM -f "$DATA" 2>/dev/null && sleep 3
+  pkill -KILL -f "$DATA" 2>/dev/null || true
   rm -rf "$DATA"
 }
 trap cleanup EXIT

@@ -266,3 +266,32 @@ def test_any_node_takes_a_job_for_another_nodes_device(cluster):
         "submit", "benchmark", "--device", "node0/cpu:0", "--preset", "tiny", "--steps", "1",
         "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", check=0).stdout)
     assert own["state"] == "JOB_STATE_SUCCEEDED" and own["devices"] == ["cpu:0"], own
+
+
+
+def test_a_worker_on_its_way_out_leaves_its_successors_socket(tmp_path):
+    # A daemon killed and restarted at once starts a new worker on the same
+    # socket path while the old one is still stopping (seen when a cluster
+    # member came back within a second, its old worker stuck in a collective):
+    # the old one must not remove the new one's socket at exit.
+    sock = str(tmp_path / "worker-cpu-0.sock")
+    env = dict(os.environ, BENCHD_WORKER_THREADS="1")
+
+    def start():
+        p = subprocess.Popen([os.path.join(BIN, "benchd-worker"), "--socket", sock,
+                              "--device", "cpu:0"], env=env, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if "serving cpu:0" in line:
+                return p
+        raise AssertionError(f"worker exited {p.wait()}")
+
+    old = start()
+    new = start()  # takes the path over while the old one still runs
+    try:
+        old.send_signal(signal.SIGTERM)
+        assert old.wait(timeout=30) == 0
+        assert os.path.exists(sock), "the old worker removed its successor's socket"
+    finally:
+        new.send_signal(signal.SIGTERM)
+        assert new.wait(timeout=30) == 0
+    assert not os.path.exists(sock), "a worker leaves its own socket behind"
