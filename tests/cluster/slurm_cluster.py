@@ -512,6 +512,12 @@ NodeName=DEFAULT CPUs={self.cpus_per_node} RealMemory=1000 State=UNKNOWN Port={S
         waits until it ends, and returns its state and output. The job gets
         this process's environment plus env (sbatch --export=ALL). A job not
         done within timeout is cancelled and ClusterError raised."""
+        job_id = self.submit(script, nodes, args=args, env=env, name=name)
+        return self.wait_job(job_id, timeout=timeout, name=name)
+
+    def submit(self, script: str | os.PathLike, nodes: int, *, args: Iterable[str] = (),
+               env: Mapping[str, str] | None = None, name: str = "job") -> int:
+        """sbatch without waiting: the job's id (wait_job() waits for it)."""
         jobs = self.tmp / "jobs"
         if isinstance(script, os.PathLike):
             path = pathlib.Path(script)
@@ -523,7 +529,12 @@ NodeName=DEFAULT CPUs={self.cpus_per_node} RealMemory=1000 State=UNKNOWN Port={S
         submitted = self.client(["sbatch", "--parsable", "-N", str(nodes), "-J", name,
                                  f"--output={out}", f"--error={err}", f"--chdir={jobs}",
                                  *args, str(path)], env=env)
-        job_id = int(submitted.stdout.strip().split(";")[0])
+        return int(submitted.stdout.strip().split(";")[0])
+
+    def wait_job(self, job_id: int, *, timeout: float = 60, name: str = "job") -> JobResult:
+        """Waits until job job_id (submitted as `name`) ends; cancels it and
+        raises ClusterError when it has not within timeout."""
+        jobs = self.tmp / "jobs"
         deadline = time.monotonic() + timeout
         while True:
             info = self.job_info(job_id)

@@ -14,7 +14,7 @@ from ._errors import ArgumentError, ArgumentTypeError
 from .v1 import bench_pb2 as pb
 
 __all__ = ["EnumArg", "PRECISION", "MODE", "ATTENTION", "OPTIMIZER", "STACKS", "ACTIVITY",
-           "BACKEND", "OP", "DTYPE", "JOB_STATE", "JOB_KIND", "WORKER_STATE", "GROUP_STATE"]
+           "BACKEND", "OP", "DTYPE", "JOB_STATE", "JOB_KIND", "WORKER_STATE", "GROUP_STATE", "NODE_STATE"]
 
 
 class EnumArg:
@@ -91,3 +91,4 @@ JOB_STATE = EnumArg("JobState")
 JOB_KIND = EnumArg("JobKind")
 WORKER_STATE = EnumArg("WorkerState")
 GROUP_STATE = EnumArg("GroupState")
+NODE_STATE = EnumArg("NodeState")
