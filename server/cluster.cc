@@ -86,8 +86,10 @@ std::function<void()> Cluster::MarkLost(int rank, const std::string& why) {
   if (node.state() == v1::NODE_STATE_LOST) return nullptr;
   node.set_state(v1::NODE_STATE_LOST);
   node.set_detail(why);
-  Log(absl::StrCat(node.name(), " (rank ", rank, ", ", node.address(), ") is LOST: ", why));
-  if (!on_lost_) return nullptr;
+  Log(absl::StrCat(node.name().empty() ? "the coordinator" : node.name(), " (rank ", rank, ", ",
+                   node.address(), ") is LOST: ", why));
+  // A node never heard from has no name yet, hence no groups.
+  if (!on_lost_ || node.name().empty()) return nullptr;
   return [listener = on_lost_, name = node.name(), why] { listener(name, why); };
 }
 
@@ -229,8 +231,13 @@ void Cluster::HeartbeatLoop() {
         last_problem_ = problem;
       }
       const double silent = SecondsSince(coordinator_answered_);
-      if (status.code() == absl::StatusCode::kFailedPrecondition) {
-        members_[0].node.set_detail(absl::StrCat("refused this member: ", problem));
+      // An answer that refuses this member (it does not fit, or its
+      // credentials are not enough) is an answer: the coordinator is there.
+      if (status.code() == absl::StatusCode::kFailedPrecondition ||
+          status.code() == absl::StatusCode::kPermissionDenied ||
+          status.code() == absl::StatusCode::kUnauthenticated) {
+        members_[0].node.set_detail(absl::StrCat(
+            "refused this member: ", absl::StatusCodeToString(status.code()), ": ", problem));
       } else if (silent * 1000 >= options_.lost_after.count()) {
         notify =
             MarkLost(0, absl::StrFormat("the coordinator at %s has not answered for %.1f s: %s",

@@ -1,5 +1,6 @@
 #include "server/cluster_config.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/algorithm/container.h"
@@ -161,22 +162,20 @@ absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
   }
   std::string self_host;  // from the launcher, when it names one
   if (flags.from == "slurm") {
+    // The job's variables, not the step's: a daemon restarted alone (srun
+    // -N1 -w node1 inside the job) sees SLURM_NODEID=0 and SLURM_NNODES=1 for
+    // its one-node step. Its rank is its host's place in the job's node list.
     options.launcher = "slurm";
-    auto rank = Require(env, "SLURM_NODEID", "slurm");
-    if (!rank.ok()) return rank.status();
-    auto parsed_rank = ParseInt("SLURM_NODEID", *rank, 0, kMaxClusterNodes - 1);
-    if (!parsed_rank.ok()) return parsed_rank.status();
-    options.rank = *parsed_rank;
     auto nodelist = Require(env, "SLURM_JOB_NODELIST", "slurm");
     if (!nodelist.ok()) return nodelist.status();
     auto hosts = ExpandHostlist(*nodelist, "SLURM_JOB_NODELIST");
     if (!hosts.ok()) return hosts.status();
     options.nodes = static_cast<int>(hosts->size());
-    if (auto n = env("SLURM_NNODES"); n && !n->empty()) {
-      auto parsed = ParseInt("SLURM_NNODES", *n, 1, kMaxClusterNodes);
+    if (auto n = env("SLURM_JOB_NUM_NODES"); n && !n->empty()) {
+      auto parsed = ParseInt("SLURM_JOB_NUM_NODES", *n, 1, kMaxClusterNodes);
       if (!parsed.ok()) return parsed.status();
       if (*parsed != options.nodes) {
-        return absl::InvalidArgumentError(absl::StrCat("SLURM_NNODES is ", *parsed,
+        return absl::InvalidArgumentError(absl::StrCat("SLURM_JOB_NUM_NODES is ", *parsed,
                                                        " but SLURM_JOB_NODELIST '", *nodelist,
                                                        "' names ", options.nodes, " hosts"));
       }
@@ -184,8 +183,20 @@ absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
     options.coordinator = absl::StrCat(hosts->front(), ":", port);
     if (auto host = env("SLURMD_NODENAME"); host && !host->empty()) {
       self_host = *host;
-    } else if (options.rank < static_cast<int>(hosts->size())) {
-      self_host = (*hosts)[options.rank];
+      auto at = std::find(hosts->begin(), hosts->end(), *host);
+      if (at == hosts->end()) {
+        return absl::InvalidArgumentError(absl::StrCat("SLURMD_NODENAME ", *host,
+                                                       " is not in SLURM_JOB_NODELIST '", *nodelist,
+                                                       "': is this daemon a step of that job?"));
+      }
+      options.rank = static_cast<int>(at - hosts->begin());
+    } else {
+      auto rank = Require(env, "SLURM_NODEID", "slurm");
+      if (!rank.ok()) return rank.status();
+      auto parsed_rank = ParseInt("SLURM_NODEID", *rank, 0, kMaxClusterNodes - 1);
+      if (!parsed_rank.ok()) return parsed_rank.status();
+      options.rank = *parsed_rank;
+      if (options.rank < options.nodes) self_host = (*hosts)[options.rank];
     }
   } else if (flags.from == "kubernetes") {
     options.launcher = "kubernetes";

@@ -110,12 +110,38 @@ TEST(ResolveClusterOptions, SlurmWithoutItsVariablesSaysWhich) {
   flags.from = "slurm";
   auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "h", Env({}));
   ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_JOB_NODELIST is not set"));
+  options =
+      ResolveClusterOptions(flags, "0.0.0.0:7531", "h", Env({{"SLURM_JOB_NODELIST", "n[1-3]"}}));
+  ASSERT_FALSE(options.ok());
   EXPECT_THAT(options.status().message(), HasSubstr("SLURM_NODEID is not set"));
   options = ResolveClusterOptions(
       flags, "0.0.0.0:7531", "h",
-      Env({{"SLURM_NODEID", "0"}, {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}}));
+      Env({{"SLURM_NODEID", "0"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}}));
   ASSERT_FALSE(options.ok());
-  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_NNODES is 2"));
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_JOB_NUM_NODES is 2"));
+  options =
+      ResolveClusterOptions(flags, "0.0.0.0:7531", "h",
+                            Env({{"SLURMD_NODENAME", "login"}, {"SLURM_JOB_NODELIST", "n[1-3]"}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURMD_NODENAME login is not in"));
+}
+
+TEST(ResolveClusterOptions, SlurmRankIsTheHostsPlaceInTheJobNotTheStep) {
+  // srun -N1 -w n2 inside a 3-node job: the step's SLURM_NODEID is 0.
+  ClusterFlags flags;
+  flags.from = "slurm";
+  auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "h",
+                                       Env({{"SLURM_NODEID", "0"},
+                                            {"SLURM_NNODES", "1"},
+                                            {"SLURM_JOB_NUM_NODES", "3"},
+                                            {"SLURM_JOB_NODELIST", "n[1-3]"},
+                                            {"SLURMD_NODENAME", "n2"}}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->rank, 1);
+  EXPECT_EQ(options->nodes, 3);
+  EXPECT_EQ(options->name, "node1");
+  EXPECT_EQ(options->advertise, "n2:7531");
 }
 
 TEST(ResolveClusterOptions, FromKubernetes) {

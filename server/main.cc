@@ -239,6 +239,14 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("node-to-node credentials: ", settings.status().message()));
     }
     for (const auto& warning : settings->warnings) fprintf(stderr, "benchd: %s\n", warning.c_str());
+    // Members are set up alike: a daemon that serves TLS dials TLS too. Its
+    // plaintext calls would only be dropped by the others' TLS ports.
+    if (!config.tls_cert.empty() && !settings->security.tls) {
+      return Fail(
+          "this daemon serves TLS, but its calls to the cluster's other members would be "
+          "plaintext: set BENCHD_TLS_CA to the CA of their certificates (or BENCHD_TLS=1 for the "
+          "system's CAs; \"tls_ca\" in the client config file), as for benchctl");
+    }
     peers = benchd::server::PeerChannels(settings->security);
   }
   if (config.devices.empty()) config.devices = benchd::server::DetectDevices();

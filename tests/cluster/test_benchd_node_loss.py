@@ -122,10 +122,6 @@ def test_a_node_killed_mid_collective_is_named_lost_and_recovers(need_slurm):
     assert time.monotonic() - started < 90, f"took {time.monotonic() - started:.0f} s"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server/cluster_config.cc takes the rank from SLURM_NODEID and checks SLURM_NNODES, both "
-    "the step's: a daemon restarted alone (srun -N1 -w node1) is refused, or without "
-    "SLURM_NNODES claims rank 0; node_loss.sbatch passes the job's values by hand meanwhile"))
 def test_a_daemon_restarted_in_a_one_node_step_finds_its_rank(tmp_path):
     """srun -N1 -n1 -w node1 inside a 2-node job gives its task SLURM_NODEID=0,
     SLURM_NNODES=1, SLURM_STEP_NODELIST=node1 (seen on this cluster), with the
