@@ -191,7 +191,14 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
     if (groups_ == nullptr) {
       return absl::UnimplementedError("collective: this daemon runs no process groups");
     }
-    auto devices = CollectiveJobDevices(spec->collective(), groups_, devices_);
+    // In a cluster a target may name other members' devices: this node's
+    // own under their plain names, the others' as served by READY members.
+    std::vector<std::string> served = devices_;
+    for (auto& d : workers_->RemoteDevices()) served.push_back(std::move(d));
+    for (v1::CollectiveTarget& t : *spec->mutable_collective()->mutable_targets()) {
+      for (std::string& d : *t.mutable_devices()) d = workers_->CanonicalDevice(d);
+    }
+    auto devices = CollectiveJobDevices(spec->collective(), groups_, served);
     if (!devices.ok()) return devices.status();
     job_devices = *std::move(devices);
     if (std::none_of(job_devices.begin(), job_devices.end(),

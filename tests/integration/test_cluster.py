@@ -295,3 +295,24 @@ def test_a_worker_on_its_way_out_leaves_its_successors_socket(tmp_path):
         new.send_signal(signal.SIGTERM)
         assert new.wait(timeout=30) == 0
     assert not os.path.exists(sock), "a worker leaves its own socket behind"
+
+
+def test_a_collective_on_devices_of_both_nodes_makes_its_own_group(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    job = json.loads(node0.benchctl(
+        "submit", "collective", "--devices", "node0/cpu:0,node1/cpu:0", "--backend", "gloo",
+        "--min", "4KiB", "--max", "64KiB", "--factor", "16", "--iters", "5", "--warmup", "1",
+        "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert job["devices"] == ["cpu:0", "node1/cpu:0"], job
+    rows = job["result"]["collective"]["rows"]
+    assert rows and all(int(r.get("wrongElements", 0)) == 0 for r in rows), rows
+    # The transient group was made for the job and dropped after it.
+    assert node0.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups == []
+    # Submitted to node1, it runs there (the group lives where it is made).
+    there = json.loads(node1.benchctl(
+        "submit", "collective", "--devices", "node0/cpu:0,node1/cpu:0", "--backend", "gloo",
+        "--sizes", "4KiB", "--iters", "3", "--warmup", "1", "--watch", "--json", check=0).stdout)
+    assert there["state"] == "JOB_STATE_SUCCEEDED", there
+    assert there["devices"] == ["cpu:0", "node0/cpu:0"], there
