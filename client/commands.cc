@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -597,6 +598,27 @@ int RunNode(const GlobalOptions& g, bool json) {
   absl::StatusOr<v1::NodeInfo> node = client.GetNodeInfo();
   if (!node.ok()) return ReportError(node.status());
   Print(json ? ToJson(*node) : NodeView(*node));
+  return kExitOk;
+}
+
+int RunNodes(const GlobalOptions& g, bool json, int wait_for, double wait_seconds) {
+  BenchClient client = MakeClient(g);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(wait_seconds * 1000));
+  absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
+  while (wait_for > 0 && std::chrono::steady_clock::now() < deadline) {
+    // A daemon still starting is UNAVAILABLE: keep asking. Anything else is final.
+    if (!nodes.ok() && nodes.status().code() != absl::StatusCode::kUnavailable) break;
+    if (nodes.ok() && ReadyNodes(*nodes) >= wait_for) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    nodes = client.ListNodes();
+  }
+  if (!nodes.ok()) return ReportError(nodes.status());
+  if (wait_for > 0 && ReadyNodes(*nodes) < wait_for) {
+    return ReportError(absl::DeadlineExceededError(fmt::format(
+        "waited {:g} s for {} READY nodes: {}", wait_seconds, wait_for, NodesSummary(*nodes))));
+  }
+  Print(json ? ToJson(*nodes) : NodesView(*nodes));
   return kExitOk;
 }
 

@@ -155,6 +155,11 @@ int RunModels(const GlobalOptions& g, const std::string& device, bool json);
 int RunEvict(const GlobalOptions& g, const std::string& key, const std::string& device, bool all,
              bool json);
 int RunNode(const GlobalOptions& g, bool json);
+// `benchctl nodes`: the cluster's members. With wait_for > 0, asks again every
+// half second (through a daemon that is still starting, too) until that many
+// are READY, then prints them; past wait_seconds it says which are not
+// (exit 4, or 3 when the daemon never answered).
+int RunNodes(const GlobalOptions& g, bool json, int wait_for, double wait_seconds);
 // `benchctl estimate`: the daemon's memory estimate (Bench.Estimate; with
 // --offline the same code run here) as tables (client/estimate_view.h), or
 // the MemoryEstimate as JSON.

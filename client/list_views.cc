@@ -84,4 +84,73 @@ std::string NodeView(const v1::NodeInfo& node) {
   return out;
 }
 
+namespace {
+std::string NodeStateName(v1::NodeState state) {
+  switch (state) {
+    case v1::NODE_STATE_READY:
+      return "READY";
+    case v1::NODE_STATE_WAITING:
+      return "WAITING";
+    case v1::NODE_STATE_LOST:
+      return "LOST";
+    default:
+      return "-";
+  }
+}
+}  // namespace
+
+int ReadyNodes(const v1::ListNodesResponse& nodes) {
+  int ready = 0;
+  for (const v1::ClusterNode& n : nodes.nodes()) ready += n.state() == v1::NODE_STATE_READY;
+  return ready;
+}
+
+std::string NodesSummary(const v1::ListNodesResponse& nodes) {
+  std::string out = fmt::format("{} of {} nodes READY", ReadyNodes(nodes), nodes.expected_nodes());
+  std::string why;
+  for (const v1::ClusterNode& n : nodes.nodes()) {
+    if (n.state() == v1::NODE_STATE_READY) continue;
+    why += fmt::format("{}{} {}: {}", why.empty() ? "" : "; ",
+                       n.name().empty() ? fmt::format("rank {}", n.rank()) : n.name(),
+                       NodeStateName(n.state()), OrDash(n.detail()));
+  }
+  return why.empty() ? out : out + " (" + why + ")";
+}
+
+std::string NodesView(const v1::ListNodesResponse& nodes) {
+  std::string out;
+  if (!nodes.coordinator().empty()) {
+    out += KeyValues({{"Coordinator", nodes.coordinator()}, {"Nodes", NodesSummary(nodes)}}) + "\n";
+  }
+  Table table({{"NODE"},
+               {"RANK", Align::kRight},
+               {"STATE"},
+               {"ADDRESS"},
+               {"HOST"},
+               {"DEVICES"},
+               {"BENCHD"},
+               {"HEARD (UTC)"}});
+  for (const v1::ClusterNode& n : nodes.nodes()) {
+    std::string devices;
+    for (const v1::Device& d : n.devices()) {
+      devices += fmt::format("{}{}{}", devices.empty() ? "" : ",", d.name(),
+                             d.worker_state() == v1::WORKER_STATE_UP
+                                 ? ""
+                                 : "(" + WorkerStateName(d.worker_state()) + ")");
+    }
+    table.AddRow({OrDash(n.name()) + (n.self() ? " *" : ""), std::to_string(n.rank()),
+                  NodeStateName(n.state()), OrDash(n.address()), OrDash(n.hostname()),
+                  OrDash(devices), OrDash(n.versions().benchd()),
+                  n.has_last_heartbeat() ? FormatTime(n.last_heartbeat()) : "-"});
+  }
+  out += table.Render();
+  for (const v1::ClusterNode& n : nodes.nodes()) {
+    if (n.state() != v1::NODE_STATE_READY && !n.detail().empty()) {
+      out += fmt::format("{}: {}\n", n.name().empty() ? fmt::format("rank {}", n.rank()) : n.name(),
+                         n.detail());
+    }
+  }
+  return out + "(* the node that answered)\n";
+}
+
 }  // namespace benchd::client

@@ -14,6 +14,12 @@ std::string JobListView(const v1::ListJobsResponse& response);
 std::string ModelsView(const v1::ListModelsResponse& response);
 // Host, versions, data dir, metrics, then a table of devices and their workers.
 std::string NodeView(const v1::NodeInfo& node);
+// `benchctl nodes`: the cluster's members, one row each, then why any is not
+// READY.
+std::string NodesView(const v1::ListNodesResponse& nodes);
+// "2 of 3 nodes READY (node2 WAITING: not heard from yet)".
+std::string NodesSummary(const v1::ListNodesResponse& nodes);
+int ReadyNodes(const v1::ListNodesResponse& nodes);
 
 }  // namespace benchd::client
 

@@ -70,8 +70,10 @@ void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
 }
 
 void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
-  cmd->add_option("--device", o.device,
-                  "device to run on, e.g. cuda:0 or cpu:0 (default: the node's first)");
+  cmd->add_option(
+      "--device", o.device,
+      "device to run on, e.g. cuda:0 or cpu:0, or another cluster member's: node1/cuda:0 "
+      "(default: the node's first)");
   AddModelFlags(cmd, o);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "warm-up steps, timed but not in the statistics (default 5)");
@@ -443,6 +445,22 @@ int main(int argc, char** argv) {
   CLI::App* node = app.add_subcommand("node", "show the node: devices, workers, versions");
   add_json(node, "print the NodeInfo as JSON");
 
+  CLI::App* nodes = app.add_subcommand(
+      "nodes",
+      "list the cluster's nodes: name, rank, state, address, devices (any member answers)");
+  int nodes_wait = 0;
+  double nodes_wait_timeout = 300;
+  nodes
+      ->add_option("--wait", nodes_wait,
+                   "first wait until this many nodes are READY (a launch script's barrier)")
+      ->check(CLI::Range(1, 1024));
+  nodes
+      ->add_option("--wait-timeout", nodes_wait_timeout,
+                   "seconds --wait may take before it gives up naming the missing nodes "
+                   "(default 300)")
+      ->check(CLI::Range(0.0, 86400.0));
+  add_json(nodes, "print the ListNodesResponse as JSON");
+
   // token create|hash: made here, no daemon involved.
   CLI::App* token = app.add_subcommand(
       "token", "bearer tokens for the daemon's --auth-file (made here; no daemon needed)");
@@ -464,11 +482,15 @@ int main(int argc, char** argv) {
   CLI::App* groups = app.add_subcommand("groups", "resident process groups (NCCL on GPUs, Gloo)");
   groups->require_subcommand(1);
   CLI::App* groups_create =
-      groups->add_subcommand("create", "make a group over devices of this node");
+      groups->add_subcommand("create",
+                             "make a group over devices of this node, or of the cluster's nodes "
+                             "(node0/cuda:0,node1/cuda:0: one group across them)");
   std::string group_devices, group_backend, group_id;
   double group_timeout = 0;
   groups_create
-      ->add_option("--devices", group_devices, "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1")
+      ->add_option("--devices", group_devices,
+                   "rank order, e.g. cuda:0,cuda:1 or cpu:0,cpu:1; in a cluster "
+                   "node0/cuda:0,node1/cuda:0")
       ->required();
   groups_create->add_option("--backend", group_backend,
                             "nccl|gloo (default: nccl on cuda, gloo on cpu)");
@@ -537,6 +559,7 @@ int main(int argc, char** argv) {
   if (*models) return bc::RunModels(g, device, json);
   if (*evict) return bc::RunEvict(g, key, device, all, json);
   if (*node) return bc::RunNode(g, json);
+  if (*nodes) return bc::RunNodes(g, json, nodes_wait, nodes_wait_timeout);
   if (*estimate_cmd) return bc::RunEstimate(g, estimate, json);
   if (*groups_create)
     return bc::RunGroupsCreate(g, group_devices, group_backend, group_timeout, json);

@@ -231,6 +231,13 @@ absl::StatusOr<v1::NodeInfo> BenchClient::GetNodeInfo() {
       [&](grpc::ClientContext* c, v1::NodeInfo* r) { return stub_->GetNodeInfo(c, request, r); });
 }
 
+absl::StatusOr<v1::ListNodesResponse> BenchClient::ListNodes() {
+  v1::ListNodesRequest request;
+  return Unary<v1::ListNodesResponse>([&](grpc::ClientContext* c, v1::ListNodesResponse* r) {
+    return stub_->ListNodes(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::MemoryEstimate> BenchClient::Estimate(const v1::EstimateRequest& request) {
   return Unary<v1::MemoryEstimate>([&](grpc::ClientContext* c, v1::MemoryEstimate* r) {
     return stub_->Estimate(c, request, r);

@@ -33,6 +33,7 @@ class BenchClient {
   absl::StatusOr<v1::ListModelsResponse> ListModels(const std::string& device);
   absl::StatusOr<v1::EvictModelResponse> EvictModel(const v1::EvictModelRequest& request);
   absl::StatusOr<v1::NodeInfo> GetNodeInfo();
+  absl::StatusOr<v1::ListNodesResponse> ListNodes();
   absl::StatusOr<v1::MemoryEstimate> Estimate(const v1::EstimateRequest& request);
   absl::StatusOr<v1::ListArtifactsResponse> ListArtifacts(const std::string& job_id);
   // Streams the artifact's chunks to `on_chunk` in order (no overall

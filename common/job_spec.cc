@@ -351,7 +351,8 @@ absl::StatusOr<v1::PrecisionSpec> ResolvePrecision(const v1::PrecisionSpec& in) 
 // A devices target: names well formed, no repeats, one kind of device, a
 // backend that can run there (nccl needs CUDA devices).
 absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t) {
-  static const std::regex kDevice("^(cpu|cuda):[0-9]{1,3}$");
+  // In a cluster, another member's device: "node1/cuda:0" (server/cluster_workers.h).
+  static const std::regex kDevice("^([a-z][a-z0-9-]{0,62}/)?(cpu|cuda):[0-9]{1,3}$");
   if (t->devices_size() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": no devices; expected a group id or 2 or more devices"));
@@ -362,14 +363,15 @@ absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget
     if (!std::regex_match(d, kDevice)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".devices: ", QuotedForError(d),
-                       " is not a device name; expected cpu:N or cuda:N"));
+                       " is not a device name; expected cpu:N or cuda:N (NODE/cpu:N for a "
+                       "cluster member's)"));
     }
     if (!seen.insert(d).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".devices: ", d, " appears twice in [", absl::StrJoin(t->devices(), ", "),
           "]; each rank needs a device (worker) of its own"));
     }
-    (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
+    (d.substr(d.find('/') + 1).rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
   }
   if (cuda && cpu) {
     return absl::InvalidArgumentError(

@@ -419,6 +419,13 @@ TEST(CollectiveSpecTest, SweepsExpand) {
             std::vector<std::string>({"cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
 }
 
+TEST(CollectiveSpecTest, ClusterMembersDevicesAreDevices) {
+  // Which members serve them is the daemon's check (server/cluster_workers.h).
+  auto out = ResolveJobSpec(Collective({"cuda:0", "node1/cuda:0"}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->collective().targets(0).backend(), v1::COLLECTIVE_BACKEND_NCCL);
+}
+
 TEST(CollectiveSpecTest, BadInputNamed) {
   ExpectInvalid(Collective({"cpu:0", "cpu:1"}, v1::COLLECTIVE_BACKEND_NCCL),
                 "nccl needs CUDA devices");
@@ -426,6 +433,10 @@ TEST(CollectiveSpecTest, BadInputNamed) {
   ExpectInvalid(Collective({"cpu:0"}), "world size 1");
   ExpectInvalid(Collective({"cpu:0", "cuda:1"}), "mixes cpu and cuda");
   ExpectInvalid(Collective({"gpu0", "cpu:1"}), "'gpu0' is not a device name");
+  ExpectInvalid(Collective({"Node1/cpu:0", "cpu:1"}), "'Node1/cpu:0' is not a device name");
+  ExpectInvalid(Collective({"node1/cuda:0", "cpu:1"}), "mixes cpu and cuda");
+  ExpectInvalid(Collective({"node1/cpu:0", "node2/cpu:0"}, v1::COLLECTIVE_BACKEND_NCCL),
+                "nccl needs CUDA devices");
   v1::JobSpec empty;
   empty.mutable_collective();
   ExpectInvalid(empty, "nothing to run on");

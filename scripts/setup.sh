@@ -19,7 +19,13 @@ PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
   nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git libjemalloc-dev
-  systemd"
+  systemd iproute2 util-linux munge slurmctld slurmd slurm-client shellcheck"
+# The last line: ctest cluster.slurm's throwaway Slurm cluster (tests/cluster):
+# Debian's munged, slurmctld, slurmd and the client commands (sbatch, srun,
+# scontrol), nodes in network namespaces (ip, unshare, nsenter). Their units
+# stay as Debian ships them (slurmctld and slurmd start only with an
+# /etc/slurm/slurm.conf); the test starts its own daemons on its own files.
+# shellcheck: the same test checks deploy/slurm/benchd.sbatch with it.
 FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-none}
 # libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
 [ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"

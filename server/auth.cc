@@ -55,7 +55,7 @@ std::optional<v1::Role> ParseRole(absl::string_view role) {
 
 // What the caller presented as "authorization: Bearer <token>"; nullopt when
 // there is no such metadata.
-absl::StatusOr<std::optional<std::string>> BearerToken(const grpc::CallbackServerContext& ctx) {
+absl::StatusOr<std::optional<std::string>> BearerToken(const grpc::ServerContextBase& ctx) {
   const auto& metadata = ctx.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) return std::optional<std::string>();
@@ -74,7 +74,7 @@ absl::StatusOr<std::optional<std::string>> BearerToken(const grpc::CallbackServe
   return std::optional<std::string>(std::string(token));
 }
 
-std::string CertificateSubject(const grpc::CallbackServerContext& ctx) {
+std::string CertificateSubject(const grpc::ServerContextBase& ctx) {
   auto auth = ctx.auth_context();
   if (auth == nullptr) return "";
   auto values = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME);
@@ -187,13 +187,27 @@ std::optional<Principal> AuthFile::ForSubject(absl::string_view subject) const {
 
 v1::Role RequiredRole(absl::string_view method) {
   static const auto* const kRoles = new std::map<std::string, v1::Role, std::less<>>{
-      {"Submit", v1::ROLE_SUBMIT},      {"Watch", v1::ROLE_READ},
-      {"GetJob", v1::ROLE_READ},        {"ListJobs", v1::ROLE_READ},
-      {"CancelJob", v1::ROLE_SUBMIT},   {"ListModels", v1::ROLE_READ},
-      {"EvictModel", v1::ROLE_ADMIN},   {"GetNodeInfo", v1::ROLE_READ},
-      {"ListArtifacts", v1::ROLE_READ}, {"FetchArtifact", v1::ROLE_READ},
-      {"CreateGroup", v1::ROLE_ADMIN},  {"ListGroups", v1::ROLE_READ},
-      {"DestroyGroup", v1::ROLE_ADMIN}, {"Estimate", v1::ROLE_READ},
+      {"Submit", v1::ROLE_SUBMIT},
+      {"Watch", v1::ROLE_READ},
+      {"GetJob", v1::ROLE_READ},
+      {"ListJobs", v1::ROLE_READ},
+      {"CancelJob", v1::ROLE_SUBMIT},
+      {"ListModels", v1::ROLE_READ},
+      {"EvictModel", v1::ROLE_ADMIN},
+      {"GetNodeInfo", v1::ROLE_READ},
+      {"ListArtifacts", v1::ROLE_READ},
+      {"FetchArtifact", v1::ROLE_READ},
+      {"CreateGroup", v1::ROLE_ADMIN},
+      {"ListGroups", v1::ROLE_READ},
+      {"DestroyGroup", v1::ROLE_ADMIN},
+      {"Estimate", v1::ROLE_READ},
+      {"ListNodes", v1::ROLE_READ},
+      // Node to node (proto/benchd/internal/cluster.proto): members only.
+      {"Cluster.Heartbeat", v1::ROLE_ADMIN},
+      {"Node.Run", v1::ROLE_ADMIN},
+      {"Node.PrepareGroup", v1::ROLE_ADMIN},
+      {"Node.JoinGroup", v1::ROLE_ADMIN},
+      {"Node.LeaveGroup", v1::ROLE_ADMIN},
   };
   auto it = kRoles->find(method);
   return it == kRoles->end() ? v1::ROLE_UNSPECIFIED : it->second;
@@ -226,7 +240,7 @@ bool Authorizer::checks_callers() const {
   return auth_file_ != nullptr || options_.client_certificates;
 }
 
-absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::CallbackServerContext& ctx) const {
+absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase& ctx) const {
   std::shared_ptr<const AuthFile> file;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -256,7 +270,7 @@ absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::CallbackServerCon
       "BENCHD_TOKEN_FILE) as 'authorization: Bearer <token>' metadata");
 }
 
-absl::StatusOr<Principal> Authorizer::Check(const grpc::CallbackServerContext& ctx,
+absl::StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& ctx,
                                             absl::string_view method) const {
   auto who = Authenticate(ctx);
   if (!who.ok()) {
@@ -272,7 +286,7 @@ absl::StatusOr<Principal> Authorizer::Check(const grpc::CallbackServerContext& c
   return who;
 }
 
-absl::Status Authorizer::Deny(const grpc::CallbackServerContext& ctx, absl::string_view method,
+absl::Status Authorizer::Deny(const grpc::ServerContextBase& ctx, absl::string_view method,
                               const Principal& who, std::string message) const {
   absl::Status denied = absl::PermissionDeniedError(std::move(message));
   LogRefusal(ctx, method,
@@ -280,7 +294,7 @@ absl::Status Authorizer::Deny(const grpc::CallbackServerContext& ctx, absl::stri
   return denied;
 }
 
-void Authorizer::LogRefusal(const grpc::CallbackServerContext& ctx, absl::string_view method,
+void Authorizer::LogRefusal(const grpc::ServerContextBase& ctx, absl::string_view method,
                             const absl::Status& status) const {
   const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::steady_clock::now().time_since_epoch())

@@ -78,11 +78,11 @@ class Authorizer {
   // (no or unknown credentials), PERMISSION_DENIED (role too low). Refusals
   // are logged with the peer's address (at most kLogPerSecond lines a
   // second; the rest are counted).
-  absl::StatusOr<Principal> Check(const grpc::CallbackServerContext& ctx,
+  absl::StatusOr<Principal> Check(const grpc::ServerContextBase& ctx,
                                   absl::string_view method) const;
   // The same refusal, logged, for a decision made after Check (CancelJob of
   // another's job).
-  absl::Status Deny(const grpc::CallbackServerContext& ctx, absl::string_view method,
+  absl::Status Deny(const grpc::ServerContextBase& ctx, absl::string_view method,
                     const Principal& who, std::string message) const;
 
   // NodeInfo.security for a caller.
@@ -92,8 +92,8 @@ class Authorizer {
   static constexpr int kLogPerSecond = 20;
 
  private:
-  absl::StatusOr<Principal> Authenticate(const grpc::CallbackServerContext& ctx) const;
-  void LogRefusal(const grpc::CallbackServerContext& ctx, absl::string_view method,
+  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& ctx) const;
+  void LogRefusal(const grpc::ServerContextBase& ctx, absl::string_view method,
                   const absl::Status& status) const;
 
   const Options options_;

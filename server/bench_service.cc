@@ -174,6 +174,51 @@ class FetchReactor final : public grpc::ServerWriteReactor<v1::ArtifactChunk> {
   bool sent_any_ = false;
 };
 
+// A unary call passed to another member (server/forwarding.h); `after`
+// rewrites its answer into this node's names.
+template <typename Req, typename Resp, typename Call>
+grpc::ServerUnaryReactor* Forward(grpc::CallbackServerContext* ctx, Forwarder* forwarder,
+                                  const std::string& node, const Principal& caller, Req request,
+                                  Resp* resp, Call call, std::function<void(Resp*)> after) {
+  auto stub = forwarder->Stub(node);
+  if (!stub.ok()) return Done(ctx, ToGrpc(stub.status()));
+  struct State {
+    grpc::ClientContext client;
+    Req request;
+    std::shared_ptr<v1::Bench::Stub> stub;
+  };
+  auto state = std::make_shared<State>();
+  state->request = std::move(request);
+  state->stub = *std::move(stub);
+  forwarder->Prepare(&state->client, caller, *ctx);
+  auto* reactor = ctx->DefaultReactor();
+  call(state->stub.get(), &state->client, &state->request, resp,
+       [state, reactor, resp, after = std::move(after)](grpc::Status s) {
+         if (s.ok() && after) after(resp);
+         reactor->Finish(s);
+       });
+  return reactor;
+}
+
+// The same for a stream: Watch and FetchArtifact.
+template <typename Resp, typename Req, typename Start>
+grpc::ServerWriteReactor<Resp>* ForwardStream(grpc::CallbackServerContext* ctx,
+                                              Forwarder* forwarder, const std::string& node,
+                                              const Principal& caller, Req request, Start start,
+                                              std::function<void(Resp*)> transform) {
+  auto stub = forwarder->Stub(node);
+  if (!stub.ok()) return Refused<Resp>(stub.status());
+  auto client = std::make_unique<grpc::ClientContext>();
+  forwarder->Prepare(client.get(), caller, *ctx);
+  auto shared_request = std::make_shared<Req>(std::move(request));
+  return new ForwardedStream<Resp>(
+      [stub = *stub, shared_request, start](grpc::ClientContext* c,
+                                            grpc::ClientReadReactor<Resp>* r) {
+        start(stub.get(), c, shared_request.get(), r);
+      },
+      std::move(transform), std::move(client));
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const absl::Status& s) {
@@ -183,9 +228,24 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
                                                const v1::SubmitRequest* req, v1::Job* resp) {
-  auto caller = auth_->Check(*ctx, "Submit");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  auto job = jobs_->Submit(req->spec(), caller->name);
+  auto checked = auth_->Check(*ctx, "Submit");
+  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
+  const Principal caller = EffectiveCaller(*ctx, *checked);
+  if (forwarder_ != nullptr) {
+    if (auto target = forwarder_->Split(req->spec().device())) {
+      v1::SubmitRequest forwarded = *req;
+      forwarded.mutable_spec()->set_device(target->name);
+      return Forward(
+          ctx, forwarder_, target->node, caller, std::move(forwarded), resp,
+          [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::SubmitRequest* r,
+             v1::Job* out, std::function<void(grpc::Status)> cb) {
+            stub->async()->Submit(c, r, out, std::move(cb));
+          },
+          std::function<void(v1::Job*)>(
+              [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
+    }
+  }
+  auto job = jobs_->Submit(req->spec(), caller.name);
   if (job.ok()) *resp = *job;
   return Done(ctx, ToGrpc(job.status()));
 }
@@ -195,6 +255,16 @@ grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServer
   auto caller = auth_->Check(*ctx, "Watch");
   if (!caller.ok()) return Refused<v1::JobEvent>(caller.status());
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::JobEvent>(s);
+  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
+    v1::WatchRequest forwarded = *req;
+    forwarded.set_job_id(target->name);
+    return ForwardStream<v1::JobEvent>(
+        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded),
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::WatchRequest* r,
+           grpc::ClientReadReactor<v1::JobEvent>* reactor) { stub->async()->Watch(c, r, reactor); },
+        std::function<void(v1::JobEvent*)>(
+            [node = target->node](v1::JobEvent* e) { Forwarder::Qualify(node, e); }));
+  }
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::JobEvent>(s);
   return new WatchReactor(hub_, jobs_, req->job_id());
 }
@@ -204,6 +274,18 @@ grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
   auto caller = auth_->Check(*ctx, "GetJob");
   if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
+  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
+    v1::GetJobRequest forwarded = *req;
+    forwarded.set_job_id(target->name);
+    return Forward(
+        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::GetJobRequest* r, v1::Job* out,
+           std::function<void(grpc::Status)> cb) {
+          stub->async()->GetJob(c, r, out, std::move(cb));
+        },
+        std::function<void(v1::Job*)>(
+            [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
+  }
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
   auto job = jobs_->Get(req->job_id());
   if (job.ok()) *resp = *job;
@@ -254,9 +336,23 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
 
 grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* ctx,
                                                   const v1::CancelJobRequest* req, v1::Job* resp) {
-  auto caller = auth_->Check(*ctx, "CancelJob");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  auto checked = auth_->Check(*ctx, "CancelJob");
+  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
+  const auto caller = std::optional<Principal>(EffectiveCaller(*ctx, *checked));
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
+  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
+    // The member applies the cancel rule to the caller named in the call.
+    v1::CancelJobRequest forwarded = *req;
+    forwarded.set_job_id(target->name);
+    return Forward(
+        ctx, forwarder_, target->node, *caller, std::move(forwarded), resp,
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::CancelJobRequest* r,
+           v1::Job* out, std::function<void(grpc::Status)> cb) {
+          stub->async()->CancelJob(c, r, out, std::move(cb));
+        },
+        std::function<void(v1::Job*)>(
+            [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
+  }
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
   // A submitter cancels its own jobs; cancelling another's is admin's.
   if (caller->role < v1::ROLE_ADMIN) {
@@ -449,12 +545,35 @@ grpc::ServerUnaryReactor* BenchService::Estimate(grpc::CallbackServerContext* ct
   return Done(ctx, ToGrpc(estimate.status()));
 }
 
+grpc::ServerUnaryReactor* BenchService::ListNodes(grpc::CallbackServerContext* ctx,
+                                                  const v1::ListNodesRequest*,
+                                                  v1::ListNodesResponse* resp) {
+  auto caller = auth_->Check(*ctx, "ListNodes");
+  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
+  if (cluster_ == nullptr) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no cluster in this build"));
+  }
+  *resp = cluster_->List();
+  return Done(ctx, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,
                                                       const v1::ListArtifactsRequest* req,
                                                       v1::ListArtifactsResponse* resp) {
   auto caller = auth_->Check(*ctx, "ListArtifacts");
   if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
+  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
+    v1::ListArtifactsRequest forwarded = *req;
+    forwarded.set_job_id(target->name);
+    return Forward(
+        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListArtifactsRequest* r,
+           v1::ListArtifactsResponse* out, std::function<void(grpc::Status)> cb) {
+          stub->async()->ListArtifacts(c, r, out, std::move(cb));
+        },
+        std::function<void(v1::ListArtifactsResponse*)>());
+  }
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
   if (auto job = jobs_->Get(req->job_id()); !job.ok()) return Done(ctx, ToGrpc(job.status()));
   auto listed = artifacts_.List(req->job_id());
@@ -469,6 +588,17 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* BenchService::FetchArtifact(
   auto caller = auth_->Check(*ctx, "FetchArtifact");
   if (!caller.ok()) return Refused<v1::ArtifactChunk>(caller.status());
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::ArtifactChunk>(s);
+  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
+    v1::FetchArtifactRequest forwarded = *req;
+    forwarded.set_job_id(target->name);
+    return ForwardStream<v1::ArtifactChunk>(
+        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded),
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::FetchArtifactRequest* r,
+           grpc::ClientReadReactor<v1::ArtifactChunk>* reactor) {
+          stub->async()->FetchArtifact(c, r, reactor);
+        },
+        std::function<void(v1::ArtifactChunk*)>());
+  }
   if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::ArtifactChunk>(s);
   if (auto job = jobs_->Get(req->job_id()); !job.ok()) {
     return Refused<v1::ArtifactChunk>(job.status());

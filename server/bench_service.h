@@ -13,7 +13,9 @@
 #include "benchd/v1/bench.grpc.pb.h"
 #include "server/artifact_store.h"
 #include "server/auth.h"
+#include "server/cluster.h"
 #include "server/event_hub.h"
+#include "server/forwarding.h"
 #include "server/group_registry.h"
 #include "server/job_manager.h"
 #include "server/worker_client.h"
@@ -88,6 +90,10 @@ class BenchService final : public v1::Bench::CallbackService {
   grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* ctx,
                                      const v1::EstimateRequest* req,
                                      v1::MemoryEstimate* resp) override;
+  // The cluster's members (server/cluster.h), from memory: no peer is asked.
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
+                                      const v1::ListNodesRequest* req,
+                                      v1::ListNodesResponse* resp) override;
 
   // Runs after every EvictModel (the daemon refreshes its resident-model
   // metrics there). Set before serving.
@@ -95,6 +101,13 @@ class BenchService final : public v1::Bench::CallbackService {
   // Who may call what (server/auth.h); without one every caller is admin.
   // Set before serving; it must outlive the service.
   void SetAuthorizer(const Authorizer* auth) { auth_ = auth; }
+  // Without one, ListNodes is UNIMPLEMENTED (tests that need no cluster).
+  // With a forwarder, requests for another member's devices and jobs go
+  // there (server/forwarding.h).
+  void SetCluster(Cluster* cluster, Forwarder* forwarder = nullptr) {
+    cluster_ = cluster;
+    forwarder_ = forwarder;
+  }
 
   static constexpr int kMaxGroupOperations = 4;
 
@@ -114,6 +127,8 @@ class BenchService final : public v1::Bench::CallbackService {
   const NodeDetails node_;
   const ArtifactStore artifacts_;
   GroupRegistry* const groups_;
+  Cluster* cluster_ = nullptr;
+  Forwarder* forwarder_ = nullptr;
   std::function<void()> on_evicted_;
   const Authorizer open_{{}, nullptr};
   const Authorizer* auth_ = &open_;

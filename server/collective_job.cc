@@ -89,7 +89,7 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
       sizes, std::vector<std::optional<internal::CollectiveRankSize>>(world));
   std::vector<int> next_size(world, 0);
   std::vector<std::optional<absl::Status>> terminal(world);
-  std::vector<std::string> transport(world);
+  std::vector<absl::Status> transport(world);
 
   // Rank r's figures for its next size; when every rank has that size, its
   // row goes out. An error when the figures cannot be aggregated.
@@ -154,7 +154,7 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
         } else if (end.last.has_value()) {
           terminal[r] = absl::CancelledError("cancelled");
         } else {
-          transport[r] = std::string(end.status.message());
+          transport[r] = end.status;
         }
         failed = !terminal[r].has_value() || !terminal[r]->ok();
       }
@@ -220,11 +220,14 @@ Outcome RunSeries(const CollectiveJobDeps& deps, const v1::Job& job, const v1::G
     if (terminal[r].has_value() && !terminal[r]->ok() && !absl::IsCancelled(*terminal[r]))
       failure = terminal[r];
   }
-  for (int r = 0; r < world && !failure; ++r) {
-    if (!terminal[r].has_value()) {
-      failure =
-          absl::UnavailableError(absl::StrCat("lost the worker for ", group.devices(r), " (rank ",
-                                              r, ") during the collective: ", transport[r]));
+  // A stream that broke on its own (a member's daemon or worker gone) before
+  // those we cancelled because of it.
+  for (const bool cancelled_too : {false, true}) {
+    for (int r = 0; r < world && !failure; ++r) {
+      if (terminal[r].has_value() || (absl::IsCancelled(transport[r]) && !cancelled_too)) continue;
+      failure = absl::UnavailableError(
+          absl::StrCat("lost the worker for ", group.devices(r), " (rank ", r,
+                       ") during the collective: ", transport[r].message()));
     }
   }
   if (failure) {

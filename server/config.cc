@@ -113,7 +113,10 @@ absl::Status CheckDeviceName(const std::string& device) {
 
 absl::Status CheckServedDevice(absl::string_view field, const std::string& device,
                                const std::vector<std::string>& served) {
-  if (!CheckDeviceName(device).ok()) {
+  // In a cluster a device may be another member's: "node1/cuda:0".
+  const size_t slash = device.find('/');
+  const std::string local = slash == std::string::npos ? device : device.substr(slash + 1);
+  if (!CheckDeviceName(local).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": '", absl::CHexEscape(device),
                                                    "' is not a device name; expected cpu:N or "
                                                    "cuda:N, one of ",

@@ -65,13 +65,16 @@ absl::Status GroupRegistry::CheckMembers(const std::vector<std::string>& devices
   }
   std::set<std::string> seen;
   bool cuda = false, cpu = false;
+  // In a cluster, the other READY members' devices too ("node1/cpu:0").
+  std::vector<std::string> served = devices_;
+  for (auto& d : workers_->RemoteDevices()) served.push_back(std::move(d));
   for (const auto& d : devices) {
-    if (auto s = CheckServedDevice(field, d, devices_); !s.ok()) return s;
+    if (auto s = CheckServedDevice(field, d, served); !s.ok()) return s;
     if (!seen.insert(d).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": ", d, " appears twice; each rank needs its own device"));
     }
-    (d.rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
+    (d.substr(d.find('/') + 1).rfind("cuda:", 0) == 0 ? cuda : cpu) = true;
   }
   if (cuda && cpu) {
     return absl::InvalidArgumentError(
@@ -96,13 +99,17 @@ absl::StatusOr<v1::CreateGroupRequest> GroupRegistry::CheckRequest(
   // Sizes first: the checks below quote the devices.
   if (auto s = CheckSizeLimits(request); !s.ok()) return s;
   if (auto s = CheckFiniteNumbers(request); !s.ok()) return s;
-  std::vector<std::string> devices(request.devices().begin(), request.devices().end());
+  // "node0/cpu:0" on node0 is its "cpu:0": one name per device.
+  std::vector<std::string> devices;
+  for (const auto& d : request.devices()) devices.push_back(workers_->CanonicalDevice(d));
   v1::CollectiveBackend backend = request.backend();
   if (auto s = CheckMembers(devices, &backend, "devices"); !s.ok()) return s;
   // Out of range is refused, never replaced by the default.
   auto timeout = ResolveTimeoutSeconds("timeout_seconds", request.timeout_seconds());
   if (!timeout.ok()) return timeout.status();
   v1::CreateGroupRequest out = request;
+  out.clear_devices();
+  for (const auto& d : devices) out.add_devices(d);
   out.set_backend(backend);
   out.set_timeout_seconds(*timeout);
   return out;
@@ -127,11 +134,20 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& in
     std::lock_guard<std::mutex> lock(mu_);
     id = absl::StrCat(transient ? "t" : "g", next_id_++);
   }
-  // Rank 0 hosts the store.
+  // Rank 0 hosts the store: on loopback, or for a group spanning nodes on
+  // its node's address, which every member dials (and Gloo's connections go
+  // between the members' node addresses).
+  const bool spans_nodes = std::any_of(devices.begin(), devices.end(), [](const std::string& d) {
+    return d.find('/') != std::string::npos;
+  });
+  auto host_of = [&](const std::string& device) {
+    return spans_nodes ? workers_->NodeHost(device) : std::string();
+  };
   internal::PrepareGroupRequest prepare;
   prepare.set_group(id);
   prepare.set_world_size(world);
   prepare.set_timeout_seconds(timeout);
+  prepare.set_listen_host(host_of(devices[0]));
   auto prepared = workers[0]->PrepareGroup(prepare, kPrepareGroupTimeout);
   if (!prepared.ok()) {
     return Prefixed(prepared.status(), absl::StrCat("the worker for ", devices[0], " (rank 0): "));
@@ -154,6 +170,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& in
       req.set_store_host(prepared->store_host());
       req.set_store_port(prepared->store_port());
       req.set_timeout_seconds(timeout);
+      req.set_local_host(host_of(devices[r]));
       workers[r]->JoinGroupAsync(req, join_deadline,
                                  [&joined, &out, r](absl::StatusOr<internal::JoinGroupResponse> j) {
                                    joined[r] = std::move(j);
@@ -332,6 +349,35 @@ void GroupRegistry::OnWorkerExit(const std::string& device, uint64_t generation,
     }
     UpdateMetrics();
     // The survivors drop their members off this (the supervisor's) thread.
+    for (auto& [id, others] : broken) {
+      leavers_.emplace_back([this, id = id, others = others] { LeaveAll(id, others, true); });
+    }
+  }
+}
+
+void GroupRegistry::OnNodeLost(const std::string& node, const std::string& why) {
+  const std::string prefix = node + "/";
+  std::vector<std::pair<std::string, std::vector<std::string>>> broken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : groups_) {
+      v1::Group& g = e.group;
+      if (g.state() == v1::GROUP_STATE_BROKEN) continue;
+      std::vector<std::string> others;
+      std::string lost_rank;
+      for (int r = 0; r < g.devices_size(); ++r) {
+        if (g.devices(r).rfind(prefix, 0) == 0) {
+          if (lost_rank.empty()) lost_rank = absl::StrCat(g.devices(r), " (rank ", r, ")");
+        } else {
+          others.push_back(g.devices(r));
+        }
+      }
+      if (lost_rank.empty()) continue;
+      g.set_state(v1::GROUP_STATE_BROKEN);
+      g.set_broken_reason(absl::StrCat("node ", node, " of ", lost_rank, " is lost: ", why));
+      broken.emplace_back(id, std::move(others));
+    }
+    UpdateMetrics();
     for (auto& [id, others] : broken) {
       leavers_.emplace_back([this, id = id, others = others] { LeaveAll(id, others, true); });
     }

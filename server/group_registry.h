@@ -64,6 +64,10 @@ class GroupRegistry {
   void OnWorkerExit(const std::string& device, uint64_t generation, pid_t pid,
                     const std::string& how);
 
+  // Cluster::NodeLostListener: breaks every group with a rank on `node`
+  // ("node1/cpu:0"), naming it and why; the members elsewhere drop it.
+  void OnNodeLost(const std::string& node, const std::string& why);
+
   // Errors of a group's devices/backend, INVALID_ARGUMENT naming `field`.
   absl::Status CheckMembers(const std::vector<std::string>& devices, v1::CollectiveBackend* backend,
                             const std::string& field) const;

@@ -1,5 +1,6 @@
 #include "server/job_manager.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/status/status.h"
@@ -29,7 +30,12 @@ constexpr auto kWorkerWait = std::chrono::minutes(5);
 std::vector<std::string> JobDevices(const v1::Job& job) {
   return {job.devices().begin(), job.devices().end()};
 }
+// The queue a job waits in: its first device of this node (a collective on
+// a group spanning nodes also names other members' devices, "node1/cpu:0").
 std::string QueueDevice(const v1::Job& job) {
+  for (const std::string& d : job.devices()) {
+    if (d.find('/') == std::string::npos) return d;
+  }
   return job.devices().empty() ? std::string() : job.devices(0);
 }
 // What running_ is keyed by: the job's devices joined (one job holds them all).
@@ -185,11 +191,25 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
     if (groups_ == nullptr) {
       return absl::UnimplementedError("collective: this daemon runs no process groups");
     }
-    auto devices = CollectiveJobDevices(spec->collective(), groups_, devices_);
+    // In a cluster a target may name other members' devices: this node's
+    // own under their plain names, the others' as served by READY members.
+    std::vector<std::string> served = devices_;
+    for (auto& d : workers_->RemoteDevices()) served.push_back(std::move(d));
+    for (v1::CollectiveTarget& t : *spec->mutable_collective()->mutable_targets()) {
+      for (std::string& d : *t.mutable_devices()) d = workers_->CanonicalDevice(d);
+    }
+    auto devices = CollectiveJobDevices(spec->collective(), groups_, served);
     if (!devices.ok()) return devices.status();
     job_devices = *std::move(devices);
+    if (std::none_of(job_devices.begin(), job_devices.end(),
+                     [](const std::string& d) { return d.find('/') == std::string::npos; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective: every device [", absl::StrJoin(job_devices, ", "),
+                       "] is another node's; submit it to one of those nodes"));
+    }
   } else {
     if (spec->device().empty()) spec->set_device(devices_.front());
+    spec->set_device(workers_->CanonicalDevice(spec->device()));  // "node0/cpu:0" on node0
     if (auto s = CheckServedDevice("device", spec->device(), devices_); !s.ok()) return s;
     job_devices = {spec->device()};
   }

@@ -15,21 +15,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "client/credentials.h"
 #include "common/artifacts.h"
 #include "common/limits.h"
 #include "common/loopback.h"
+#include "common/version.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 #include "server/artifact_owner.h"
 #include "server/auth.h"
 #include "server/bench_service.h"
+#include "server/cluster.h"
+#include "server/cluster_config.h"
+#include "server/cluster_service.h"
+#include "server/cluster_workers.h"
 #include "server/config.h"
 #include "server/event_hub.h"
+#include "server/forwarding.h"
 #include "server/group_registry.h"
 #include "server/health.h"
 #include "server/job_manager.h"
 #include "server/metrics.h"
+#include "server/node_service.h"
+#include "server/peer_channels.h"
 #include "server/private_dir.h"
 #include "server/public_reflection.h"
 #include "server/store.h"
@@ -84,6 +93,9 @@ int main(int argc, char** argv) {
   int stop_grace = std::numeric_limits<int>::min();  // not given
   std::string tls_cert, tls_key, tls_client_ca, auth_file;
   bool insecure = false;
+  benchd::server::ClusterFlags cluster_flags;
+  int node_rank = -1, nodes = 0;
+  double lost_after = 0;
   app.add_option("--config", config_file, "JSON config file (flags override it)");
   // The last --listen / --metrics wins, so a wrapper's defaults can be overridden.
   app.add_option("--listen", listen, "gRPC address (default 127.0.0.1:7531; port 0 = any free)")
@@ -118,7 +130,29 @@ int main(int argc, char** argv) {
                  "reloaded on SIGHUP)");
   app.add_flag("--insecure", insecure,
                "serve a non-loopback address without TLS or without checking callers");
+  // A cluster (docs/architecture.md "Cluster"): the launcher's environment,
+  // or these flags; a flag beside --cluster-from wins.
+  app.add_option("--cluster-from", cluster_flags.from,
+                 "join a cluster as the launcher says: slurm (SLURM_NODEID, SLURM_JOB_NODELIST) or "
+                 "kubernetes (an Indexed Job: JOB_COMPLETION_INDEX, BENCHD_NODES, "
+                 "BENCHD_CLUSTER_JOB, BENCHD_CLUSTER_SERVICE)")
+      ->check(CLI::IsMember({"slurm", "kubernetes"}));
+  app.add_option("--cluster-coordinator", cluster_flags.coordinator,
+                 "HOST:PORT of the cluster's rank 0 (with --node-rank and --nodes)");
+  app.add_option("--node-rank", node_rank, "this daemon's rank in the cluster (0 = coordinator)");
+  app.add_option("--nodes", nodes, "how many daemons the cluster has");
+  app.add_option("--node-name", cluster_flags.name,
+                 "this member's name in device names (node1/cuda:0); default node<rank>");
+  app.add_option("--advertise", cluster_flags.advertise,
+                 "HOST:PORT the other members reach this daemon at (default: --listen's, or this "
+                 "host's name when --listen is a wildcard)");
+  app.add_option("--cluster-lost-after", lost_after,
+                 "seconds without a heartbeat after which a member is LOST and its groups broken "
+                 "(default 10)");
   CLI11_PARSE(app, argc, argv);
+  if (node_rank >= 0) cluster_flags.rank = node_rank;
+  if (nodes > 0) cluster_flags.nodes = nodes;
+  if (lost_after > 0) cluster_flags.lost_after_s = lost_after;
 
   if (!config_file.empty()) {
     if (auto s = benchd::server::LoadConfigFile(config_file, &config); !s.ok()) {
@@ -187,6 +221,34 @@ int main(int argc, char** argv) {
   if (config.worker_heartbeat_timeout_s < 1 || config.worker_heartbeat_timeout_s > 3600) {
     return Fail(absl::StrCat("worker heartbeat timeout: expected 1..3600 seconds, got ",
                              config.worker_heartbeat_timeout_s));
+  }
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  auto cluster_options = benchd::server::ResolveClusterOptions(
+      cluster_flags, config.listen_address, hostname, benchd::server::ProcessClusterEnvironment());
+  if (!cluster_options.ok()) return Fail(std::string(cluster_options.status().message()));
+  // Node-to-node calls carry benchctl's credentials (BENCHD_TOKEN_FILE,
+  // BENCHD_TLS_CA, ... or the client config file), checked against the
+  // coordinator's address: no token in the clear to another host.
+  benchd::server::PeerChannels peers;
+  if (cluster_options->enabled) {
+    benchd::client::CredentialFlags peer_flags;
+    peer_flags.address = cluster_options->coordinator;
+    auto settings =
+        benchd::client::ResolveClientSettings(peer_flags, benchd::client::ProcessEnvironment());
+    if (!settings.ok()) {
+      return Fail(absl::StrCat("node-to-node credentials: ", settings.status().message()));
+    }
+    for (const auto& warning : settings->warnings) fprintf(stderr, "benchd: %s\n", warning.c_str());
+    // Members are set up alike: a daemon that serves TLS dials TLS too. Its
+    // plaintext calls would only be dropped by the others' TLS ports.
+    if (!config.tls_cert.empty() && !settings->security.tls) {
+      return Fail(
+          "this daemon serves TLS, but its calls to the cluster's other members would be "
+          "plaintext: set BENCHD_TLS_CA to the CA of their certificates (or BENCHD_TLS=1 for the "
+          "system's CAs; \"tls_ca\" in the client config file), as for benchctl");
+    }
+    peers = benchd::server::PeerChannels(settings->security);
   }
   if (config.devices.empty()) config.devices = benchd::server::DetectDevices();
   for (const auto& d : config.devices) {
@@ -268,12 +330,28 @@ int main(int argc, char** argv) {
   supervisor_options.artifacts_dir = (data / "artifacts").string();
   supervisor_options.heartbeat_timeout = std::chrono::seconds(config.worker_heartbeat_timeout_s);
   benchd::server::Supervisor supervisor(supervisor_options, config.devices, registry.get());
-  benchd::server::GroupRegistry groups(&supervisor, registry.get(), config.devices);
+  benchd::server::Cluster cluster(
+      *cluster_options,
+      [&supervisor, host = std::string(hostname)] {
+        benchd::v1::ClusterNode self;
+        self.set_hostname(host);
+        for (benchd::v1::Device& d : supervisor.Devices()) *self.add_devices() = std::move(d);
+        *self.mutable_versions() = supervisor.WorkerVersions();
+        self.mutable_versions()->set_benchd(benchd::kVersion);
+        return self;
+      },
+      peers);
+  // The workers of this node and, by "node/device" names, of the other members.
+  benchd::server::ClusterWorkers cluster_workers(&supervisor, &cluster, &peers);
+  benchd::server::GroupRegistry groups(&cluster_workers, registry.get(), config.devices);
+  cluster.SetNodeLostListener(
+      [&groups](const std::string& node, const std::string& why) { groups.OnNodeLost(node, why); });
   supervisor.SetExitListener(
       [&groups](const std::string& device, uint64_t generation, pid_t pid, const std::string& how) {
         groups.OnWorkerExit(device, generation, pid, how);
       });
-  benchd::server::JobManager jobs(store->get(), &hub, &supervisor, registry.get(), config.devices);
+  benchd::server::JobManager jobs(store->get(), &hub, &cluster_workers, registry.get(),
+                                  config.devices);
   jobs.EnableCollectives(&groups, (data / "artifacts").string());
   jobs.SetProgressTimeouts(config.progress_timeout_s);
   benchd::server::BenchService service(
@@ -281,6 +359,10 @@ int main(int argc, char** argv) {
       {data.string(), registry->BoundAddress(), (data / "artifacts").string()}, &groups);
   service.SetOnEvicted([&jobs] { jobs.RefreshResidentModels(""); });
   service.SetAuthorizer(&authorizer);
+  benchd::server::Forwarder forwarder(&cluster, &peers);
+  service.SetCluster(&cluster, cluster_options->enabled ? &forwarder : nullptr);
+  benchd::server::ClusterService cluster_service(&cluster, &authorizer);
+  benchd::server::NodeService node_service(&supervisor, &authorizer);
 
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<benchd::server::PublicReflection> reflection(
@@ -295,6 +377,10 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(benchd::kMaxRequestBytes);
   builder.RegisterService(&service);
   builder.RegisterService(reflection.get());
+  if (cluster_options->enabled) {
+    builder.RegisterService(&cluster_service);
+    builder.RegisterService(&node_service);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return Fail(absl::StrCat("cannot listen on ", config.listen_address,
@@ -338,6 +424,15 @@ int main(int argc, char** argv) {
                     "roles from ", config.auth_file,
                     tls && tls->client_certificates() ? " (tokens and certificates)" : " (tokens)")
                     .c_str());
+  if (cluster_options->enabled) {
+    const auto& c = *cluster_options;
+    fprintf(stderr,
+            "benchd: cluster: %s, rank %d of %d (from %s), coordinator %s, reached at %s; "
+            "node-to-node calls: %s\n",
+            c.name.c_str(), c.rank, c.nodes, c.launcher.c_str(), c.coordinator.c_str(),
+            c.advertise.c_str(), peers.Describe().c_str());
+    cluster.Start();
+  }
   if (config.insecure) {
     fprintf(stderr, "benchd: WARNING: --insecure: %s is served%s%s; GetNodeInfo says so\n",
             bound.c_str(), tls_on ? "" : " without TLS",
@@ -374,6 +469,7 @@ int main(int argc, char** argv) {
   if (!jobs.Drain(std::chrono::seconds(config.stop_grace_s))) {
     fprintf(stderr, "benchd: jobs still running after %d s are interrupted\n", config.stop_grace_s);
   }
+  cluster.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   jobs.Stop();
   supervisor.Stop();

@@ -48,11 +48,11 @@ absl::StatusOr<T> Blocking(Start start) {
   return waiter.Wait();
 }
 
-bool IsLast(const internal::WorkerEvent& e) {
+}  // namespace
+
+bool IsLastWorkerEvent(const internal::WorkerEvent& e) {
   return e.has_result() || e.has_failure() || e.has_cancelled();
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- CancelHandle
 
@@ -207,7 +207,7 @@ RunEnd GrpcWorkerClient::Run(const internal::RunRequest& request, CancelHandle& 
   RunEnd end;
   internal::WorkerEvent event;
   while (reader->Read(&event)) {
-    if (IsLast(event)) {
+    if (IsLastWorkerEvent(event)) {
       end.last = std::move(event);
       break;
     }

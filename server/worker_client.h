@@ -85,6 +85,9 @@ class CancelHandle {
   std::map<uint64_t, std::function<void()>> on_cancel_;
 };
 
+// A Run stream's last event: the result, a failure or cancelled.
+bool IsLastWorkerEvent(const internal::WorkerEvent& event);
+
 // How a Run stream ended.
 struct RunEnd {
   // The worker's last event (result, failure or cancelled) when it sent one;
@@ -274,6 +277,15 @@ class Workers {
   virtual v1::Versions WorkerVersions() = 0;
   // The worker's log file (stdout and stderr), for messages that point there.
   virtual std::string LogPath(const std::string& device) const = 0;
+
+  // In a cluster (server/cluster_workers.h) a request may name another
+  // member's device ("node1/cpu:0"). CanonicalDevice is the name the daemon
+  // keeps for `device` ("node0/cpu:0" on node0 is "cpu:0"); RemoteDevices
+  // the devices of the other READY members; NodeHost the address of
+  // `device`'s node that the other nodes reach ("" outside a cluster).
+  virtual std::string CanonicalDevice(const std::string& device) { return device; }
+  virtual std::vector<std::string> RemoteDevices() { return {}; }
+  virtual std::string NodeHost(const std::string& /*device*/) { return ""; }
 };
 
 }  // namespace benchd::server

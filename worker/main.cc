@@ -42,6 +42,26 @@ bool RemoveStaleSocket(const std::string& path) {
   return unlink(path.c_str()) == 0;
 }
 
+// The socket file this worker made, to remove at exit only if it is still
+// that file: a daemon killed and restarted at once starts a new worker on the
+// same path while this one is still on its way out (seen in a cluster whose
+// member came back within a second), and removing the new worker's socket
+// would leave it unreachable.
+struct SocketFile {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool known = false;
+};
+SocketFile IdentifySocket(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return {};
+  return {st.st_dev, st.st_ino, true};
+}
+void RemoveOwnSocket(const std::string& path, const SocketFile& ours) {
+  const SocketFile now = IdentifySocket(path);
+  if (ours.known && now.known && now.dev == ours.dev && now.ino == ours.ino) unlink(path.c_str());
+}
+
 // BENCHD_WORKER_THREADS=N sets LibTorch's intra-op threads (CPU work);
 // unset keeps LibTorch's default (one per physical core).
 bool ApplyThreadsFromEnv() {
@@ -123,6 +143,7 @@ int main(int argc, char** argv) {
     std::cerr << "benchd-worker: " << listener.status().message() << "\n";
     return 1;
   }
+  const SocketFile own_socket = IdentifySocket(socket_path);
   benchd::worker::WorkerService service(*device, artifacts_dir);
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
@@ -150,7 +171,7 @@ int main(int argc, char** argv) {
   server->Wait();
   // Wait returned after Shutdown, so the stopper has finished or is finishing.
   stopper.join();
-  unlink(socket_path.c_str());
+  RemoveOwnSocket(socket_path, own_socket);
   std::cerr << "benchd-worker: stopped" << std::endl;
   return 0;
 }

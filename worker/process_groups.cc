@@ -1,6 +1,7 @@
 #include "worker/process_groups.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,30 +24,42 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Loopback: every member is a worker of this node.
+// Loopback: every member is a worker of this node. A cluster group names
+// its nodes' addresses instead (PrepareGroupRequest.listen_host,
+// JoinGroupRequest.local_host).
 constexpr const char* kStoreHost = "127.0.0.1";
+
+std::string HostOr(const std::string& host) { return host.empty() ? kStoreHost : host; }
 
 std::chrono::milliseconds TimeoutOf(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>((seconds > 0 ? seconds : 300) * 1000));
 }
 
-// A TCP socket listening on kStoreHost at a free port, for the TCPStore
-// server to take over (TCPStoreOptions::masterListenFd): left to itself the
-// store listens on every interface, and a group of this node's workers needs
-// none but loopback. The store owns the fd from then on.
-absl::StatusOr<std::pair<int, uint16_t>> ListenOnLoopback() {
+// A TCP socket listening on `host` (an IPv4 address or a name that resolves
+// to one) at a free port, for the TCPStore server to take over
+// (TCPStoreOptions::masterListenFd): left to itself the store listens on
+// every interface, and a group needs only the address its members dial. The
+// store owns the fd from then on.
+absl::StatusOr<std::pair<int, uint16_t>> ListenOn(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the group's store cannot listen on '", host, "': ", gai_strerror(rc)));
+  }
+  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(found->ai_addr);
+  freeaddrinfo(found);
+  addr.sin_port = 0;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  inet_pton(AF_INET, kStoreHost, &addr.sin_addr);
   socklen_t len = sizeof(addr);
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const int err = errno;
     close(fd);
-    return absl::InternalError(absl::StrCat("listening on ", kStoreHost, ": ", strerror(err)));
+    return absl::InternalError(absl::StrCat("listening on ", host, ": ", strerror(err)));
   }
   return std::make_pair(fd, ntohs(addr.sin_port));
 }
@@ -82,7 +95,8 @@ absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
         absl::StrCat("PrepareGroup: expected a group id and 2 or more ranks, got '",
                      request.group(), "' with ", request.world_size()));
   }
-  auto listening = ListenOnLoopback();
+  const std::string host = HostOr(request.listen_host());
+  auto listening = ListenOn(host);
   if (!listening.ok()) return listening.status();
   c10d::TCPStoreOptions options;
   options.masterListenFd = listening->first;
@@ -91,9 +105,9 @@ absl::StatusOr<internal::PrepareGroupResponse> ProcessGroups::Prepare(
   options.numWorkers = static_cast<size_t>(request.world_size());
   options.waitWorkers = false;  // the members connect during JoinGroup
   options.timeout = TimeoutOf(request.timeout_seconds());
-  auto store = c10::make_intrusive<c10d::TCPStore>(kStoreHost, options);
+  auto store = c10::make_intrusive<c10d::TCPStore>(host, options);
   internal::PrepareGroupResponse response;
-  response.set_store_host(kStoreHost);
+  response.set_store_host(host);
   response.set_store_port(store->getPort());
   std::lock_guard<std::mutex> lock(mu_);
   if (groups_.count(request.group())) {
@@ -157,7 +171,8 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
     }
     if (request.backend() == v1::COLLECTIVE_BACKEND_GLOO) {
       auto options = c10d::ProcessGroupGloo::Options::create(member->timeout);
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kStoreHost));
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(HostOr(request.local_host())));
       member->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(member->store, member->rank,
                                                                member->world_size, options);
     } else {

@@ -2,14 +2,18 @@
 cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
 
 - yamllint over deploy/ (deploy/.yamllint);
-- the Kubernetes base rendered as `kustomize build` would render it (its
-  resources, namespace and image tag: the only transforms it uses; kustomize is
-  not in Debian) and every object validated against the Kubernetes 1.37 API
+- the Kubernetes bases (the DaemonSet's, the cluster's) and overlays rendered
+  as `kustomize build` would render them (resources, JSON 6902 patches,
+  namespace and image tag: the only transforms they use; kustomize is not in
+  Debian) and every object validated against the Kubernetes 1.37 API
   schemas (kubernetes-validate, strict: unknown fields fail). The ServiceMonitor
   is a CRD those schemas lack: it gets the structural check below;
 - the daemon's own rules on the DaemonSet's flags (TLS and an auth file off
   loopback, --insecure for /metrics off loopback), the names tying the
   Service, ServiceMonitor and probes to the container, the grace periods;
+- the cluster Job + headless Service: the names, sizes and variables that
+  must agree for the pods to find each other, and benchd-cluster-run (its
+  entry point) against stand-ins for benchd and benchctl;
 - `systemd-analyze verify` of benchd.service with no output at all (it exits
   0 on unknown keys and only prints them), and benchd-wait-ready against a
   real process;
@@ -17,6 +21,7 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
 - the Containerfile's stages against scripts/setup.sh's package list, and its
   runtime packages against the Debian libraries the built binaries load.
 """
+import json
 import os
 import pathlib
 import re
@@ -33,7 +38,7 @@ BASE = DEPLOY / "kubernetes" / "base"
 KUBERNETES_VERSION = "1.37.0"
 STOP_GRACE_S = 10           # benchd's --stop-grace default (server/config.h)
 SERVER_SHUTDOWN_S = 5       # server->Shutdown deadline in server/main.cc
-NAMESPACED_KINDS = {"DaemonSet", "Service", "ServiceMonitor", "NetworkPolicy", "ConfigMap"}
+NAMESPACED_KINDS = {"DaemonSet", "Job", "Service", "ServiceMonitor", "NetworkPolicy", "ConfigMap"}
 
 
 def test_yamllint():
@@ -43,25 +48,73 @@ def test_yamllint():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def render_base():
-    """kustomize build deploy/kubernetes/base, for the transforms it uses."""
-    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+def render(directory):
+    """kustomize build DIRECTORY, for the transforms deploy/kubernetes uses:
+    resources (files, or directories that are kustomizations themselves),
+    JSON 6902 patches (add, replace, remove, test), then namespace and image
+    tag. Returns the kustomization and the objects."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     used = set(kustomization) - {"apiVersion", "kind"}
-    # A new transform (patches, labels, generators ...) needs rendering here first.
-    assert used <= {"namespace", "resources", "images"}, used
-    images = {i["name"]: i for i in kustomization.get("images", [])}
+    # A new transform (labels, generators, strategic merge ...) needs rendering here first.
+    assert used <= {"namespace", "resources", "images", "patches"}, used
     objects = []
     for resource in kustomization["resources"]:
-        for obj in yaml.safe_load_all((BASE / resource).read_text()):
-            if obj["kind"] in NAMESPACED_KINDS:
-                obj["metadata"]["namespace"] = kustomization["namespace"]
-            for pod in pod_specs(obj):
-                for container in pod["containers"]:
-                    name = container["image"].split(":")[0]
-                    if name in images:
-                        image = images[name]
-                        container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
-            objects.append(obj)
+        path = directory / resource
+        if path.is_dir():
+            objects += render(path)[1]
+        else:
+            # kustomize loads files from inside the kustomization's root only.
+            assert path.resolve().is_relative_to(directory.resolve()), resource
+            objects += list(yaml.safe_load_all(path.read_text()))
+    for patch in kustomization.get("patches", []):
+        targets = [o for o in objects if o["kind"] == patch["target"]["kind"]
+                   and o["metadata"]["name"] == patch["target"]["name"]]
+        assert len(targets) == 1, patch["target"]
+        for op in yaml.safe_load((directory / patch["path"]).read_text()):
+            apply_json_patch_op(targets[0], op)
+    for obj in objects:
+        if "namespace" in kustomization and obj["kind"] in NAMESPACED_KINDS:
+            obj["metadata"]["namespace"] = kustomization["namespace"]
+    images = {i["name"]: i for i in kustomization.get("images", [])}
+    for obj in objects:
+        for pod in pod_specs(obj):
+            for container in pod["containers"]:
+                name = container["image"].split(":")[0]
+                if name in images:
+                    image = images[name]
+                    container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
+    return kustomization, objects
+
+
+def apply_json_patch_op(obj, op):
+    """One RFC 6902 operation, as kustomize applies it: a path that must exist
+    for replace, remove and test; "-" appends to a list; a failed test fails."""
+    assert op["op"] in ("add", "replace", "remove", "test"), op["op"]
+    *parents, last = op["path"].lstrip("/").split("/")
+    node = obj
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list):
+        if op["op"] == "add":
+            node.insert(len(node) if last == "-" else int(last), op["value"])
+            return
+        index = int(last)
+        assert 0 <= index < len(node), op["path"]
+    else:
+        index = last
+        assert op["op"] == "add" or index in node, op["path"]  # the path must exist
+    if op["op"] == "remove":
+        del node[index]
+    elif op["op"] == "test":
+        assert node[index] == op["value"], (op["path"], node[index], op["value"])
+    else:
+        node[index] = op["value"]
+
+
+def render_base():
+    """kustomize build deploy/kubernetes/base."""
+    kustomization, objects = render(BASE)
+    assert "patches" not in kustomization
     return kustomization, objects
 
 
@@ -170,7 +223,10 @@ def test_daemonset_satisfies_the_daemons_rules(rendered):
     """docs/architecture.md "Who gets in": off loopback, benchd wants TLS and a
     check of callers, and /metrics only with --insecure."""
     pod = pod_specs(one(rendered, "DaemonSet"))[0]
-    container = pod["containers"][0]
+    check_daemon_rules(pod, pod["containers"][0])
+
+
+def check_daemon_rules(pod, container):
     f = flags(container)
     if not is_loopback(f["--listen"]):
         assert f.get("--tls-cert") and f.get("--tls-key")
@@ -229,23 +285,9 @@ OVERLAY = DEPLOY / "kubernetes" / "overlays" / "grpc-probe-tls"
 
 def render_overlay():
     """kustomize build of the overlay: the base, then its JSON 6902 patches."""
-    kustomization = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    kustomization, objects = render(OVERLAY)
     assert set(kustomization) - {"apiVersion", "kind"} == {"resources", "patches"}
     assert kustomization["resources"] == ["../../base"]
-    objects = render_base()[1]
-    for patch in kustomization["patches"]:
-        targets = [o for o in objects if o["kind"] == patch["target"]["kind"]
-                   and o["metadata"]["name"] == patch["target"]["name"]]
-        assert len(targets) == 1, patch["target"]
-        for op in yaml.safe_load((OVERLAY / patch["path"]).read_text()):
-            assert op["op"] in ("replace", "add"), op["op"]
-            *parents, last = op["path"].lstrip("/").split("/")
-            node = targets[0]
-            for key in parents:
-                node = node[int(key)] if isinstance(node, list) else node[key]
-            if op["op"] == "replace":
-                assert last in node, op["path"]  # replace needs the path to exist
-            node[last] = op["value"]
     return objects
 
 
@@ -267,6 +309,399 @@ def test_overlay_grpc_probe_tls():
     daemonset = one(objects, "DaemonSet")
     with pytest.raises(kubernetes_validate.ValidationError, match="'mode' was unexpected"):
         kubernetes_validate.validate(daemonset, "1.36.0", strict=True)
+
+
+# --- the cluster: an Indexed Job + headless Service (deploy/kubernetes/cluster)
+
+CLUSTER = DEPLOY / "kubernetes" / "cluster"
+CLUSTER_CPU = DEPLOY / "kubernetes" / "overlays" / "cluster-cpu-gloo"
+CLUSTER_RUN = DEPLOY / "container" / "benchd-cluster-run"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return render(CLUSTER)[1]
+
+
+def env_of(container):
+    names = [e["name"] for e in container["env"]]
+    assert len(names) == len(set(names)), names
+    return {e["name"]: e for e in container["env"]}
+
+
+def job_parts(objects):
+    job = one(objects, "Job")
+    pod = pod_specs(job)[0]
+    assert len(pod["containers"]) == 1
+    return job, pod, pod["containers"][0]
+
+
+def test_every_file_of_the_cluster_base_is_a_resource():
+    kustomization, _ = render(CLUSTER)
+    files = {p.name for p in CLUSTER.glob("*.yaml")} - {"kustomization.yaml"}
+    assert files == set(kustomization["resources"])
+    # The Namespace is ../base's: deleting the cluster must not delete it
+    # (and the Secrets in it).
+    assert kustomization["namespace"] == render_base()[0]["namespace"]
+
+
+@pytest.mark.parametrize("directory", [CLUSTER, CLUSTER_CPU], ids=["cluster", "cluster-cpu-gloo"])
+def test_cluster_validates_against_the_kubernetes_schemas(directory):
+    import kubernetes_validate
+
+    objects = render(directory)[1]
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert sorted(o["kind"] for o in objects) == ["Job", "NetworkPolicy", "Service"]
+    assert all(o["metadata"]["namespace"] == "benchd" for o in objects)
+
+
+def test_cluster_schema_validation_catches_a_wrong_field(cluster):
+    import kubernetes_validate
+
+    job = yaml.safe_load(yaml.safe_dump(one(cluster, "Job")))
+    job["spec"]["successPolicy"]["rules"][0]["succeededIndex"] = "0"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+
+
+def test_cluster_job_is_an_indexed_job_of_benchd_nodes(cluster):
+    """rank = JOB_COMPLETION_INDEX only in an Indexed Job; the cluster's size,
+    the Job's completions and its parallelism must agree, or the daemons wait
+    for members that never come (or a rank is out of range)."""
+    job, pod, container = job_parts(cluster)
+    spec = job["spec"]
+    env = env_of(container)
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == int(env["BENCHD_NODES"]["value"]) >= 2
+    # How it ends (benchd-cluster-run): index 0 succeeding ends the Job (the
+    # controller stops the other daemons); any pod failing fails it.
+    assert spec["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert spec["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    assert spec.get("activeDeadlineSeconds", 0) > 0
+    # The pods' hostnames are <job>-<index>: DNS labels.
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", job["metadata"]["name"])
+    assert len(f"{job['metadata']['name']}-{spec['completions'] - 1}") <= 63
+
+
+def test_cluster_dns_names(cluster):
+    """benchd finds rank 0 at ${BENCHD_CLUSTER_JOB}-0.${BENCHD_CLUSTER_SERVICE}
+    and advertises ${HOSTNAME}.${BENCHD_CLUSTER_SERVICE}: those names exist
+    only when the pod's subdomain is a headless Service that selects it."""
+    job, pod, container = job_parts(cluster)
+    service = one(cluster, "Service")
+    env = env_of(container)
+    name = service["metadata"]["name"]
+    assert pod["subdomain"] == name == env["BENCHD_CLUSTER_SERVICE"]["value"]
+    assert "hostname" not in pod  # the Indexed Job sets <job>-<index>
+    assert service["spec"]["clusterIP"] == "None"
+    # The members dial each other before their readiness passes (it waits for
+    # the workers): the records must exist for pods not ready yet.
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"] and \
+        all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    # The Job's name from the label the Job controller puts on its pods.
+    assert env["BENCHD_CLUSTER_JOB"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
+    # JOB_COMPLETION_INDEX comes from the Job controller, not from here.
+    assert "JOB_COMPLETION_INDEX" not in env
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["grpc"]
+    assert service["spec"]["ports"][0]["port"] == ports["grpc"]
+
+
+def test_cluster_variables_are_the_daemons():
+    """The variables benchd --cluster-from kubernetes reads (server/cluster_config.cc)."""
+    source = (ROOT / "server" / "cluster_config.cc").read_text()
+    for name in ("JOB_COMPLETION_INDEX", "BENCHD_NODES", "BENCHD_CLUSTER_SERVICE",
+                 "BENCHD_CLUSTER_JOB"):
+        assert f'Require(env, "{name}", "kubernetes")' in source, name
+    assert 'absl::StrCat(*job, "-0.", *service, ":", port)' in source
+
+
+def test_cluster_flags_and_credentials(cluster):
+    job, pod, container = job_parts(cluster)
+    assert container["command"] == ["benchd-cluster-run"]
+    f = flags(container)
+    assert f["--cluster-from"] == "kubernetes"
+    # These would override what the launcher gives every pod alike.
+    assert not {"--cluster-coordinator", "--node-rank", "--nodes", "--node-name",
+                "--advertise"} & set(f)
+    check_daemon_rules(pod, container)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["grpc"] == int(f["--listen"].rsplit(":", 1)[1])
+    assert ports["metrics"] == int(f["--metrics"].rsplit(":", 1)[1])
+    # No hostPort: the Job may share nodes with the DaemonSet (which has 7531).
+    assert not any("hostPort" in p for p in container["ports"])
+    # Node-to-node calls (and benchctl in benchd-cluster-run) carry a token
+    # over TLS, checked against the CA for the certificate's name, the one the
+    # probes check too; every file in a mounted Secret.
+    env = env_of(container)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for variable in ("BENCHD_TOKEN_FILE", "BENCHD_TLS_CA"):
+        path = env[variable]["value"]
+        mount = [m for m in mounts if path.startswith(m + "/")]
+        assert mount, (variable, path)
+        assert "secret" in volumes[mounts[mount[0]]], variable
+    assert env["BENCHD_TLS_CA"]["value"] == "/etc/benchd/tls/ca.crt"
+    assert volumes[mounts["/etc/benchd/token"]]["secret"]["defaultMode"] & 0o022 == 0
+    probe_args = dict(a.partition("=")[::2]
+                      for a in container["readinessProbe"]["exec"]["command"][1:])
+    assert env["BENCHD_TLS_SERVER_NAME"]["value"] == probe_args["--tls-server-name"]
+
+
+def test_cluster_probes_and_pod_are_the_daemonsets(cluster, rendered):
+    """Same probes, security context, mounts of the shared Secrets and stop
+    grace as the DaemonSet: one way to run benchd in a pod."""
+    _, pod, container = job_parts(cluster)
+    ds_pod = pod_specs(one(rendered, "DaemonSet"))[0]
+    ds_container = ds_pod["containers"][0]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe] == ds_container[probe], probe
+    assert container["securityContext"] == ds_container["securityContext"]
+    assert pod["securityContext"] == ds_pod["securityContext"]
+    assert pod["terminationGracePeriodSeconds"] == ds_pod["terminationGracePeriodSeconds"]
+    assert container["image"] == ds_container["image"]
+    ds_volumes = {v["name"]: v for v in ds_pod["volumes"]}
+    for volume in pod["volumes"]:
+        if volume["name"] in ds_volumes:
+            assert volume == ds_volumes[volume["name"]], volume["name"]
+    ds_mounts = {m["name"]: m for m in ds_container["volumeMounts"]}
+    for mount in container["volumeMounts"]:
+        if mount["name"] in ds_mounts:
+            assert mount == ds_mounts[mount["name"]], mount["name"]
+    for flag, value in flags(ds_container).items():
+        assert flags(container).get(flag) == value, flag
+
+
+def test_cluster_gpu_scheduling(cluster):
+    job, pod, container = job_parts(cluster)
+    assert int(container["resources"]["limits"]["nvidia.com/gpu"]) >= 1
+    assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
+    assert pod["nodeSelector"]
+    # One member per node: a required anti-affinity on the pods' own labels.
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    terms = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(terms) == 1 and terms[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert terms[0]["labelSelector"]["matchLabels"].items() <= labels.items()
+    env = env_of(container)
+    assert env["BENCHD_CLUSTER_DEVICE"]["value"] == "cuda:0"
+    assert env["BENCHD_CLUSTER_BACKEND"]["value"] == "nccl"
+    assert env["NCCL_NVLS_ENABLE"]["value"] == "0"
+    assert env["NCCL_SOCKET_IFNAME"]["value"]
+
+
+def test_cluster_network_policy(cluster, rendered):
+    job, _, container = job_parts(cluster)
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    policy = one(cluster, "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    # The members reach each other on every port (TCPStore, NCCL, Gloo).
+    peers = [r for r in policy["spec"]["ingress"] if "ports" not in r]
+    assert len(peers) == 1
+    assert peers[0]["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
+    ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
+    assert ports == {p["name"] for p in container["ports"]}
+    # The DaemonSet's policy does not select the cluster's pods (its ports only).
+    daemon_policy = one(rendered, "NetworkPolicy")
+    assert not daemon_policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+
+
+def run_script_variables():
+    text = CLUSTER_RUN.read_text()
+    return set(re.findall(r"\$\{(BENCHD_[A-Z_]+|JOB_COMPLETION_INDEX)", text))
+
+
+def test_cluster_env_is_what_benchd_cluster_run_reads(cluster):
+    """Every BENCHD_CLUSTER_* / BENCHD_SWEEP_* variable the Job sets is one
+    benchd-cluster-run reads (a misspelt one would be silently ignored)."""
+    _, _, container = job_parts(cluster)
+    env = env_of(container)
+    read = run_script_variables()
+    for name in env:
+        if name.startswith(("BENCHD_CLUSTER_DEVICE", "BENCHD_CLUSTER_BACKEND", "BENCHD_SWEEP_")):
+            assert name in read, name
+    assert {"JOB_COMPLETION_INDEX", "BENCHD_NODES", "BENCHD_TOKEN_FILE"} <= read
+
+
+def test_cluster_cpu_gloo_overlay():
+    kustomization, objects = render(CLUSTER_CPU)
+    assert kustomization["resources"] == ["../../cluster"]
+    _, pod, container = job_parts(objects)
+    env = env_of(container)
+    assert env["BENCHD_CLUSTER_DEVICE"]["value"] == "cpu:0"
+    assert env["BENCHD_CLUSTER_BACKEND"]["value"] == "gloo"
+    assert flags(container)["--device"] == "cpu:0"
+    assert "nvidia.com/gpu" not in yaml.safe_dump(pod)
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+    assert "podAntiAffinity" in pod["affinity"]
+    # Everything else is the base's.
+    _, base_pod, base_container = job_parts(render(CLUSTER)[1])
+    assert container["readinessProbe"] == base_container["readinessProbe"]
+    assert env["BENCHD_NODES"] == env_of(base_container)["BENCHD_NODES"]
+
+
+def test_json_patch_test_op_guards_the_overlay():
+    """The overlay's `test` ops fail the rendering when the base's env moves."""
+    job = one(render(CLUSTER)[1], "Job")
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.insert(0, env.pop())
+    ops = yaml.safe_load((CLUSTER_CPU / "cpu-gloo.yaml").read_text())
+    with pytest.raises(AssertionError):
+        for op in ops:
+            apply_json_patch_op(job, op)
+
+
+def test_benchd_takes_the_manifests_flags(cluster, rendered):
+    """Every flag the DaemonSet and the Job give benchd is one this build's
+    benchd has (--cluster-from with kubernetes among its values)."""
+    binaries = bin_dir()
+    if binaries is None:
+        missing("no benchd binary: set BENCHD_BIN_DIR (ctest does)")
+    help_text = subprocess.run([str(binaries / "benchd"), "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    containers = [job_parts(cluster)[2], container_of(rendered),
+                  job_parts(render(CLUSTER_CPU)[1])[2]]
+    for container in containers:
+        for flag in flags(container):
+            assert re.search(rf"(^|[ ,]){re.escape(flag)}\b", help_text, re.M), flag
+    assert "kubernetes" in help_text
+
+
+# --- benchd-cluster-run, against stand-ins for benchd and benchctl
+
+FAKE_BENCHD = """#!/bin/bash
+printf '%s\\n' "$@" > "$STUB/benchd.args"
+echo "$BENCHD_TOKEN_FILE" > "$STUB/benchd.token_file"
+[ -n "${STUB_BENCHD_EXIT:-}" ] && exit "$STUB_BENCHD_EXIT"
+trap 'echo term >> "$STUB/benchd.term"; rm "$STUB/benchd.serving"; exit 0' TERM
+touch "$STUB/benchd.serving"
+while :; do sleep 0.05; done
+"""
+
+FAKE_BENCHCTL = """#!/bin/bash
+echo "$*" >> "$STUB/benchctl.calls"
+case "$*" in
+  "--timeout 2 node") [ -e "$STUB/benchd.serving" ] ;;
+  "nodes --wait "*) exit "${STUB_WAIT_RC:-0}" ;;
+  "nodes") echo "NAME RANK STATE" ;;
+  "nodes --json")
+    echo '{"nodes": [{"name": "node0", "state": "NODE_STATE_READY", "devices":
+      [{"name": "cpu:0", "workerState": "WORKER_STATE_UP"}]}, {"name": "node1",
+      "state": "NODE_STATE_READY", "devices": [{"name": "cpu:0", "workerState":
+      "WORKER_STATE_UP"}]}], "expectedNodes": 2}' ;;
+  "groups create "*) echo '{"id": "g7", "devices": []}' ;;
+  "submit collective "*) cat "$STUB/job.json"; exit "${STUB_SUBMIT_RC:-0}" ;;
+  *) echo "unexpected: $*" >&2; exit 9 ;;
+esac
+"""
+
+
+def job_json(wrong):
+    rows = [{"sizeBytes": "1024", "wrongElements": "0"},
+            {"sizeBytes": "2048", "wrongElements": str(wrong)}]
+    return json.dumps({"id": "3", "state": "JOB_STATE_SUCCEEDED", "result": {"collective": {
+        "rows": rows, "wrongElements": str(wrong)}}})
+
+
+@pytest.fixture
+def stub(tmp_path):
+    for name, text in (("benchd", FAKE_BENCHD), ("benchctl", FAKE_BENCHCTL)):
+        path = tmp_path / name
+        path.write_text(text)
+        path.chmod(0o755)
+    (tmp_path / "job.json").write_text(job_json(0))
+    token = tmp_path / "token"
+    token.write_text("secret-token\n")
+    token.chmod(0o440)  # as a Secret volume's file
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHD_")}
+    env.update(STUB=str(tmp_path), BENCHD=str(tmp_path / "benchd"),
+               BENCHCTL=str(tmp_path / "benchctl"), BENCHD_NODES="2",
+               BENCHD_CLUSTER_DEVICE="cpu:0", BENCHD_CLUSTER_BACKEND="gloo",
+               BENCHD_SWEEP_MIN="1KiB", BENCHD_SWEEP_MAX="64MiB",
+               BENCHD_TOKEN_FILE=str(token), TMPDIR=str(tmp_path))
+    return tmp_path, env
+
+
+def run_cluster(env, rank, **extra):
+    return subprocess.run([str(CLUSTER_RUN), "--cluster-from=kubernetes", "--listen=0.0.0.0:7531"],
+                          env={**env, "JOB_COMPLETION_INDEX": str(rank), **extra},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cluster_run_rank0_runs_the_sweep(stub):
+    tmp, env = stub
+    result = run_cluster(env, 0)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["id"] == "3"  # the JSON alone on stdout
+    assert "PASS" in result.stderr
+    assert result.stderr.rstrip().endswith("the job as JSON follows")
+    calls = (tmp / "benchctl.calls").read_text().splitlines()
+    assert "nodes --wait 2 --wait-timeout 600" in calls
+    assert "groups create --devices node0/cpu:0,node1/cpu:0 --backend gloo --json" in calls
+    assert ("submit collective --group g7 --op all_reduce --min 1KiB --max 64MiB --watch --json"
+            in calls)
+    assert (tmp / "benchd.args").read_text().split() == ["--cluster-from=kubernetes",
+                                                        "--listen=0.0.0.0:7531"]
+    assert (tmp / "benchd.term").read_text() == "term\n"  # stopped before the JSON
+    # The daemon and benchctl read a private copy of the group-readable token.
+    copy = pathlib.Path((tmp / "benchd.token_file").read_text().strip())
+    assert copy != tmp / "token" and copy.read_text() == "secret-token\n"
+    assert copy.stat().st_mode & 0o077 == 0
+
+
+def test_cluster_run_rank0_fails_on_wrong_elements(stub):
+    tmp, env = stub
+    (tmp / "job.json").write_text(job_json(5))
+    result = run_cluster(env, 0)
+    assert result.returncode == 1 and "5 wrong elements: FAIL" in result.stderr
+    assert json.loads(result.stdout)["result"]["collective"]["wrongElements"] == "5"
+    (tmp / "job.json").write_text(job_json(0))
+    failed = run_cluster(env, 0, STUB_SUBMIT_RC="1")  # the job failed
+    assert failed.returncode == 1
+    assert (tmp / "benchd.term").read_text() == "term\nterm\n"
+
+
+def test_cluster_run_rank0_cluster_does_not_form(stub):
+    tmp, env = stub
+    result = run_cluster(env, 0, STUB_WAIT_RC="1")
+    assert result.returncode == 2 and "did not form" in result.stderr
+    assert "groups create" not in (tmp / "benchctl.calls").read_text()
+    assert (tmp / "benchd.term").exists()
+
+
+def test_cluster_run_daemon_exits_early(stub):
+    tmp, env = stub
+    for rank, rc in ((0, 2), (1, 3)):
+        result = run_cluster(env, rank, STUB_BENCHD_EXIT="3")
+        assert result.returncode == rc, (rank, result.stderr)
+        assert "status 3" in result.stderr
+
+
+def test_cluster_run_member_runs_until_stopped(stub):
+    """A rank other than 0 only runs its daemon; SIGTERM (from the Job
+    controller once index 0 succeeded) reaches benchd."""
+    import signal
+    import time
+
+    tmp, env = stub
+    member = subprocess.Popen([str(CLUSTER_RUN), "--listen=0.0.0.0:7531"],
+                              env={**env, "JOB_COMPLETION_INDEX": "1"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp / "benchd.args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert member.poll() is None
+        member.send_signal(signal.SIGTERM)
+        out, err = member.communicate(timeout=20)
+    finally:
+        member.kill()
+    assert member.returncode == 0, err
+    assert (tmp / "benchd.term").read_text() == "term\n"
+    assert not (tmp / "benchctl.calls").exists()
 
 
 # --- systemd
@@ -404,7 +839,11 @@ def test_health_response_decoding(status):
 
 CONTAINERFILE = DEPLOY / "container" / "Containerfile"
 # setup.sh packages that only the tests, CI or the developer need.
-NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus", "systemd"}
+# What setup.sh installs for the tests alone: test frameworks, the real
+# Prometheus, systemd-analyze, and the Slurm cluster tests/cluster starts.
+NOT_FOR_THE_IMAGE = {"libgtest-dev", "libgmock-dev", "clang-format", "git", "prometheus", "systemd",
+                     "munge", "slurmctld", "slurmd", "slurm-client", "iproute2", "util-linux",
+                     "shellcheck"}
 
 
 def stages():
@@ -442,6 +881,9 @@ def test_containerfile_stages():
     for binary in ("benchd", "benchd-worker", "benchctl"):
         assert f"/build/bin/{binary}" in copies
     assert "deploy/container/benchd-health" in copies
+    # The cluster Job's command, installed executable (COPY keeps the mode).
+    assert "deploy/container/benchd-cluster-run /usr/local/bin/benchd-cluster-run" in copies
+    assert os.access(CLUSTER_RUN, os.X_OK)
     assert "torch/lib" in copies and "${SITE}/nvidia" in copies
     # The worker's RUNPATH names /usr/local/cuda/lib for its own libcudart.so.13.
     assert "ln -s ${SITE}/nvidia/cu13/lib /usr/local/cuda/lib" in " ".join(runtime)

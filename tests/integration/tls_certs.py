@@ -125,12 +125,15 @@ def _sign_expired(directory, name, cn, ca_cert, ca_key):
     return cert, key
 
 
-def make_certs(directory):
-    """A CA, a server certificate for localhost / 127.0.0.1 / ::1, client
-    certificates for alice and ops, an unrelated CA with a client (mallory) and
-    an expired client certificate (old), all under `directory`."""
+def make_certs(directory, server_ips=()):
+    """A CA, a server certificate for localhost / 127.0.0.1 / ::1 (and any
+    more IP addresses in server_ips), client certificates for alice and ops,
+    an unrelated CA with a client (mallory) and an expired client certificate
+    (old), all under `directory`."""
     os.makedirs(directory, exist_ok=True)
-    server_ext = _write(os.path.join(directory, "server.ext"), _SERVER_EXT)
+    server_ext = _write(os.path.join(directory, "server.ext"),
+                        _SERVER_EXT.rstrip("\n") + "".join(f",IP:{ip}" for ip in server_ips)
+                        + "\n")
     client_ext = _write(os.path.join(directory, "client.ext"), _CLIENT_EXT)
     ca_cert, ca_key = _make_ca(directory, "ca", "benchd test CA")
     server_cert, server_key = _sign(directory, "server", "localhost", ca_cert, ca_key, server_ext)

@@ -12,7 +12,8 @@
     sw.to_pandas(); sw.pivot("model.preset", "precision")  # a sweep: one row per cell
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
-collective, attention, precision; and jobs/job/cancel, models/evict, node, create_group/groups/
+collective, attention, precision; and jobs/job/cancel, models/evict, node,
+nodes/wait_for_nodes (a cluster), create_group/groups/
 destroy_group, artifacts/download. Plots: benchd.plots (pip install
 'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
 """
@@ -26,8 +27,8 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result,
-                       SweepResult)
+                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
+                       Result, SweepResult)
 
 __version__ = "0.1.0"
 
@@ -36,7 +37,7 @@ __all__ = [
     "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
     "PrecisionResult", "SweepResult",
-    "Result", "Node", "MemoryEstimate",
+    "Result", "Node", "Nodes", "MemoryEstimate",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",
     "Unavailable", "NotFound", "FailedPrecondition", "ResourceExhausted", "PermissionDenied",

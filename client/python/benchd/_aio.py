@@ -20,7 +20,8 @@ from ._common import (Event, JobState, Progress, load_snapshot, show_progress, s
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result)
+                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
+                       Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -209,6 +210,26 @@ class AsyncClient(ClientBase):
 
     async def node(self) -> Node:
         return await self._do(B.node_info())
+
+    async def nodes(self) -> Nodes:
+        """benchd.Client.nodes()."""
+        return await self._do(B.list_nodes())
+
+    async def wait_for_nodes(self, n: int, timeout: float = 300.0) -> Nodes:
+        """benchd.Client.wait_for_nodes(), without blocking the event loop."""
+        count, seconds = B.nodes_wait_args(n, timeout)
+        deadline = time.monotonic() + seconds
+        while True:
+            nodes: Nodes | None = None
+            error: Unavailable | None = None
+            try:
+                nodes = await self._do(B.list_nodes())
+            except Unavailable as e:
+                error = e
+            step = B.nodes_wait_step(count, seconds, deadline, nodes, error)
+            if isinstance(step, Nodes):
+                return step
+            await asyncio.sleep(step)
 
     async def estimate(self, *args: object, **kwargs: Unpack[A.EstimateArgs]) -> MemoryEstimate:
         A.check_positionals("estimate", args, A.ESTIMATE_CHECKS)

@@ -19,7 +19,7 @@ from ._common import Event, Progress, error_code, kind_of, result_of, translate,
 from ._credentials import Credentials
 from ._errors import (ArgumentError, BenchdError, DeadlineExceeded, RpcError, Unavailable,
                       WaitTimeout)
-from ._results import (MemoryEstimate, Node, Records, Result, artifacts_records,
+from ._results import (MemoryEstimate, Node, Nodes, Records, Result, artifacts_records,
                        groups_records, models_records)
 from .v1 import bench_pb2 as pb
 
@@ -78,6 +78,47 @@ def evict_model(key: object, device: object, all: object) -> Call[int]:
 
 def node_info() -> Call[Node]:
     return Call("GetNodeInfo", pb.GetNodeInfoRequest(), Node)
+
+
+def list_nodes() -> Call[Nodes]:
+    return Call("ListNodes", pb.ListNodesRequest(), Nodes)
+
+
+# benchctl nodes --wait N (1..1024) --wait-timeout S (0..86400).
+MAX_NODES, MAX_NODES_WAIT = 1024, 86400.0
+NODES_POLL = 0.5  # seconds between ListNodes calls, as benchctl
+
+
+def nodes_wait_args(n: object, timeout: object) -> tuple[int, float]:
+    """wait_for_nodes' arguments, checked as benchctl checks --wait and
+    --wait-timeout."""
+    count, seconds = A.as_int("n", n), A.as_float("timeout", timeout)
+    if not 1 <= count <= MAX_NODES:
+        raise ArgumentError("n", n, f"1..{MAX_NODES}",
+                            f"n: expected 1..{MAX_NODES} nodes, got {n!r}")
+    if not 0 <= seconds <= MAX_NODES_WAIT:
+        raise ArgumentError("timeout", timeout, f"0..{MAX_NODES_WAIT:g} seconds",
+                            f"timeout: expected 0..{MAX_NODES_WAIT:g} seconds, got {timeout!r}")
+    return count, seconds
+
+
+def nodes_wait_step(count: int, seconds: float, deadline: float, nodes: Nodes | None,
+                    error: Unavailable | None) -> Nodes | float:
+    """One turn of wait_for_nodes, after a ListNodes that answered `nodes` or
+    failed with `error` (UNAVAILABLE: a daemon still starting): the nodes
+    once count are READY, else how long to sleep before asking again; raises
+    once the deadline has passed (the Unavailable error, or WaitTimeout with
+    benchctl's summary: "waited 60 s for 3 READY nodes: 2 of 3 nodes READY
+    (node2 LOST: ...)")."""
+    if nodes is not None and len(nodes.ready) >= count:
+        return nodes
+    left = deadline - time.monotonic()
+    if left > 0:
+        return min(NODES_POLL, left)
+    if error is not None:
+        raise error
+    assert nodes is not None
+    raise WaitTimeout(f"waited {seconds:g} s for {count} READY nodes: {nodes.summary()}")
 
 
 def estimate(given: Mapping[str, object]) -> Call[MemoryEstimate]:

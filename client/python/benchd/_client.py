@@ -18,7 +18,8 @@ from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_sna
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
 from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, PrecisionResult, ProfileResult, Records, Result)
+                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
+                       Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -320,6 +321,34 @@ class Client(ClientBase):
         """The node: devices, their workers, versions, and how this client is
         seen (.security: TLS, tokens, the caller and its role) (GetNodeInfo)."""
         return self._do(B.node_info())
+
+    def nodes(self) -> Nodes:
+        """The cluster's nodes (ListNodes; `benchctl nodes`): name, rank,
+        state (READY, WAITING, LOST), address, devices, versions, detail, in
+        rank order; any member answers. Outside a cluster, this daemon alone.
+        .expected_nodes, .coordinator, .ready (names), .proto
+        (the ListNodesResponse), .to_pandas()."""
+        return self._do(B.list_nodes())
+
+    def wait_for_nodes(self, n: int, timeout: float = 300.0) -> Nodes:
+        """Wait until n nodes are READY, then return them (`benchctl nodes
+        --wait N --wait-timeout S`): asks every 0.5 s, and keeps asking while
+        the daemon is unreachable (still starting). Raises benchd.WaitTimeout
+        naming the nodes not READY and why (or benchd.Unavailable if the
+        daemon never answered) once timeout seconds have passed."""
+        count, seconds = B.nodes_wait_args(n, timeout)
+        deadline = time.monotonic() + seconds
+        while True:
+            nodes: Nodes | None = None
+            error: Unavailable | None = None
+            try:
+                nodes = self._do(B.list_nodes())
+            except Unavailable as e:
+                error = e
+            step = B.nodes_wait_step(count, seconds, deadline, nodes, error)
+            if isinstance(step, Nodes):
+                return step
+            time.sleep(step)
 
     def estimate(self, *args: object, **kwargs: Unpack[A.EstimateArgs]) -> MemoryEstimate:
         """Memory by formula (Bench.Estimate; `benchctl estimate`): the bytes

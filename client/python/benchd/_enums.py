@@ -15,7 +15,7 @@ from .v1 import bench_pb2 as pb
 
 __all__ = ["EnumArg", "PRECISION", "MODE", "ATTENTION", "OPTIMIZER", "STACKS", "ACTIVITY",
            "BACKEND", "OP", "DTYPE", "EXPERIMENT", "JOB_STATE", "JOB_KIND", "WORKER_STATE",
-           "GROUP_STATE"]
+           "GROUP_STATE", "NODE_STATE"]
 
 
 class EnumArg:
@@ -93,3 +93,4 @@ JOB_STATE = EnumArg("JobState")
 JOB_KIND = EnumArg("JobKind")
 WORKER_STATE = EnumArg("WorkerState")
 GROUP_STATE = EnumArg("GroupState")
+NODE_STATE = EnumArg("NodeState")

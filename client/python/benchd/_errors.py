@@ -11,7 +11,8 @@
   the address and the RPC.
 - JobFailed: a job ended FAILED, CANCELLED or INTERRUPTED and its result was
   asked for; JobNotDone: its result was asked for before it ended;
-  WaitTimeout (also a TimeoutError): Job.wait(timeout=...) ran out.
+  WaitTimeout (also a TimeoutError): Job.wait(timeout=...) or
+  wait_for_nodes(n, timeout) ran out.
 """
 from __future__ import annotations
 
@@ -176,4 +177,5 @@ class JobNotDone(BenchdError):
 
 
 class WaitTimeout(BenchdError, TimeoutError):
-    """Job.wait(timeout=...) ran out before the job ended (the job goes on)."""
+    """Job.wait(timeout=...) ran out before the job ended (the job goes on), or
+    wait_for_nodes(n, timeout) before n nodes were READY."""

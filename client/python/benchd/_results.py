@@ -23,8 +23,9 @@ import pandas as pd
 from . import _enums as E
 from .v1 import bench_pb2 as pb
 
-__all__ = ["BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "SweepResult",
-           "AttentionResult", "PrecisionResult", "Result", "make_result", "step_columns", "Records", "Node",
+__all__ = ["Nodes", "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult",
+           "SweepResult", "AttentionResult", "PrecisionResult", "Result", "make_result",
+           "step_columns", "Records", "Node",
            "MemoryEstimate"]
 
 MS = 1e3
@@ -689,6 +690,54 @@ def groups_records(groups: Sequence[pb.Group]) -> Records[pb.Group]:
                               "setup_seconds": g.setup_seconds, "jobs_run": g.jobs_run,
                               "timeout_seconds": g.timeout_seconds, "transient": g.transient,
                               "broken_reason": g.broken_reason})
+
+
+class Nodes(Records[pb.ClusterNode]):
+    """ListNodes (`benchctl nodes`): the cluster's members in rank order, each
+    a benchd.v1 ClusterNode (name, rank, state, address, hostname, devices,
+    versions, last_heartbeat, detail, self); outside a cluster, this daemon
+    alone. to_pandas(): one row per node."""
+
+    def __init__(self, proto: pb.ListNodesResponse) -> None:
+        super().__init__(list(proto.nodes), [
+            "name", "rank", "state", "address", "hostname", "devices", "benchd", "detail",
+            "self"],
+            lambda n: {"name": n.name, "rank": n.rank, "state": E.NODE_STATE.name(n.state),
+                       "address": n.address, "hostname": n.hostname,
+                       "devices": ",".join(d.name for d in n.devices),
+                       "benchd": n.versions.benchd, "detail": n.detail, "self": n.self})
+        self.proto = proto
+
+    @property
+    def expected_nodes(self) -> int:
+        """The cluster's size (1 outside a cluster)."""
+        return self.proto.expected_nodes
+
+    @property
+    def coordinator(self) -> str:
+        """Rank 0's address ("" outside a cluster)."""
+        return self.proto.coordinator
+
+    @property
+    def ready(self) -> list[str]:
+        """The names of the READY nodes."""
+        return [n.name for n in self if n.state == pb.NODE_STATE_READY]
+
+    def summary(self) -> str:
+        """As benchctl says it: "1 of 2 nodes READY (node1 LOST: no heartbeat
+        for 10.0 s)"."""
+        out = f"{len(self.ready)} of {self.expected_nodes} nodes READY"
+        why = [f"{n.name or f'rank {n.rank}'} {E.NODE_STATE.name(n.state).upper()}: "
+               f"{n.detail or '-'}" for n in self if n.state != pb.NODE_STATE_READY]
+        return f"{out} ({'; '.join(why)})" if why else out
+
+    def _repr_html_(self) -> str:
+        head = _html_table([("coordinator", self.coordinator or "-"),
+                            ("nodes", self.summary())])
+        return head + super()._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<benchd.Nodes {self.summary()}>"
 
 
 def artifacts_records(artifacts: Sequence[pb.Artifact]) -> Records[pb.Artifact]:

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Issue 26: NCCL bus bandwidth when the two ranks of a group sit on two nodes,
+# next to the same two GPUs in one daemon. Two daemons, each owning one GPU,
+# each in its own network namespace joined by a veth pair, form a cluster with
+# the cluster flags; one NCCL group across them (NCCL over sockets: P2P, SHM
+# and IB off, the veth named, NVLS off) runs an all-reduce sweep with the exact
+# check. Then one daemon with both GPUs (NVLink) runs the same sweep. Then one
+# daemon is killed mid-sweep (the failure must name its node), restarted, and
+# the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
+# the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
+# (after `source .gpu-debs/unpack.sh`):
+#   scripts/gpu-cross-node.sh
+# Dry run on a CPU machine (Gloo between CPU workers, smaller sizes):
+#   CROSS_DEVICES="cpu:0 cpu:1" CROSS_BACKEND=gloo CROSS_MAX=16MiB CROSS_BIN=build/bin \
+#     CROSS_NO_GPU=1 scripts/gpu-cross-node.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+read -r -a DEVS <<< "${CROSS_DEVICES:-cuda:0 cuda:1}"
+BACKEND=${CROSS_BACKEND:-nccl}
+MIN=${CROSS_MIN:-1KiB}
+MAX=${CROSS_MAX:-1GiB}
+PREFIX="bxn$$"
+NS=("${PREFIX}n0" "${PREFIX}n1")
+IP=(10.232.0.1 10.232.0.2)
+VETH=("${PREFIX}a" "${PREFIX}b")
+PORT=7531
+DATA=$(mktemp -d /tmp/benchd-cross-XXXXXX)
+declare -A PID=()
+
+stop_node() {  # stop_node RANK [SIGNAL]
+  local pid=${PID[$1]:-}
+  [ -n "$pid" ] || return 0
+  kill "-${2:-TERM}" "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "PID[$1]"
+}
+cleanup() {
+  for r in "${!PID[@]}"; do stop_node "$r"; done
+  cp "$DATA"/*.log "$OUT/" 2>/dev/null || true
+  for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  # Daemons started inside the tee'd block below are not in this shell's
+  # list: whatever still runs from this data dir goes too.
+  pkill -TERM -f "$DATA" 2>/dev/null && sleep 3
+  pkill -KILL -f "$DATA" 2>/dev/null || true
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+if [ -z "${CROSS_NO_GPU:-}" ]; then
+  source scripts/gpu-lib.sh
+  gpu_setup
+fi
+if [ -n "${CROSS_BIN:-}" ]; then
+  BIN=$CROSS_BIN
+else
+  source scripts/gpu-lib.sh
+  gpu_build gpu-cross-node -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
+  BIN=$BUILD/bin
+fi
+BIN=$(cd "$BIN" && pwd)
+
+for r in 0 1; do ip netns add "${NS[$r]}"; done
+ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"
+for r in 0 1; do
+  ip link set "${VETH[$r]}" netns "${NS[$r]}"
+  ip -n "${NS[$r]}" addr add "${IP[$r]}/24" dev "${VETH[$r]}"
+  ip -n "${NS[$r]}" link set lo up
+  ip -n "${NS[$r]}" link set "${VETH[$r]}" up
+done
+
+# NCCL between the namespaces goes over the veth's sockets only.
+NCCL_SOCKETS=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1
+  NCCL_NET=Socket)
+start_node() {  # start_node RANK: the daemon of node RANK in its namespace, owning DEVS[RANK]
+  local r=$1
+  ip netns exec "${NS[$r]}" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${VETH[$r]}" \
+    GLOO_SOCKET_IFNAME="${VETH[$r]}" \
+    "$BIN/benchd" --listen "${IP[$r]}:$PORT" --metrics off --insecure \
+    --data-dir "$DATA/node$r" --device "${DEVS[$r]}" --cluster-lost-after 5 \
+    --cluster-coordinator "${IP[0]}:$PORT" --node-rank "$r" --nodes 2 \
+    >> "$DATA/node$r.log" 2>&1 &
+  PID[$r]=$!
+}
+ctl() {  # ctl RANK ARGS...: benchctl against node RANK, from its namespace
+  local r=$1
+  shift
+  ip netns exec "${NS[$r]}" "$BIN/benchctl" --address "${IP[$r]}:$PORT" "$@"
+}
+workers_up() {  # workers_up RANK: every worker of the cluster UP, as node RANK sees it
+  for _ in $(seq 1 180); do
+    ctl "$1" nodes --json | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)["nodes"]
+sys.exit(not all(n["state"] == "NODE_STATE_READY" and n["devices"] and
+                 all(d.get("workerState") == "WORKER_STATE_UP" for d in n["devices"]) for n in nodes))' \
+      && return 0
+    sleep 1
+  done
+  return 1
+}
+sweep() {  # sweep RANK GROUP NAME: the all-reduce sweep on GROUP through node RANK
+  ctl "$1" --timeout 900 submit collective --group "$2" --op all_reduce --min "$MIN" --max "$MAX" \
+    --watch --json < /dev/null > "$OUT/$3.json" 2> "$OUT/$3-progress.txt"
+}
+table() {  # table NAME: size, median µs, busbw and wrong elements of a sweep's JSON
+  python3 - "$OUT/$1.json" <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))
+print(f"    {'size bytes':>12}  {'median us':>10}  {'p99 us':>10}  {'busbw GB/s':>10}  wrong")
+for row in job["result"]["collective"]["rows"]:
+    d = row["duration"]
+    print(f"    {int(row['sizeBytes']):>12}  {d['median'] * 1e6:>10.1f}  {d['p99'] * 1e6:>10.1f}"
+          f"  {row.get('busbwGbps', 0):>10.3f}  {row.get('wrongElements', '0')}")
+PY
+}
+exact() {  # exact NAME: the job succeeded and every row is exact
+  python3 -c '
+import json, sys
+job = json.load(open(sys.argv[1]))
+rows = job.get("result", {}).get("collective", {}).get("rows", [])
+sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
+              all(int(r.get("wrongElements", 0)) == 0 and int(r["checkedElements"]) > 0 for r in rows)))' \
+    "$OUT/$1.json"
+}
+
+{
+  start_node 0
+  start_node 1
+  if ctl 1 nodes --wait 2 --wait-timeout 120 > /dev/null && workers_up 1; then
+    echo "PASS the two daemons formed a cluster"
+  else
+    echo "FAIL no cluster: $(ctl 1 nodes 2>&1 | tail -5)"
+    exit 1
+  fi
+  group=$(ctl 0 groups create --devices "node0/${DEVS[0]},node1/${DEVS[1]}" --backend "$BACKEND" \
+    --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  if sweep 0 "$group" cross-node && exact cross-node; then
+    echo "PASS cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${VETH[0]}):"
+    table cross-node
+  else
+    echo "FAIL cross-node sweep: $(tail -c 600 "$OUT/cross-node.json")"
+  fi
+
+  # One daemon killed mid-sweep: the failure names its node; then it comes back.
+  ctl 0 --timeout 900 submit collective --group "$group" --op all_reduce --min "$MIN" --max "$MAX" \
+    --iters 200 --json < /dev/null > "$OUT/killed-submit.json"
+  id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$OUT/killed-submit.json")
+  sleep 3
+  stop_node 1 KILL
+  ctl 0 --timeout 900 watch "$id" > /dev/null 2>&1 || true
+  ctl 0 get "$id" --json > "$OUT/killed.json" || true
+  message=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("errorMessage", ""))' "$OUT/killed.json")
+  if grep -q "node1" <<< "$message"; then
+    echo "PASS killing node1's daemon mid-sweep fails the job naming it: $message"
+  else
+    echo "FAIL the killed sweep's job: ${message:-$(tail -c 300 "$OUT/killed.json")}"
+  fi
+  start_node 1
+  if workers_up 0; then
+    group=$(ctl 0 groups create --devices "node0/${DEVS[0]},node1/${DEVS[1]}" \
+      --backend "$BACKEND" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+    if sweep 0 "$group" after-restart && exact after-restart; then
+      echo "PASS after node1's restart the cluster formed again and the sweep passed"
+    else
+      echo "FAIL the sweep after node1's restart: $(tail -c 600 "$OUT/after-restart.json")"
+    fi
+  else
+    echo "FAIL node1 did not come back"
+  fi
+
+  # The same two devices in one daemon (NVLink between the GPUs).
+  stop_node 0
+  stop_node 1
+  ip netns exec "${NS[0]}" env NCCL_NVLS_ENABLE=0 "$BIN/benchd" --listen "127.0.0.1:$PORT" \
+    --metrics off --data-dir "$DATA/one" --device "${DEVS[0]}" --device "${DEVS[1]}" \
+    >> "$DATA/one-daemon.log" 2>&1 &
+  PID[2]=$!
+  for _ in $(seq 1 180); do
+    ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" node --json 2>/dev/null |
+      python3 -c 'import json,sys; sys.exit(not all(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))' \
+      && break
+    sleep 1
+  done
+  if ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" --timeout 900 \
+      submit collective --devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce \
+      --min "$MIN" --max "$MAX" --watch --json < /dev/null > "$OUT/one-daemon.json" \
+      2> "$OUT/one-daemon-progress.txt" && exact one-daemon; then
+    echo "PASS one daemon, both devices ($BACKEND in one node):"
+    table one-daemon
+  else
+    echo "FAIL one-daemon sweep: $(tail -c 600 "$OUT/one-daemon.json")"
+  fi
+  echo "NCCL environment between the namespaces: ${NCCL_SOCKETS[*]} NCCL_SOCKET_IFNAME=<the veth>"
+} 2>&1 | tee "$OUT/cross-node.txt"
+! grep -q "^FAIL" "$OUT/cross-node.txt"

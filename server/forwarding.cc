@@ -1,0 +1,73 @@
+#include "server/forwarding.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace benchd::server {
+namespace {
+
+std::string Metadata(const grpc::ServerContextBase& ctx, const char* key) {
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find(key);
+  return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+std::string WithPrefix(const std::string& node, const std::string& name) {
+  return name.empty() || name.find('/') != std::string::npos ? name : absl::StrCat(node, "/", name);
+}
+
+}  // namespace
+
+Principal EffectiveCaller(const grpc::ServerContextBase& ctx, const Principal& caller) {
+  if (caller.role != v1::ROLE_ADMIN) return caller;
+  const std::string name = Metadata(ctx, kOnBehalfOfKey);
+  const std::string role = Metadata(ctx, kOnBehalfRoleKey);
+  if (role.empty()) return caller;
+  Principal real{name, v1::ROLE_UNSPECIFIED};
+  for (v1::Role r : {v1::ROLE_READ, v1::ROLE_SUBMIT, v1::ROLE_ADMIN}) {
+    if (RoleName(r) == role) real.role = r;
+  }
+  return real;
+}
+
+std::optional<Forwarder::Target> Forwarder::Split(const std::string& qualified) const {
+  const size_t slash = qualified.find('/');
+  if (slash == std::string::npos || !cluster_->options().enabled) return std::nullopt;
+  Target target{qualified.substr(0, slash), qualified.substr(slash + 1)};
+  if (target.node == cluster_->options().name) return std::nullopt;
+  return target;
+}
+
+absl::StatusOr<std::shared_ptr<v1::Bench::Stub>> Forwarder::Stub(const std::string& node) {
+  auto member = cluster_->ReadyNode(node);
+  if (!member.ok()) return member.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = stubs_[member->address()];
+  if (!stub) stub = v1::Bench::NewStub(peers_->Open(member->address()));
+  return stub;
+}
+
+void Forwarder::Prepare(grpc::ClientContext* ctx, const Principal& caller,
+                        const grpc::ServerContextBase& from) const {
+  peers_->Authorize(ctx);
+  ctx->AddMetadata(kOnBehalfOfKey, caller.name);
+  ctx->AddMetadata(kOnBehalfRoleKey, std::string(RoleName(caller.role)));
+  // The caller's deadline goes on (none for Watch and FetchArtifact streams).
+  const auto deadline = from.deadline();
+  if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    ctx->set_deadline(deadline);
+  }
+}
+
+void Forwarder::Qualify(const std::string& node, v1::Job* job) {
+  job->set_id(WithPrefix(node, job->id()));
+  for (std::string& d : *job->mutable_devices()) d = WithPrefix(node, d);
+  if (!job->spec().device().empty()) {
+    job->mutable_spec()->set_device(WithPrefix(node, job->spec().device()));
+  }
+}
+
+void Forwarder::Qualify(const std::string& node, v1::JobEvent* event) {
+  event->set_job_id(WithPrefix(node, event->job_id()));
+}
+
+}  // namespace benchd::server

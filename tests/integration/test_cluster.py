@@ -1,0 +1,318 @@
+"""A cluster of two real daemons on this machine (docs/architecture.md
+"Cluster"): node0 on 127.0.0.1, node1 on 127.0.0.2, each with its own CPU
+workers. They form a cluster with the cluster flags, a Gloo group spans both,
+and an all-reduce across them passes its exact check; a member that dies is
+LOST within the bound, the collective fails naming it, and once it is back the
+cluster and the group form again. (tests/cluster runs the same under Slurm,
+each node in its own network namespace.)"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import BIN, Daemon, bench_pb2
+
+LOST_AFTER = "2"  # seconds: the test waits for a loss
+
+
+def free_port(host):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self):
+        self.dirs = [tempfile.mkdtemp(prefix=f"benchd-cl{i}-") for i in range(2)]
+        self.hosts = ["127.0.0.1", "127.0.0.2"]
+        self.ports = [free_port(h) for h in self.hosts]
+        self.coordinator = f"{self.hosts[0]}:{self.ports[0]}"
+        self.nodes = [self.make(rank) for rank in range(2)]
+
+    def make(self, rank, extra=()):
+        return Daemon(self.dirs[rank],
+                      ["--listen", f"{self.hosts[rank]}:{self.ports[rank]}", "--metrics", "off",
+                       "--cluster-coordinator", self.coordinator, "--node-rank", str(rank),
+                       "--nodes", "2", "--cluster-lost-after", LOST_AFTER, *extra],
+                      env=dict(os.environ, BENCHD_WORKER_THREADS="1"))
+
+    def start(self):
+        for node in self.nodes:
+            node.start()
+        for node in self.nodes:
+            node.wait_worker_up()
+        return self
+
+    def close(self):
+        for node in self.nodes:
+            node.stop()
+        time.sleep(0.2)
+        for d in self.dirs:
+            leftovers = subprocess.run(["pgrep", "-f", f"benchd-worker.*{d}"],
+                                       capture_output=True, text=True).stdout.strip()
+            subprocess.run(["rm", "-rf", d])
+            assert leftovers == "", f"workers left running: {leftovers}"
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster().start()
+    yield c
+    c.close()
+
+
+def nodes_json(daemon, *extra, check=0):
+    r = daemon.benchctl("nodes", "--json", *extra, check=check)
+    return json.loads(r.stdout) if check == 0 else r
+
+
+def wait_state(daemon, rank, state, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        nodes = daemon.stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10).nodes
+        if nodes[rank].state == state:
+            return nodes[rank]
+        time.sleep(0.1)
+    raise AssertionError(f"rank {rank} not in state {state} after {timeout}s: {nodes}")
+
+
+def all_reduce(daemon, group, check=0, extra=()):
+    r = daemon.benchctl("submit", "collective", "--group", group, "--op", "all_reduce",
+                        "--min", "1KiB", "--max", "256KiB", "--factor", "16", "--iters", "5",
+                        "--warmup", "2", "--watch", "--json", *extra, check=check)
+    return json.loads(r.stdout) if r.stdout.strip() else None
+
+
+def test_two_daemons_form_a_cluster_and_any_member_lists_it(cluster):
+    node0, node1 = cluster.nodes
+    waited = node1.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    assert "2 of 2 nodes READY" in waited.stdout, waited.stdout
+    for daemon, me in ((node0, 0), (node1, 1)):
+        listed = nodes_json(daemon)
+        assert listed["expectedNodes"] == 2 and listed["coordinator"] == cluster.coordinator
+        names = [n["name"] for n in listed["nodes"]]
+        assert names == ["node0", "node1"], listed
+        for rank, node in enumerate(listed["nodes"]):
+            assert node["state"] == "NODE_STATE_READY", node
+            assert node["address"] == f"{cluster.hosts[rank]}:{cluster.ports[rank]}"
+            assert node["devices"][0]["name"] == "cpu:0"
+            assert node["versions"]["benchd"], node
+            assert node.get("self", False) == (rank == me)
+
+
+def test_a_gloo_group_across_nodes_passes_its_exact_check(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    made = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
+                                     "--backend", "gloo", "--json", check=0).stdout)
+    # This node's own device keeps its plain name; the other's says its node.
+    assert made["devices"] == ["cpu:0", "node1/cpu:0"], made
+    assert made["state"] == "GROUP_STATE_READY", made
+    job = all_reduce(node0, made["id"])
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    rows = job["result"]["collective"]["rows"]
+    assert len(rows) == 3, rows
+    for row in rows:
+        assert row["devices"] == ["cpu:0", "node1/cpu:0"]
+        assert int(row.get("wrongElements", 0)) == 0 and int(row["checkedElements"]) > 0, row
+    # A request naming another member's device that is not there.
+    bad = node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:7", check=2)
+    assert "node1/cpu:7 is not served" in bad.stderr and "node1/cpu:0" in bad.stderr, bad.stderr
+    bad = node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node9/cpu:0", check=2)
+    assert "node9/cpu:0 is not served" in bad.stderr, bad.stderr
+
+
+def test_a_member_that_dies_is_lost_named_and_rejoins(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    group = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
+                                      "--backend", "gloo", "--json", check=0).stdout)["id"]
+    # A long sweep, and node1's daemon killed while it runs (its workers go
+    # with it: they watch their parent).
+    submitted = json.loads(node0.benchctl(
+        "submit", "collective", "--group", group, "--op", "all_reduce", "--min", "1MiB",
+        "--max", "64MiB", "--iters", "200", "--json", check=0).stdout)
+    job_id = submitted["id"]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        job = node0.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id), timeout=10)
+        if job.state == bench_pb2.JOB_STATE_RUNNING:
+            break
+        time.sleep(0.05)
+    time.sleep(1)  # into the sweep (it runs for tens of seconds)
+    node1.stop(sig=signal.SIGKILL)
+    failed = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        failed = node0.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id), timeout=10)
+        if failed.state in (bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_SUCCEEDED):
+            break
+        time.sleep(0.1)
+    assert failed.state == bench_pb2.JOB_STATE_FAILED, failed
+    assert "node1/cpu:0 (rank 1)" in failed.error_message, failed.error_message
+    assert "node node1" in failed.error_message, failed.error_message
+    lost = wait_state(node0, 1, bench_pb2.NODE_STATE_LOST, timeout=15)
+    assert "no heartbeat for" in lost.detail, lost
+    groups = node0.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups
+    assert groups[0].state == bench_pb2.GROUP_STATE_BROKEN, groups
+    # While it is lost, its devices are refused naming why.
+    refused = node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0", check=2)
+    assert "node1/cpu:0 is not served" in refused.stderr, refused.stderr
+
+    # Back: the same rank and address joins again; a new group works.
+    cluster.nodes[1] = node1 = cluster.make(1)
+    node1.start()
+    node1.wait_worker_up()
+    wait_state(node0, 1, bench_pb2.NODE_STATE_READY, timeout=30)
+    again = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
+                                      "--backend", "gloo", "--json", check=0).stdout)["id"]
+    job = all_reduce(node0, again)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert "is back" in node0.log(), node0.log()
+
+
+def test_the_member_sees_a_lost_coordinator(cluster):
+    node0, node1 = cluster.nodes
+    node1.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    node0.stop(sig=signal.SIGKILL)
+    lost = wait_state(node1, 0, bench_pb2.NODE_STATE_LOST, timeout=15)
+    assert f"the coordinator at {cluster.coordinator} has not answered" in lost.detail, lost
+    r = node1.benchctl("nodes", "--wait", "2", "--wait-timeout", "1", check=4)
+    assert "1 of 2 nodes READY" in r.stderr and "node0 LOST" in r.stderr, r.stderr
+
+
+def test_cluster_flags_are_checked_at_start(tmp_path):
+    def start(*args):
+        return subprocess.run([os.path.join(BIN, "benchd"), "--data-dir", str(tmp_path),
+                               "--metrics", "off", "--device", "cpu:0", *args],
+                              capture_output=True, text=True, timeout=60)
+    r = start("--cluster-coordinator", "127.0.0.1:7999", "--nodes", "2")
+    assert r.returncode == 1 and "--node-rank N and --nodes M together" in r.stderr, r.stderr
+    r = start("--cluster-coordinator", "127.0.0.1:7999", "--node-rank", "2", "--nodes", "2")
+    assert r.returncode == 1 and "--node-rank" in r.stderr and "0..1" in r.stderr, r.stderr
+    r = start("--cluster-from", "slurm")
+    assert r.returncode == 1 and "SLURM_NODEID is not set" in r.stderr, r.stderr
+    r = start("--listen", "127.0.0.1:0", "--cluster-coordinator", "127.0.0.1:7999",
+              "--node-rank", "0", "--nodes", "1")
+    assert r.returncode == 1 and "fixed port" in r.stderr, r.stderr
+
+
+def test_a_second_daemon_claiming_a_live_rank_is_refused(cluster):
+    node0, _ = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    port = free_port("127.0.0.3")
+    d = tempfile.mkdtemp(prefix="benchd-cl-twin-")
+    twin = Daemon(d, ["--listen", f"127.0.0.3:{port}", "--metrics", "off",
+                      "--cluster-coordinator", cluster.coordinator, "--node-rank", "1",
+                      "--nodes", "2"]).start()
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and "is held by node1" not in twin.log():
+            time.sleep(0.2)
+        assert f"rank 1 is held by node1 at 127.0.0.2:{cluster.ports[1]}" in twin.log(), twin.log()
+        listed = twin.stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10)
+        assert "refused this member" in listed.nodes[0].detail, listed
+        # The real node1 stays in the table.
+        assert node0.stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10).nodes[1].address \
+            == f"127.0.0.2:{cluster.ports[1]}"
+    finally:
+        twin.stop()
+        subprocess.run(["rm", "-rf", d])
+
+
+def test_any_node_takes_a_job_for_another_nodes_device(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    # Submitted to node0 for node1's device: it runs on node1, named node1/ID here.
+    job = json.loads(node0.benchctl(
+        "submit", "profile", "--device", "node1/cpu:0", "--preset", "tiny",
+        "--context-length", "32", "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert job["id"].startswith("node1/") and job["devices"] == ["node1/cpu:0"], job
+    local_id = job["id"].split("/", 1)[1]
+    # node1 has it under its own id, and both nodes answer for it.
+    there = json.loads(node1.benchctl("get", local_id, "--json", check=0).stdout)
+    assert there["devices"] == ["cpu:0"] and there["state"] == "JOB_STATE_SUCCEEDED", there
+    here = json.loads(node0.benchctl("get", job["id"], "--json", check=0).stdout)
+    assert here["id"] == job["id"] and here["spec"]["device"] == "node1/cpu:0", here
+    # node0 has no job of its own.
+    assert "no jobs" in node0.benchctl("list", check=0).stdout
+    # Its artifacts, fetched through node0, are node1's bytes.
+    listed = node0.benchctl("artifacts", "list", job["id"], check=0).stdout
+    assert "trace.json" in listed, listed
+    out = os.path.join(cluster.dirs[0], "fetched-trace.json")
+    node0.benchctl("artifacts", "get", job["id"], "trace.json", "-o", out, check=0)
+    with open(out, "rb") as a, open(os.path.join(cluster.dirs[1], "artifacts", local_id,
+                                                 "trace.json"), "rb") as b:
+        assert a.read() == b.read()
+    # Watch through node0 replays node1's events under node0's name for the job.
+    watched = node0.benchctl("watch", job["id"], "--json", check=0).stdout.splitlines()
+    events = [json.loads(line) for line in watched if line.strip()]
+    assert events and all(e["jobId"] == job["id"] for e in events), events[:2]
+    # Cancel goes there too; unknown jobs and nodes are named.
+    r = node0.benchctl("cancel", job["id"], check=4)
+    assert "has already ended" in r.stderr, r.stderr
+    r = node0.benchctl("get", "node1/999", check=4)
+    assert "999" in r.stderr and "NOT_FOUND" in r.stderr, r.stderr
+    r = node0.benchctl("get", "node7/1", check=4)
+    assert "no node node7" in r.stderr, r.stderr
+    # A device of this node may carry its own name.
+    own = json.loads(node0.benchctl(
+        "submit", "benchmark", "--device", "node0/cpu:0", "--preset", "tiny", "--steps", "1",
+        "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", check=0).stdout)
+    assert own["state"] == "JOB_STATE_SUCCEEDED" and own["devices"] == ["cpu:0"], own
+
+
+
+def test_a_worker_on_its_way_out_leaves_its_successors_socket(tmp_path):
+    # A daemon killed and restarted at once starts a new worker on the same
+    # socket path while the old one is still stopping (seen when a cluster
+    # member came back within a second, its old worker stuck in a collective):
+    # the old one must not remove the new one's socket at exit.
+    sock = str(tmp_path / "worker-cpu-0.sock")
+    env = dict(os.environ, BENCHD_WORKER_THREADS="1")
+
+    def start():
+        p = subprocess.Popen([os.path.join(BIN, "benchd-worker"), "--socket", sock,
+                              "--device", "cpu:0"], env=env, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if "serving cpu:0" in line:
+                return p
+        raise AssertionError(f"worker exited {p.wait()}")
+
+    old = start()
+    new = start()  # takes the path over while the old one still runs
+    try:
+        old.send_signal(signal.SIGTERM)
+        assert old.wait(timeout=30) == 0
+        assert os.path.exists(sock), "the old worker removed its successor's socket"
+    finally:
+        new.send_signal(signal.SIGTERM)
+        assert new.wait(timeout=30) == 0
+    assert not os.path.exists(sock), "a worker leaves its own socket behind"
+
+
+def test_a_collective_on_devices_of_both_nodes_makes_its_own_group(cluster):
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    job = json.loads(node0.benchctl(
+        "submit", "collective", "--devices", "node0/cpu:0,node1/cpu:0", "--backend", "gloo",
+        "--min", "4KiB", "--max", "64KiB", "--factor", "16", "--iters", "5", "--warmup", "1",
+        "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert job["devices"] == ["cpu:0", "node1/cpu:0"], job
+    rows = job["result"]["collective"]["rows"]
+    assert rows and all(int(r.get("wrongElements", 0)) == 0 for r in rows), rows
+    # The transient group was made for the job and dropped after it.
+    assert node0.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups == []
+    # Submitted to node1, it runs there (the group lives where it is made).
+    there = json.loads(node1.benchctl(
+        "submit", "collective", "--devices", "node0/cpu:0,node1/cpu:0", "--backend", "gloo",
+        "--sizes", "4KiB", "--iters", "3", "--warmup", "1", "--watch", "--json", check=0).stdout)
+    assert there["state"] == "JOB_STATE_SUCCEEDED", there
+    assert there["devices"] == ["cpu:0", "node0/cpu:0"], there
