@@ -96,7 +96,7 @@ import json, sys
 nodes = json.load(sys.stdin)["nodes"]
 sys.exit(not all(n["state"] == "NODE_STATE_READY" and n["devices"] and
                  all(d.get("workerState") == "WORKER_STATE_UP" for d in n["devices"]) for n in nodes))' \
-      && return 0
+      2> /dev/null && return 0
     sleep 1
   done
   return 1
@@ -181,7 +181,7 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
   for _ in $(seq 1 180); do
     ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" node --json 2>/dev/null |
       python3 -c 'import json,sys; sys.exit(not all(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))' \
-      && break
+        2> /dev/null && break  # nothing to read while the daemon starts
     sleep 1
   done
   if ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" --timeout 900 \
