@@ -196,7 +196,7 @@ def test_cluster_flags_are_checked_at_start(tmp_path):
     r = start("--cluster-coordinator", "127.0.0.1:7999", "--node-rank", "2", "--nodes", "2")
     assert r.returncode == 1 and "--node-rank" in r.stderr and "0..1" in r.stderr, r.stderr
     r = start("--cluster-from", "slurm")
-    assert r.returncode == 1 and "SLURM_NODEID is not set" in r.stderr, r.stderr
+    assert r.returncode == 1 and "SLURM_JOB_NODELIST is not set" in r.stderr, r.stderr
     r = start("--listen", "127.0.0.1:0", "--cluster-coordinator", "127.0.0.1:7999",
               "--node-rank", "0", "--nodes", "1")
     assert r.returncode == 1 and "fixed port" in r.stderr, r.stderr
