@@ -34,14 +34,7 @@ source scripts/daemon-lib.sh
 gpu_setup
 
 if [ -n "${GPU_ATTENTION_CTEST:-}" ]; then
-  [ -n "${GPU_ATTENTION_SKIP_BUILD:-}" ] ||
-    gpu_build gpu-attention -DBENCHD_BUILD_TESTS=ON --target benchd benchd-worker benchctl worker_test
-  if ctest --test-dir "$BUILD" -R "CudaAttention|AttentionRun" --output-on-failure > "$OUT/ctest-attention.log" 2>&1; then
-    echo "PASS ctest attention ($(grep -c Passed "$OUT/ctest-attention.log") passed)"
-  else
-    echo "FAIL ctest attention"
-    grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest-attention.log" | head -60
-  fi
+  gpu_ctest attention "${GPU_ATTENTION_SKIP_BUILD:-}" "CudaAttention|AttentionRun"
 elif [ -z "${GPU_ATTENTION_SKIP_BUILD:-}" ]; then
   gpu_build gpu-attention -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
 fi

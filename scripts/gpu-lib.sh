@@ -30,6 +30,22 @@ gpu_build() {
   echo "$name: built in $(( $(date +%s) - t0 )) s"
 }
 
+# gpu_ctest NAME SKIP_BUILD REGEX: the worker's CUDA tests matching REGEX on this
+# GPU. Unless SKIP_BUILD is non-empty, builds the programs and worker_test (tests
+# on) into $BUILD first. Prints PASS or FAIL (with the failures); the log is
+# $OUT/ctest-NAME.log. The build it leaves serves gpu_serve with SKIP_BUILD set.
+gpu_ctest() {
+  local name=$1 skip=$2 regex=$3 log="$OUT/ctest-$1.log"
+  [ -n "$skip" ] ||
+    gpu_build "gpu-$name" -DBENCHD_BUILD_TESTS=ON --target benchd benchd-worker benchctl worker_test
+  if ctest --test-dir "$BUILD" -R "$regex" --output-on-failure > "$log" 2>&1; then
+    echo "PASS ctest $name ($(grep -c Passed "$log") passed)"
+  else
+    echo "FAIL ctest $name"
+    grep -B2 -A25 "Failure\|FAILED\|what()" "$log" | head -60
+  fi
+}
+
 # gpu_serve NAME SKIP_BUILD [BENCHD_FLAGS...]: what the request scripts
 # (gpu-compiled.sh, gpu-estimate.sh, gpu-sweep.sh) share. Unless SKIP_BUILD is
 # non-empty, builds benchd, benchd-worker and benchctl (no tests) into $BUILD;

@@ -30,14 +30,7 @@ source scripts/daemon-lib.sh
 gpu_setup
 
 if [ -n "${GPU_PRECISION_CTEST:-}" ]; then
-  [ -n "${GPU_PRECISION_SKIP_BUILD:-}" ] ||
-    gpu_build gpu-precision -DBENCHD_BUILD_TESTS=ON --target benchd benchd-worker benchctl worker_test
-  if ctest --test-dir "$BUILD" -R "CudaPrecision|PrecisionRun" --output-on-failure > "$OUT/ctest-precision.log" 2>&1; then
-    echo "PASS ctest precision ($(grep -c Passed "$OUT/ctest-precision.log") passed)"
-  else
-    echo "FAIL ctest precision"
-    grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest-precision.log" | head -60
-  fi
+  gpu_ctest precision "${GPU_PRECISION_SKIP_BUILD:-}" "CudaPrecision|PrecisionRun"
   GPU_PRECISION_SKIP_BUILD=1
 fi
 gpu_serve gpu-precision "${GPU_PRECISION_SKIP_BUILD:-}" --device cuda:0 --device cpu:0
