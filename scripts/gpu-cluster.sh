@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+source scripts/gpu-lib.sh
 GPU=${CLUSTER_GPU_DEVICE:-cuda:0}
 PREFIX="bcl$$"
 NS0=${PREFIX}n0 NS1=${PREFIX}n1
@@ -34,24 +35,11 @@ cleanup() {
   ip netns del "$NS1" 2>/dev/null || true
   # Daemons started inside the tee'd block below are not in this shell's
   # list: whatever still runs from this data dir goes too.
-  pkill -TERM -f "$DATA" 2>/dev/null && sleep 3
-  pkill -KILL -f "$DATA" 2>/dev/null || true
-  rm -rf "$DATA"
+  stop_data_dir "$DATA"
 }
 trap cleanup EXIT
 
-if [ -z "${CLUSTER_NO_GPU:-}" ]; then
-  source scripts/gpu-lib.sh
-  gpu_setup
-fi
-if [ -n "${CLUSTER_BIN:-}" ]; then
-  BIN=$CLUSTER_BIN
-else
-  source scripts/gpu-lib.sh
-  gpu_build gpu-cluster -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
-  BIN=$BUILD/bin
-fi
-BIN=$(cd "$BIN" && pwd)
+gpu_programs gpu-cluster "${CLUSTER_NO_GPU:-}" "${CLUSTER_BIN:-}"
 
 ip netns add "$NS0"
 ip netns add "$NS1"

@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+source scripts/gpu-lib.sh
 read -r -a DEVS <<< "${CROSS_DEVICES:-cuda:0 cuda:1}"
 BACKEND=${CROSS_BACKEND:-nccl}
 MIN=${CROSS_MIN:-1KiB}
@@ -43,24 +44,11 @@ cleanup() {
   for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   # Daemons started inside the tee'd block below are not in this shell's
   # list: whatever still runs from this data dir goes too.
-  pkill -TERM -f "$DATA" 2>/dev/null && sleep 3
-  pkill -KILL -f "$DATA" 2>/dev/null || true
-  rm -rf "$DATA"
+  stop_data_dir "$DATA"
 }
 trap cleanup EXIT
 
-if [ -z "${CROSS_NO_GPU:-}" ]; then
-  source scripts/gpu-lib.sh
-  gpu_setup
-fi
-if [ -n "${CROSS_BIN:-}" ]; then
-  BIN=$CROSS_BIN
-else
-  source scripts/gpu-lib.sh
-  gpu_build gpu-cross-node -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
-  BIN=$BUILD/bin
-fi
-BIN=$(cd "$BIN" && pwd)
+gpu_programs gpu-cross-node "${CROSS_NO_GPU:-}" "${CROSS_BIN:-}"
 
 for r in 0 1; do ip netns add "${NS[$r]}"; done
 ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"

@@ -46,6 +46,31 @@ gpu_ctest() {
   fi
 }
 
+# gpu_programs NAME NO_GPU PREBUILT: for scripts that start their own daemons
+# (gpu-cluster.sh, gpu-cross-node.sh). Unless NO_GPU is non-empty, gpu_setup;
+# then BIN is PREBUILT when given (a dry run with a CPU build), else the
+# programs built into $BUILD (tests off).
+gpu_programs() {
+  local name=$1 no_gpu=$2 prebuilt=$3
+  [ -n "$no_gpu" ] || gpu_setup
+  if [ -n "$prebuilt" ]; then
+    BIN=$prebuilt
+  else
+    gpu_build "$name" -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
+    BIN=$BUILD/bin
+  fi
+  BIN=$(cd "$BIN" && pwd)
+}
+
+# stop_data_dir DIR: every process still running from DIR (daemons started in
+# a subshell the caller's list does not know, their workers) is stopped, then
+# DIR removed.
+stop_data_dir() {
+  pkill -TERM -f "$1" 2>/dev/null && sleep 3
+  pkill -KILL -f "$1" 2>/dev/null || true
+  rm -rf "$1"
+}
+
 # gpu_serve NAME SKIP_BUILD [BENCHD_FLAGS...]: what the request scripts
 # (gpu-compiled.sh, gpu-estimate.sh, gpu-sweep.sh) share. Unless SKIP_BUILD is
 # non-empty, builds benchd, benchd-worker and benchctl (no tests) into $BUILD;
