@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 #include "server/job_state.h"
+#include "server/worker_client.h"
 
 namespace benchd::server {
 namespace {
@@ -21,10 +22,6 @@ double SecondsSince(Clock::time_point t) {
 std::string NewIncarnation() {
   std::random_device random;
   return absl::StrFormat("%08x%08x", random(), random());
-}
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 void Log(const std::string& line) { fprintf(stderr, "benchd: cluster: %s\n", line.c_str()); }
@@ -172,6 +169,14 @@ v1::ListNodesResponse Cluster::List() {
     node->set_self(m.node.rank() == self_rank);
   }
   return response;
+}
+
+std::optional<Cluster::Qualified> Cluster::OtherMember(const std::string& qualified) const {
+  const size_t slash = qualified.find('/');
+  if (slash == std::string::npos || !options_.enabled) return std::nullopt;
+  Qualified member{qualified.substr(0, slash), qualified.substr(slash + 1)};
+  if (member.node == options_.name) return std::nullopt;
+  return member;
 }
 
 absl::StatusOr<v1::ClusterNode> Cluster::ReadyNode(const std::string& name) {

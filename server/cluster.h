@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,15 @@ class Cluster {
 
   // Every rank, this node's entry fresh from DescribeSelf.
   v1::ListNodesResponse List();
+
+  // What another member calls "node1/7" or "node1/cuda:0": that member and
+  // its own name for it. nullopt outside a cluster, for a plain name, and for
+  // this node's own prefix (requests may use it for this node's things).
+  struct Qualified {
+    std::string node;  // "node1"
+    std::string name;  // "7", "cuda:0"
+  };
+  std::optional<Qualified> OtherMember(const std::string& qualified) const;
 
   // The node named `name` when it is READY; NOT_FOUND naming the members,
   // UNAVAILABLE when it is WAITING or LOST (with why).

@@ -8,10 +8,6 @@
 namespace benchd::server {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 std::string HostOf(const std::string& address) {
   std::string host = address.substr(0, address.rfind(':'));
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
@@ -41,25 +37,12 @@ RunEnd RemoteWorkerClient::Run(const internal::RunRequest& request, CancelHandle
   node_request.set_device(node_device_);
   *node_request.mutable_run() = request;
   auto reader = stub_->Run(&context, node_request);
-  RunEnd end;
-  internal::WorkerEvent event;
-  while (reader->Read(&event)) {
-    if (IsLastWorkerEvent(event)) {
-      end.last = std::move(event);
-      break;
-    }
-    if (event.event_case() != internal::WorkerEvent::EVENT_NOT_SET) on_event(event);
-  }
-  if (end.last) context.TryCancel();
-  const grpc::Status status = reader->Finish();
+  RunEnd end = ReadRunStream(context, *reader, on_event, "its daemon");
   cancel.Unregister(registration);
   if (!end.last) {
-    end.status = status.ok()
-                     ? absl::UnknownError(absl::StrCat("the daemon of ", device(),
-                                                       " ended the stream without a final event"))
-                     : absl::Status(FromGrpc(status).code(),
-                                    absl::StrCat("node ", device().substr(0, device().find('/')),
-                                                 " (its daemon): ", status.error_message()));
+    end.status = absl::Status(end.status.code(),
+                              absl::StrCat("node ", device().substr(0, device().find('/')),
+                                           " (its daemon): ", end.status.message()));
   }
   return end;
 }
@@ -140,14 +123,6 @@ void RemoteWorkerClient::LeaveGroupAsync(const internal::LeaveGroupRequest& requ
 
 // ---------------------------------------------------------------- ClusterWorkers
 
-std::optional<ClusterWorkers::Remote> ClusterWorkers::Split(const std::string& device) const {
-  const size_t slash = device.find('/');
-  if (slash == std::string::npos || !cluster_->options().enabled) return std::nullopt;
-  Remote remote{device.substr(0, slash), device.substr(slash + 1)};
-  if (remote.node == cluster_->options().name) return std::nullopt;
-  return remote;
-}
-
 std::string ClusterWorkers::CanonicalDevice(const std::string& device) {
   const std::string own = cluster_->options().name + "/";
   if (cluster_->options().enabled && device.rfind(own, 0) == 0) return device.substr(own.size());
@@ -155,7 +130,7 @@ std::string ClusterWorkers::CanonicalDevice(const std::string& device) {
 }
 
 absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::RemoteClient(
-    const std::string& device, const Remote& remote) {
+    const std::string& device, const Cluster::Qualified& remote) {
   auto node = cluster_->ReadyNode(remote.node);
   if (!node.ok()) return node.status();
   std::shared_ptr<grpc::Channel> channel;
@@ -166,23 +141,23 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::RemoteClient(
     channel = cached;
   }
   return std::shared_ptr<WorkerClient>(
-      std::make_shared<RemoteWorkerClient>(device, remote.device, channel, peers_));
+      std::make_shared<RemoteWorkerClient>(device, remote.name, channel, peers_));
 }
 
 absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::WaitUntilUp(
     const std::string& device, std::chrono::milliseconds timeout) {
-  if (auto remote = Split(device)) return RemoteClient(device, *remote);
+  if (auto remote = cluster_->OtherMember(device)) return RemoteClient(device, *remote);
   return local_->WaitUntilUp(CanonicalDevice(device), timeout);
 }
 
 std::string ClusterWorkers::WaitForExit(const std::string& device, uint64_t generation,
                                         std::chrono::milliseconds timeout) {
-  if (Split(device)) return "";  // its own node's supervisor sees that
+  if (cluster_->OtherMember(device)) return "";  // its own node's supervisor sees that
   return local_->WaitForExit(CanonicalDevice(device), generation, timeout);
 }
 
 WorkerHealth ClusterWorkers::Health(const std::string& device) {
-  auto remote = Split(device);
+  auto remote = cluster_->OtherMember(device);
   if (!remote) return local_->Health(CanonicalDevice(device));
   WorkerHealth health;
   auto client = RemoteClient(device, *remote);
@@ -196,7 +171,7 @@ WorkerHealth ClusterWorkers::Health(const std::string& device) {
 }
 
 void ClusterWorkers::Kill(const std::string& device, uint64_t generation, const std::string& why) {
-  if (Split(device)) {
+  if (cluster_->OtherMember(device)) {
     // Another node's worker is its own daemon's to kill; a hung collective
     // there ends by the group's timeout on that side.
     fprintf(stderr, "benchd: cluster: not killing %s (another node's worker): %s\n", device.c_str(),
@@ -207,8 +182,8 @@ void ClusterWorkers::Kill(const std::string& device, uint64_t generation, const 
 }
 
 std::string ClusterWorkers::LogPath(const std::string& device) const {
-  if (auto remote = Split(device)) {
-    return absl::StrCat("the worker log of ", remote->device, " on ", remote->node);
+  if (auto remote = cluster_->OtherMember(device)) {
+    return absl::StrCat("the worker log of ", remote->name, " on ", remote->node);
   }
   return local_->LogPath(device);
 }
@@ -226,7 +201,7 @@ std::vector<std::string> ClusterWorkers::RemoteDevices() {
 
 std::string ClusterWorkers::NodeHost(const std::string& device) {
   if (!cluster_->options().enabled) return "";
-  if (auto remote = Split(device)) {
+  if (auto remote = cluster_->OtherMember(device)) {
     auto node = cluster_->ReadyNode(remote->node);
     return node.ok() ? HostOf(node->address()) : "";
   }

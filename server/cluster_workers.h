@@ -72,15 +72,8 @@ class ClusterWorkers final : public Workers {
   std::string NodeHost(const std::string& device) override;
 
  private:
-  struct Remote {
-    std::string node;    // "node1"
-    std::string device;  // "cpu:0"
-  };
-  // The node and device of a name of another member's device; nullopt for
-  // this node's own.
-  std::optional<Remote> Split(const std::string& device) const;
   absl::StatusOr<std::shared_ptr<WorkerClient>> RemoteClient(const std::string& device,
-                                                             const Remote& remote);
+                                                             const Cluster::Qualified& remote);
 
   Workers* const local_;
   Cluster* const cluster_;

@@ -29,14 +29,6 @@ Principal EffectiveCaller(const grpc::ServerContextBase& ctx, const Principal& c
   return real;
 }
 
-std::optional<Forwarder::Target> Forwarder::Split(const std::string& qualified) const {
-  const size_t slash = qualified.find('/');
-  if (slash == std::string::npos || !cluster_->options().enabled) return std::nullopt;
-  Target target{qualified.substr(0, slash), qualified.substr(slash + 1)};
-  if (target.node == cluster_->options().name) return std::nullopt;
-  return target;
-}
-
 absl::StatusOr<std::shared_ptr<v1::Bench::Stub>> Forwarder::Stub(const std::string& node) {
   auto member = cluster_->ReadyNode(node);
   if (!member.ok()) return member.status();

@@ -36,12 +36,10 @@ class Forwarder {
   Forwarder(Cluster* cluster, const PeerChannels* peers) : cluster_(cluster), peers_(peers) {}
 
   // Another member's node and the name it gives the thing ("node1/7" ->
-  // {"node1", "7"}); nullopt for this node's own (no prefix, or its own).
-  struct Target {
-    std::string node;
-    std::string name;
-  };
-  std::optional<Target> Split(const std::string& qualified) const;
+  // {"node1", "7"}); nullopt for this node's own (Cluster::OtherMember).
+  std::optional<Cluster::Qualified> Split(const std::string& qualified) const {
+    return cluster_->OtherMember(qualified);
+  }
 
   // A stub to `node` when it is READY; NOT_FOUND / UNAVAILABLE naming why.
   absl::StatusOr<std::shared_ptr<v1::Bench::Stub>> Stub(const std::string& node);

@@ -8,11 +8,11 @@
 #include "grpcpp/grpcpp.h"
 
 namespace benchd::server {
-namespace {
-
 absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
+
+namespace {
 
 // The result of an async call, for the thread that waits for it. The state
 // is shared with the callback, which may run after the waiter has returned.
@@ -198,15 +198,13 @@ GrpcWorkerClient::GrpcWorkerClient(std::string device, uint64_t generation, pid_
 
 GrpcWorkerClient::~GrpcWorkerClient() = default;
 
-RunEnd GrpcWorkerClient::Run(const internal::RunRequest& request, CancelHandle& cancel,
-                             const EventCallback& on_event) {
-  grpc::ClientContext context;
-  // TryCancel before the call starts is kept and applied when it does.
-  const uint64_t registration = cancel.Register([&context] { context.TryCancel(); });
-  auto reader = stub_->stub->Run(&context, request);
+RunEnd ReadRunStream(grpc::ClientContext& context,
+                     grpc::ClientReaderInterface<internal::WorkerEvent>& reader,
+                     const std::function<void(const internal::WorkerEvent&)>& on_event,
+                     const std::string& who) {
   RunEnd end;
   internal::WorkerEvent event;
-  while (reader->Read(&event)) {
+  while (reader.Read(&event)) {
     if (IsLastWorkerEvent(event)) {
       end.last = std::move(event);
       break;
@@ -214,15 +212,26 @@ RunEnd GrpcWorkerClient::Run(const internal::RunRequest& request, CancelHandle& 
     if (event.event_case() != internal::WorkerEvent::EVENT_NOT_SET) on_event(event);
   }
   // Nothing more is read after the last event; cancelling lets Finish return
-  // without waiting for the worker to close its end.
+  // without waiting for the other end to close.
   if (end.last) context.TryCancel();
-  const grpc::Status status = reader->Finish();
-  cancel.Unregister(registration);  // before `context` goes
+  const grpc::Status status = reader.Finish();
   if (!end.last) {
-    end.status = status.ok()
-                     ? absl::UnknownError("the worker ended the stream without a final event")
-                     : FromGrpc(status);
+    end.status =
+        status.ok()
+            ? absl::UnknownError(absl::StrCat(who, " ended the stream without a final event"))
+            : FromGrpc(status);
   }
+  return end;
+}
+
+RunEnd GrpcWorkerClient::Run(const internal::RunRequest& request, CancelHandle& cancel,
+                             const EventCallback& on_event) {
+  grpc::ClientContext context;
+  // TryCancel before the call starts is kept and applied when it does.
+  const uint64_t registration = cancel.Register([&context] { context.TryCancel(); });
+  auto reader = stub_->stub->Run(&context, request);
+  RunEnd end = ReadRunStream(context, *reader, on_event, "the worker");
+  cancel.Unregister(registration);  // before `context` goes
   return end;
 }
 

@@ -36,7 +36,11 @@
 
 namespace grpc {
 class Channel;
-}
+class ClientContext;
+class Status;
+template <class R>
+class ClientReaderInterface;
+}  // namespace grpc
 
 namespace benchd::server {
 
@@ -85,8 +89,21 @@ class CancelHandle {
   std::map<uint64_t, std::function<void()>> on_cancel_;
 };
 
+// A call's gRPC status as the daemon passes statuses on.
+absl::Status FromGrpc(const grpc::Status& status);
+
 // A Run stream's last event: the result, a failure or cancelled.
 bool IsLastWorkerEvent(const internal::WorkerEvent& event);
+
+struct RunEnd;
+// The daemon's one loop over a Run stream, a worker's own or another
+// member's passing one through (RemoteWorkerClient): every event before the
+// last to `on_event`, the last kept; then the call is finished. `who` names
+// the other end in "<who> ended the stream without a final event".
+RunEnd ReadRunStream(grpc::ClientContext& context,
+                     grpc::ClientReaderInterface<internal::WorkerEvent>& reader,
+                     const std::function<void(const internal::WorkerEvent&)>& on_event,
+                     const std::string& who);
 
 // How a Run stream ended.
 struct RunEnd {
