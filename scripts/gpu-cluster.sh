@@ -6,7 +6,8 @@
 # run on the GPU, and are read (result, events, artifacts) from both nodes; a
 # Gloo group across the nodes' CPU workers runs an all-reduce sweep with the
 # exact check. PASS/FAIL lines in $OUT/cluster.txt (also printed), the jobs as
-# JSON, both daemons' logs. Run as root (ip netns), after
+# JSON, both daemons' logs. Where this machine makes no network namespaces,
+# both daemons share the loopback instead (gpu-lib.sh's node_net says so). Run as root (ip netns), after
 # `source .gpu-debs/unpack.sh` on a GPU machine:
 #   scripts/gpu-cluster.sh
 # Dry run on a CPU machine with the build's binaries:
@@ -21,18 +22,15 @@ mkdir -p "$OUT"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 source scripts/gpu-lib.sh
 GPU=${CLUSTER_GPU_DEVICE:-cuda:0}
-PREFIX="bcl$$"
-NS0=${PREFIX}n0 NS1=${PREFIX}n1
-IP0=10.231.0.1 IP1=10.231.0.2 PORT=7531
 DATA=$(mktemp -d /tmp/benchd-cluster-XXXXXX)
 PIDS=()
+NODE_NS=()
 
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   cp "$DATA"/node*.log "$OUT/" 2>/dev/null || true
-  ip netns del "$NS0" 2>/dev/null || true
-  ip netns del "$NS1" 2>/dev/null || true
+  node_net_drop
   # Daemons started inside the tee'd block below are not in this shell's
   # list: whatever still runs from this data dir goes too.
   stop_data_dir "$DATA"
@@ -41,42 +39,32 @@ trap cleanup EXIT
 
 gpu_programs gpu-cluster "${CLUSTER_NO_GPU:-}" "${CLUSTER_BIN:-}"
 
-ip netns add "$NS0"
-ip netns add "$NS1"
-ip link add "${PREFIX}a" type veth peer name "${PREFIX}b"
-ip link set "${PREFIX}a" netns "$NS0"
-ip link set "${PREFIX}b" netns "$NS1"
-ip -n "$NS0" addr add "$IP0/24" dev "${PREFIX}a"
-ip -n "$NS1" addr add "$IP1/24" dev "${PREFIX}b"
-for ns in "$NS0" "$NS1"; do
-  ip -n "$ns" link set lo up
-done
-ip -n "$NS0" link set "${PREFIX}a" up
-ip -n "$NS1" link set "${PREFIX}b" up
+node_net "bcl$$" 10.231.0
 
-# start_node RANK NS IP DEVICE... : one daemon in its namespace.
+# start_node RANK DEVICE... : node RANK's daemon in its namespace.
 start_node() {
-  local rank=$1 ns=$2 ip=$3
-  shift 3
+  local rank=$1
+  shift
   local devices=()
   for d in "$@"; do devices+=(--device "$d"); done
-  ip netns exec "$ns" "$BIN/benchd" --listen "$ip:$PORT" --metrics off --insecure \
+  in_node_bg "$rank" env GLOO_SOCKET_IFNAME="${NODE_IF[$rank]}" \
+    "$BIN/benchd" --listen "${NODE_IP[$rank]}:${NODE_PORT[$rank]}" --metrics off --insecure \
     --data-dir "$DATA/node$rank" "${devices[@]}" \
-    --cluster-coordinator "$IP0:$PORT" --node-rank "$rank" --nodes 2 \
-    > "$DATA/node$rank.log" 2>&1 &
-  PIDS+=($!)
+    --cluster-coordinator "${NODE_IP[0]}:${NODE_PORT[0]}" --node-rank "$rank" --nodes 2 \
+    > "$DATA/node$rank.log" 2>&1
+  PIDS+=("$NODE_BG_PID")
 }
-ctl() {  # ctl NS IP ARGS...: benchctl inside a namespace against that node
-  local ns=$1 ip=$2
-  shift 2
-  ip netns exec "$ns" "$BIN/benchctl" --address "$ip:$PORT" "$@"
+ctl() {  # ctl RANK ARGS...: benchctl in node RANK's namespace against that node
+  local rank=$1
+  shift
+  in_node "$rank" "$BIN/benchctl" --address "${NODE_IP[$rank]}:${NODE_PORT[$rank]}" "$@"
 }
-start_node 0 "$NS0" "$IP0" "$GPU" cpu:0
-start_node 1 "$NS1" "$IP1" cpu:0 cpu:1
+start_node 0 "$GPU" cpu:0
+start_node 1 cpu:0 cpu:1
 
 {
   t0=$(date +%s.%N)
-  if ctl "$NS1" "$IP1" nodes --wait 2 --wait-timeout 120 > "$OUT/nodes.txt"; then
+  if ctl 1 nodes --wait 2 --wait-timeout 120 > "$OUT/nodes.txt"; then
     echo "PASS cluster formed in $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s (from node1's view):"
     sed 's/^/    /' "$OUT/nodes.txt"
   else
@@ -85,7 +73,7 @@ start_node 1 "$NS1" "$IP1" cpu:0 cpu:1
   fi
   # Every worker up on both nodes (the GPU worker loads CUDA first).
   for _ in $(seq 1 180); do
-    ctl "$NS1" "$IP1" nodes --json | python3 -c '
+    ctl 1 nodes --json | python3 -c '
 import json, sys
 nodes = json.load(sys.stdin)["nodes"]
 sys.exit(not all(d.get("workerState") == "WORKER_STATE_UP" for n in nodes for d in n["devices"]))' && break
@@ -95,14 +83,14 @@ sys.exit(not all(d.get("workerState") == "WORKER_STATE_UP" for n in nodes for d 
   # A bf16 benchmark for node0's GPU, submitted to node1.
   BENCH=(submit benchmark --device "node0/$GPU" --preset small --mode train_step --precision bf16
     --batch-size 4 --context-length 256 --warmup-steps 3 --steps 10)
-  if ctl "$NS1" "$IP1" --timeout 600 "${BENCH[@]}" --watch --json < /dev/null > "$OUT/benchmark.json" \
+  if ctl 1 --timeout 600 "${BENCH[@]}" --watch --json < /dev/null > "$OUT/benchmark.json" \
       2> "$OUT/benchmark-progress.txt"; then
     id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$OUT/benchmark.json")
     median=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["result"]["benchmark"]["step"]["median"])' "$OUT/benchmark.json")
     echo "PASS forwarded benchmark $id (small train_step bf16 4x256 on node0/$GPU via node1): median step ${median} s"
     local_id=${id#node0/}
-    ctl "$NS0" "$IP0" get "$local_id" > "$OUT/benchmark-node0.txt"
-    ctl "$NS1" "$IP1" get "$id" > "$OUT/benchmark-node1.txt"
+    ctl 0 get "$local_id" > "$OUT/benchmark-node0.txt"
+    ctl 1 get "$id" > "$OUT/benchmark-node1.txt"
     if diff <(grep -v "^Job " "$OUT/benchmark-node0.txt" | sed 's#node0/##g') \
             <(grep -v "^Job " "$OUT/benchmark-node1.txt" | sed 's#node0/##g') > /dev/null; then
       echo "PASS the same result from node0 (job $local_id) and node1 (job $id)"
@@ -114,12 +102,12 @@ sys.exit(not all(d.get("workerState") == "WORKER_STATE_UP" for n in nodes for d 
   fi
 
   # A profile for the GPU via node1: its trace fetched through both nodes.
-  if ctl "$NS1" "$IP1" --timeout 600 submit profile --device "node0/$GPU" --preset small \
+  if ctl 1 --timeout 600 submit profile --device "node0/$GPU" --preset small \
       --precision bf16 --batch-size 4 --context-length 256 --watch --json < /dev/null > "$OUT/profile.json" \
       2> "$OUT/profile-progress.txt"; then
     id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$OUT/profile.json")
-    ctl "$NS1" "$IP1" artifacts get "$id" trace.json -o "$DATA/trace-via-node1.json" > /dev/null
-    ctl "$NS0" "$IP0" artifacts get "${id#node0/}" trace.json -o "$DATA/trace-on-node0.json" > /dev/null
+    ctl 1 artifacts get "$id" trace.json -o "$DATA/trace-via-node1.json" > /dev/null
+    ctl 0 artifacts get "${id#node0/}" trace.json -o "$DATA/trace-on-node0.json" > /dev/null
     if cmp -s "$DATA/trace-via-node1.json" "$DATA/trace-on-node0.json"; then
       echo "PASS profile $id: trace.json ($(stat -c %s "$DATA/trace-on-node0.json") bytes) the same through node1 and node0"
     else
@@ -130,12 +118,12 @@ sys.exit(not all(d.get("workerState") == "WORKER_STATE_UP" for n in nodes for d 
   fi
 
   # A Gloo group across the nodes' CPU workers: the exact check.
-  if group=$(ctl "$NS0" "$IP0" groups create --devices node0/cpu:0,node1/cpu:0 --backend gloo --json |
+  if group=$(ctl 0 groups create --devices node0/cpu:0,node1/cpu:0 --backend gloo --json |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'); then
-    if ctl "$NS0" "$IP0" --timeout 600 submit collective --group "$group" --op all_reduce \
+    if ctl 0 --timeout 600 submit collective --group "$group" --op all_reduce \
         --min 1KiB --max 64MiB --factor 4 --watch < /dev/null > "$OUT/allreduce.txt" 2>&1 &&
         grep -q "wrong elements: 0 (all results exact)" "$OUT/allreduce.txt"; then
-      echo "PASS cross-node Gloo all-reduce on $group (node0/cpu:0, node1/cpu:0 over the veth pair):"
+      echo "PASS cross-node Gloo all-reduce on $group (node0/cpu:0, node1/cpu:0 over ${NODE_IF[0]}, $NODE_NET):"
       awk '/^ *size +world/{on=1} on&&/^$/{exit} on' "$OUT/allreduce.txt" | sed 's/^/    /'
     else
       echo "FAIL cross-node Gloo all-reduce: $(tail -5 "$OUT/allreduce.txt")"

@@ -4,7 +4,9 @@
 # each in its own network namespace joined by a veth pair, form a cluster with
 # the cluster flags; one NCCL group across them (NCCL over sockets: P2P, SHM
 # and IB off, the veth named, NVLS off) runs an all-reduce sweep with the exact
-# check. Then one daemon with both GPUs (NVLink) runs the same sweep. Then one
+# check (where this machine makes no network namespaces, both daemons share the
+# loopback instead: gpu-lib.sh's node_net, and the output says which). Then one
+# daemon with both GPUs (NVLink) runs the same sweep. Then one
 # daemon is killed mid-sweep (the failure must name its node), restarted, and
 # the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
 # the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
@@ -23,13 +25,9 @@ read -r -a DEVS <<< "${CROSS_DEVICES:-cuda:0 cuda:1}"
 BACKEND=${CROSS_BACKEND:-nccl}
 MIN=${CROSS_MIN:-1KiB}
 MAX=${CROSS_MAX:-1GiB}
-PREFIX="bxn$$"
-NS=("${PREFIX}n0" "${PREFIX}n1")
-IP=(10.232.0.1 10.232.0.2)
-VETH=("${PREFIX}a" "${PREFIX}b")
-PORT=7531
 DATA=$(mktemp -d /tmp/benchd-cross-XXXXXX)
 declare -A PID=()
+NODE_NS=()
 
 stop_node() {  # stop_node RANK [SIGNAL]
   local pid=${PID[$1]:-}
@@ -40,8 +38,11 @@ stop_node() {  # stop_node RANK [SIGNAL]
 }
 cleanup() {
   for r in "${!PID[@]}"; do stop_node "$r"; done
-  cp "$DATA"/*.log "$OUT/" 2>/dev/null || true
-  for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  # The daemons' logs and their workers' (NCCL's INFO lines name the transport).
+  find "$DATA" -name '*.log' 2>/dev/null | while read -r f; do
+    cp "$f" "$OUT/$(tr / _ <<< "${f#"$DATA"/}")"
+  done
+  node_net_drop
   # Daemons started inside the tee'd block below are not in this shell's
   # list: whatever still runs from this data dir goes too.
   stop_data_dir "$DATA"
@@ -50,32 +51,30 @@ trap cleanup EXIT
 
 gpu_programs gpu-cross-node "${CROSS_NO_GPU:-}" "${CROSS_BIN:-}"
 
-for r in 0 1; do ip netns add "${NS[$r]}"; done
-ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"
-for r in 0 1; do
-  ip link set "${VETH[$r]}" netns "${NS[$r]}"
-  ip -n "${NS[$r]}" addr add "${IP[$r]}/24" dev "${VETH[$r]}"
-  ip -n "${NS[$r]}" link set lo up
-  ip -n "${NS[$r]}" link set "${VETH[$r]}" up
-done
+node_net "bxn$$" 10.232.0
+IP=("${NODE_IP[@]}")
+PORT=("${NODE_PORT[@]}")
 
-# NCCL between the namespaces goes over the veth's sockets only.
+# NCCL between the nodes goes over the sockets of the veth (or the loopback) only.
 NCCL_SOCKETS=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1
-  NCCL_NET=Socket)
+  NCCL_NET=Socket NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET")
 start_node() {  # start_node RANK: the daemon of node RANK in its namespace, owning DEVS[RANK]
   local r=$1
-  ip netns exec "${NS[$r]}" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${VETH[$r]}" \
-    GLOO_SOCKET_IFNAME="${VETH[$r]}" \
-    "$BIN/benchd" --listen "${IP[$r]}:$PORT" --metrics off --insecure \
+  # NCCL_HOSTID: each daemon a host of its own to NCCL, as on two machines
+  # (the namespaces share this host's hostname and boot id).
+  in_node_bg "$r" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${NODE_IF[$r]}" \
+    NCCL_HOSTID="benchd-node$r" \
+    GLOO_SOCKET_IFNAME="${NODE_IF[$r]}" \
+    "$BIN/benchd" --listen "${IP[$r]}:${PORT[$r]}" --metrics off --insecure \
     --data-dir "$DATA/node$r" --device "${DEVS[$r]}" --cluster-lost-after 5 \
-    --cluster-coordinator "${IP[0]}:$PORT" --node-rank "$r" --nodes 2 \
-    >> "$DATA/node$r.log" 2>&1 &
-  PID[$r]=$!
+    --cluster-coordinator "${IP[0]}:${PORT[0]}" --node-rank "$r" --nodes 2 \
+    >> "$DATA/node$r.log" 2>&1
+  PID[$r]=$NODE_BG_PID
 }
 ctl() {  # ctl RANK ARGS...: benchctl against node RANK, from its namespace
   local r=$1
   shift
-  ip netns exec "${NS[$r]}" "$BIN/benchctl" --address "${IP[$r]}:$PORT" "$@"
+  in_node "$r" "$BIN/benchctl" --address "${IP[$r]}:${PORT[$r]}" "$@"
 }
 workers_up() {  # workers_up RANK: every worker of the cluster UP, as node RANK sees it
   for _ in $(seq 1 180); do
@@ -126,7 +125,7 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
   group=$(ctl 0 groups create --devices "node0/${DEVS[0]},node1/${DEVS[1]}" --backend "$BACKEND" \
     --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   if sweep 0 "$group" cross-node && exact cross-node; then
-    echo "PASS cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${VETH[0]}):"
+    echo "PASS cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${NODE_IF[0]}, $NODE_NET):"
     table cross-node
   else
     echo "FAIL cross-node sweep: $(tail -c 600 "$OUT/cross-node.json")"
@@ -134,9 +133,13 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
 
   # One daemon killed mid-sweep: the failure names its node; then it comes back.
   ctl 0 --timeout 900 submit collective --group "$group" --op all_reduce --min "$MIN" --max "$MAX" \
-    --iters 200 --json < /dev/null > "$OUT/killed-submit.json"
+    --iters "${CROSS_KILL_ITERS:-1000}" --json < /dev/null > "$OUT/killed-submit.json"
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$OUT/killed-submit.json")
-  sleep 3
+  for _ in $(seq 1 120); do  # killed once the sweep runs, not while it is queued
+    ctl 0 get "$id" --json | grep -q '"JOB_STATE_RUNNING"' && break
+    sleep 0.5
+  done
+  sleep 2
   stop_node 1 KILL
   ctl 0 --timeout 900 watch "$id" > /dev/null 2>&1 || true
   ctl 0 get "$id" --json > "$OUT/killed.json" || true
@@ -162,17 +165,17 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
   # The same two devices in one daemon (NVLink between the GPUs).
   stop_node 0
   stop_node 1
-  ip netns exec "${NS[0]}" env NCCL_NVLS_ENABLE=0 "$BIN/benchd" --listen "127.0.0.1:$PORT" \
+  in_node_bg 0 env NCCL_NVLS_ENABLE=0 "$BIN/benchd" --listen "127.0.0.1:${PORT[0]}" \
     --metrics off --data-dir "$DATA/one" --device "${DEVS[0]}" --device "${DEVS[1]}" \
-    >> "$DATA/one-daemon.log" 2>&1 &
-  PID[2]=$!
+    >> "$DATA/one-daemon.log" 2>&1
+  PID[2]=$NODE_BG_PID
   for _ in $(seq 1 180); do
-    ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" node --json 2>/dev/null |
+    in_node 0 "$BIN/benchctl" --address "127.0.0.1:${PORT[0]}" node --json 2>/dev/null |
       python3 -c 'import json,sys; sys.exit(not all(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))' \
         2> /dev/null && break  # nothing to read while the daemon starts
     sleep 1
   done
-  if ip netns exec "${NS[0]}" "$BIN/benchctl" --address "127.0.0.1:$PORT" --timeout 900 \
+  if in_node 0 "$BIN/benchctl" --address "127.0.0.1:${PORT[0]}" --timeout 900 \
       submit collective --devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce \
       --min "$MIN" --max "$MAX" --watch --json < /dev/null > "$OUT/one-daemon.json" \
       2> "$OUT/one-daemon-progress.txt" && exact one-daemon; then
@@ -181,6 +184,8 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
   else
     echo "FAIL one-daemon sweep: $(tail -c 600 "$OUT/one-daemon.json")"
   fi
-  echo "NCCL environment between the namespaces: ${NCCL_SOCKETS[*]} NCCL_SOCKET_IFNAME=<the veth>"
+  echo "NCCL environment between the nodes: ${NCCL_SOCKETS[*]} NCCL_SOCKET_IFNAME=${NODE_IF[*]}" \
+    "NCCL_HOSTID=benchd-node0 benchd-node1" \
+    "(the nodes: $NODE_NET)"
 } 2>&1 | tee "$OUT/cross-node.txt"
 ! grep -q "^FAIL" "$OUT/cross-node.txt"

@@ -85,3 +85,87 @@ gpu_serve() {
   data=$(mktemp -d "/tmp/benchd-$name-XXXXXX")
   benchd_start --copy-logs "$OUT" "$BIN" "$data" "$OUT/benchd.log" "$@"
 }
+
+# node_net PREFIX SUBNET: the two "nodes" of gpu-cluster.sh and gpu-cross-node.sh.
+# Where root may make network namespaces here, each node is a namespace holding
+# one end of a veth pair (SUBNET.1 and SUBNET.2) and a TCP connection between
+# them is tried; where it may not (a sandbox such as gVisor can refuse ip netns
+# or veth), both nodes share the host's loopback (127.0.0.1 and 127.0.0.2, or
+# 127.0.0.1 twice where the sandbox binds no other loopback address) and
+# NODE_NET says so. Sets NODE_NET (netns or loopback), and by rank NODE_NS,
+# NODE_IF (the interface for NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME),
+# NODE_IP and NODE_PORT (two ports, so either layout works). node_net_drop
+# removes the namespaces; in_node RANK CMD... runs CMD in node RANK's
+# (in_node_bg in the background).
+node_net() {
+  local prefix=$1 subnet=$2
+  NODE_NS=("${prefix}n0" "${prefix}n1")
+  NODE_IF=("${prefix}a" "${prefix}b")
+  NODE_IP=("$subnet.1" "$subnet.2")
+  NODE_PORT=(7531 7532)
+  if [ -z "${NODE_NET_LOOPBACK:-}" ] && command -v ip > /dev/null &&
+      node_net_make > "$OUT/node-net.log" 2>&1; then
+    NODE_NET=netns
+    return 0
+  fi
+  node_net_drop
+  NODE_NET=loopback
+  NODE_NS=("" "")
+  NODE_IF=(lo lo)
+  NODE_IP=(127.0.0.1 127.0.0.2)
+  python3 -c 'import socket; socket.socket().bind(("127.0.0.2", 0))' 2> /dev/null ||
+    NODE_IP=(127.0.0.1 127.0.0.1)
+  echo "node_net: no network namespaces here ($(tail -1 "$OUT/node-net.log" 2> /dev/null)):" \
+    "both nodes on the loopback, ${NODE_IP[0]} and ${NODE_IP[1]}" | tee -a "$OUT/node-net.log"
+}
+node_net_make() {  # every step checked by hand: errexit does not hold inside an `if`
+  ip netns add "${NODE_NS[0]}" || return 1
+  ip netns add "${NODE_NS[1]}" || return 1
+  ip link add "${NODE_IF[0]}" type veth peer name "${NODE_IF[1]}" || return 1
+  for r in 0 1; do
+    ip link set "${NODE_IF[$r]}" netns "${NODE_NS[$r]}" &&
+      ip -n "${NODE_NS[$r]}" addr add "${NODE_IP[$r]}/24" dev "${NODE_IF[$r]}" &&
+      ip -n "${NODE_NS[$r]}" link set lo up &&
+      ip -n "${NODE_NS[$r]}" link set "${NODE_IF[$r]}" up || return 1
+  done
+  # A namespace pair that cannot carry a TCP connection is no use: try one.
+  ip netns exec "${NODE_NS[0]}" timeout 10 python3 -c '
+import socket, sys
+socket.create_server((sys.argv[1], int(sys.argv[2]))).accept()' "${NODE_IP[0]}" "${NODE_PORT[0]}" &
+  local server=$!
+  sleep 1
+  ip netns exec "${NODE_NS[1]}" timeout 5 python3 -c '
+import socket, sys
+socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)' "${NODE_IP[0]}" "${NODE_PORT[0]}" ||
+    { kill "$server" 2> /dev/null; return 1; }
+  wait "$server"
+}
+node_net_drop() {
+  local ns
+  for ns in "${NODE_NS[@]}"; do
+    [ -z "$ns" ] || ip netns del "$ns" 2> /dev/null || true
+  done
+}
+in_node() {
+  local r=$1
+  shift
+  if [ "$NODE_NET" = netns ]; then
+    ip netns exec "${NODE_NS[$r]}" "$@"
+  else
+    "$@"
+  fi
+}
+# in_node_bg RANK CMD...: CMD in the background in node RANK's namespace, its
+# pid in NODE_BG_PID (the program's own, so that a signal sent to it reaches
+# the program and not a subshell around it).
+in_node_bg() {
+  local r=$1
+  shift
+  if [ "$NODE_NET" = netns ]; then
+    ip netns exec "${NODE_NS[$r]}" "$@" &
+  else
+    "$@" &
+  fi
+  # shellcheck disable=SC2034  # read by the caller
+  NODE_BG_PID=$!
+}
