@@ -361,7 +361,7 @@ absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) 
   const Term mask = Product("causal_mask", "the causal mask (bool), shared by every layer",
                             "1 B x context²", {1, s.T, s.T});
   const Term residual =
-      Product("residual_stream",
+      Product("residual_stream",  // ResidualStreamBytes
               "one residual-stream activation in single precision (fp32 under autocast too)",
               "4 B x batch x context x d_model", {4, s.B, s.T, s.d});
 
@@ -569,6 +569,10 @@ v1::EstimateRequest EstimateRequestForStep(const v1::BenchmarkSpec& step, std::s
   if (!why.empty()) r.set_autograd(true);
   if (modelled) *modelled = absl::StrJoin(why, ", ");
   return r;
+}
+
+int64_t ResidualStreamBytes(int64_t batch, int64_t context, int64_t d_model) {
+  return int64_t{4} * batch * context * d_model;
 }
 
 }  // namespace benchd

@@ -50,6 +50,12 @@ absl::StatusOr<v1::MemoryEstimate> Estimate(const v1::EstimateRequest& in);
 // optimizer other than the faithful loop).
 v1::EstimateRequest EstimateRequestForStep(const v1::BenchmarkSpec& step, std::string* modelled);
 
+// One residual-stream activation, batch x context x d_model in fp32 whatever
+// the precision: under bf16/fp16 autocast the residual adds and the norms'
+// inputs stay fp32 (the estimate's residual_stream term; the memory request's
+// yardstick).
+int64_t ResidualStreamBytes(int64_t batch, int64_t context, int64_t d_model);
+
 }  // namespace benchd
 
 #endif  // BENCHD_COMMON_MEMORY_ESTIMATE_H_

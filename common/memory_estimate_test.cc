@@ -60,6 +60,8 @@ TEST(MemoryEstimateTest, ResidualStreamOf27BIsTenMiB) {
     const auto e = Must(Request("2.7B", 4, 256, p, v1::BENCHMARK_MODE_FORWARD));
     EXPECT_EQ(e.residual_stream().bytes(), 10'485'760);
     EXPECT_THAT(e.residual_stream().formula(), HasSubstr("= 4 x 4 x 256 x 2560"));
+    // The memory request's yardstick (MemoryRun.activation_bytes) is the same term.
+    EXPECT_EQ(ResidualStreamBytes(4, 256, 2560), e.residual_stream().bytes());
   }
 }
 

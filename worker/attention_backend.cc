@@ -16,10 +16,13 @@ bool IsForced(v1::AttentionImpl a) {
 }
 
 // What at::scaled_dot_product_attention throws when every enabled backend
-// refuses the inputs (aten/src/ATen/native/transformers/attention.cpp; seen
-// on a CPU with only efficient or only cudnn enabled).
+// refuses the inputs: on a CPU "No viable backend for
+// scaled_dot_product_attention" (seen with only efficient or only cudnn
+// enabled), on CUDA "No available kernel. Aborting execution." (seen on an
+// H200 with flash forced on fp32 inputs).
 bool IsNoViableBackend(const c10::Error& e) {
-  return e.msg().find("No viable backend for scaled_dot_product_attention") != std::string::npos;
+  return e.msg().find("No viable backend for scaled_dot_product_attention") != std::string::npos ||
+         e.msg().find("No available kernel. Aborting execution.") != std::string::npos;
 }
 
 }  // namespace

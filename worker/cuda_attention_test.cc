@@ -3,6 +3,7 @@
 // Skipped where CUDA is not available.
 #include <gtest/gtest.h>
 
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include "common/attention_math.h"
@@ -70,6 +71,9 @@ TEST_F(CudaAttentionTest, FlashSavesTheOutputAndLogsumexpOnly) {
 // The cap is the caching allocator's: a cell above it really runs out of
 // memory, and the fraction is restored for the next cell.
 TEST_F(CudaAttentionTest, AMemoryCapIsARealOutOfMemoryAndIsRestored) {
+  // The allocator exists from the process's first CUDA use (ctest runs each
+  // test in a fresh process): make it before reading its fraction.
+  at::globalContext().lazyInitDevice(at::kCUDA);
   const double before = c10::cuda::CUDACachingAllocator::getMemoryFraction(0);
   v1::AttentionSpec spec = Cell(v1::ATTENTION_IMPL_FAITHFUL, v1::PRECISION_FP32, 4096);
   spec.set_memory_cap_bytes(int64_t{64} << 20);  // one score matrix is 512 MiB

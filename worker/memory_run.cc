@@ -15,6 +15,7 @@
 #include "common/artifacts.h"
 #include "common/job_spec.h"
 #include "common/memory_analysis.h"
+#include "common/memory_estimate.h"
 #include "common/memory_svg.h"
 #include "common/model_config.h"
 #include "worker/benchmark.h"
@@ -169,12 +170,6 @@ std::string TimelineArtifactName(const std::string& run_name, bool sweep) {
   return sweep ? absl::StrCat("timeline-", run_name, ".svg") : "timeline.svg";
 }
 
-int64_t ResidualActivationBytes(const v1::BenchmarkSpec& step) {
-  const int64_t element =
-      step.precision() == v1::PRECISION_BF16 || step.precision() == v1::PRECISION_FP16 ? 2 : 4;
-  return step.batch_size() * step.context_length() * step.model().d_model() * element;
-}
-
 absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCache& cache,
                                            const std::string& job_artifacts_dir,
                                            const MemoryHooks& hooks) {
@@ -218,7 +213,8 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
     v1::MemoryRun run;
     run.set_name(MemoryRunName(cell));
     *run.mutable_step() = cell;
-    run.set_activation_bytes(ResidualActivationBytes(cell));
+    run.set_activation_bytes(
+        ResidualStreamBytes(cell.batch_size(), cell.context_length(), cell.model().d_model()));
     if (hooks.log) {
       hooks.log(absl::StrCat("memory run ", i + 1, " of ", cells.size(), ": ", run.name()));
     }
