@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/job_spec.h"
+#include "common/memory_estimate.h"
 #include "worker/memory_run.h"
 #include "worker/memory_snapshot.h"
 
@@ -102,6 +103,11 @@ TEST_F(CudaMemoryTest, SweepGivesOneRunPerCell) {
   EXPECT_LT(r->runs(0).baseline_allocated_bytes(), r->runs(2).baseline_allocated_bytes());
   EXPECT_EQ(r->runs(0).phases_size(), 1);
   EXPECT_TRUE(r->runs(0).largest_allocations(0).frames().empty());  // stacks none
+  // The yardstick is the fp32 residual stream in every run, bf16 ones too.
+  const v1::BenchmarkSpec& bf16 = r->runs(3).step();
+  EXPECT_EQ(r->runs(3).activation_bytes(),
+            ResidualStreamBytes(bf16.batch_size(), bf16.context_length(), bf16.model().d_model()));
+  EXPECT_EQ(r->runs(3).activation_bytes(), r->runs(0).activation_bytes());
   EXPECT_EQ(r->artifacts_size(), 8);
   EXPECT_FALSE(Read("memory-ctx64-train_step-bf16.pickle").empty());
 }

@@ -40,10 +40,6 @@ absl::StatusOr<v1::MemoryResult> RunMemory(const v1::MemorySpec& spec, ModelCach
                                            const std::string& job_artifacts_dir,
                                            const MemoryHooks& hooks = {});
 
-// The bytes of one residual-stream activation: batch x context x d_model x
-// (4 for fp32, 2 for bf16/fp16).
-int64_t ResidualActivationBytes(const v1::BenchmarkSpec& step);
-
 }  // namespace benchd::worker
 
 #endif  // BENCHD_WORKER_MEMORY_RUN_H_

@@ -62,17 +62,5 @@ TEST(MemoryRunTest, ArtifactNames) {
   EXPECT_EQ(TimelineArtifactName("ctx128-forward-fp32", true), "timeline-ctx128-forward-fp32.svg");
 }
 
-TEST(MemoryRunTest, ResidualActivationBytes) {
-  v1::BenchmarkSpec s = TinyMemory().memory().step();  // tiny: d_model 64
-  s.set_batch_size(4);
-  s.set_context_length(128);
-  s.set_precision(v1::PRECISION_FP32);
-  EXPECT_EQ(ResidualActivationBytes(s), 4 * 128 * 64 * 4);
-  s.set_precision(v1::PRECISION_BF16);
-  EXPECT_EQ(ResidualActivationBytes(s), 4 * 128 * 64 * 2);
-  s.set_precision(v1::PRECISION_FP16);
-  EXPECT_EQ(ResidualActivationBytes(s), 4 * 128 * 64 * 2);
-}
-
 }  // namespace
 }  // namespace benchd::worker
