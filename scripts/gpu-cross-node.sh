@@ -10,7 +10,8 @@
 # daemon is killed mid-sweep (the failure must name its node), restarted, and
 # the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
 # the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
-# (after `source .gpu-debs/unpack.sh`):
+# (after `source .gpu-debs/unpack.sh`; carry .netdebs too where the machine
+# has no `ip`, see gpu-lib.sh's ip_from_debs):
 #   scripts/gpu-cross-node.sh
 # Dry run on a CPU machine (Gloo between CPU workers, smaller sizes):
 #   CROSS_DEVICES="cpu:0 cpu:1" CROSS_BACKEND=gloo CROSS_MAX=16MiB CROSS_BIN=build/bin \

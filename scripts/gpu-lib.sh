@@ -103,8 +103,14 @@ node_net() {
   NODE_IF=("${prefix}a" "${prefix}b")
   NODE_IP=("$subnet.1" "$subnet.2")
   NODE_PORT=(7531 7532)
+  # The programs run in a namespace get the caller's library path, not the
+  # one ip_from_debs gives ip.
+  NODE_ENV=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
+  if ! command -v ip > /dev/null || [ -n "${NODE_NET_IP_FROM_DEBS:-}" ]; then
+    ip_from_debs .netdebs >> "$OUT/node-net.log" 2>&1 || true
+  fi
   if [ -z "${NODE_NET_LOOPBACK:-}" ] && command -v ip > /dev/null &&
-      node_net_make > "$OUT/node-net.log" 2>&1; then
+      node_net_make >> "$OUT/node-net.log" 2>&1; then
     NODE_NET=netns
     return 0
   fi
@@ -115,8 +121,25 @@ node_net() {
   NODE_IP=(127.0.0.1 127.0.0.2)
   python3 -c 'import socket; socket.socket().bind(("127.0.0.2", 0))' 2> /dev/null ||
     NODE_IP=(127.0.0.1 127.0.0.1)
-  echo "node_net: no network namespaces here ($(tail -1 "$OUT/node-net.log" 2> /dev/null)):" \
+  echo "node_net: no network namespaces here ($(command -v ip > /dev/null || echo "no ip command; ")$(tail -1 "$OUT/node-net.log" 2> /dev/null)):" \
     "both nodes on the loopback, ${NODE_IP[0]} and ${NODE_IP[1]}" | tee -a "$OUT/node-net.log"
+}
+# ip_from_debs DIR: where a machine has no iproute2 (the GPU machines), the
+# `ip` of Debian's iproute2 and its libraries, carried as .deb files in DIR
+# (made here with: mkdir -p .netdebs && cd .netdebs && apt-get download iproute2
+# libbpf1 libbsd0 libcap2 libelf1 libmd0 libmnl0 zlib1g), unpacked into a
+# prefix of their own and put first on PATH as a wrapper that alone sees them.
+ip_from_debs() {
+  local dir=$1 prefix=/opt/benchd-iproute2 f
+  ls "$dir"/iproute2_*.deb > /dev/null || return 1
+  mkdir -p "$prefix/root" "$prefix/lib" "$prefix/bin"
+  for f in "$dir"/*.deb; do dpkg -x "$f" "$prefix/root" || return 1; done
+  find "$prefix/root" -name '*.so*' -exec cp -P {} "$prefix/lib/" \;
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/root/bin/ip "$@"\n' "$prefix" "$prefix" \
+    > "$prefix/bin/ip"
+  chmod +x "$prefix/bin/ip"
+  export PATH="$prefix/bin:$PATH"
+  ip -V
 }
 node_net_make() {  # every step checked by hand: errexit does not hold inside an `if`
   ip netns add "${NODE_NS[0]}" || return 1
@@ -129,12 +152,12 @@ node_net_make() {  # every step checked by hand: errexit does not hold inside an
       ip -n "${NODE_NS[$r]}" link set "${NODE_IF[$r]}" up || return 1
   done
   # A namespace pair that cannot carry a TCP connection is no use: try one.
-  ip netns exec "${NODE_NS[0]}" timeout 10 python3 -c '
+  ip netns exec "${NODE_NS[0]}" "${NODE_ENV[@]}" timeout 10 python3 -c '
 import socket, sys
 socket.create_server((sys.argv[1], int(sys.argv[2]))).accept()' "${NODE_IP[0]}" "${NODE_PORT[0]}" &
   local server=$!
   sleep 1
-  ip netns exec "${NODE_NS[1]}" timeout 5 python3 -c '
+  ip netns exec "${NODE_NS[1]}" "${NODE_ENV[@]}" timeout 5 python3 -c '
 import socket, sys
 socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)' "${NODE_IP[0]}" "${NODE_PORT[0]}" ||
     { kill "$server" 2> /dev/null; return 1; }
@@ -150,7 +173,7 @@ in_node() {
   local r=$1
   shift
   if [ "$NODE_NET" = netns ]; then
-    ip netns exec "${NODE_NS[$r]}" "$@"
+    ip netns exec "${NODE_NS[$r]}" "${NODE_ENV[@]}" "$@"
   else
     "$@"
   fi
@@ -162,7 +185,7 @@ in_node_bg() {
   local r=$1
   shift
   if [ "$NODE_NET" = netns ]; then
-    ip netns exec "${NODE_NS[$r]}" "$@" &
+    ip netns exec "${NODE_NS[$r]}" "${NODE_ENV[@]}" "$@" &
   else
     "$@" &
   fi
