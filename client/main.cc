@@ -419,8 +419,10 @@ int main(int argc, char** argv) {
   list->add_option("--kind", list_opts.kind,
                    "only jobs of this kind: benchmark, profile, memory, collective, attention, "
                    "precision");
-  list->add_option("--device", list_opts.device,
-                   "only jobs that run on this device, e.g. cuda:0 (a collective: any of its)");
+  list->add_option(
+      "--device", list_opts.device,
+      "only jobs that run on this device, e.g. cuda:0 (a collective: any of its); in a "
+      "cluster another node's device (node1/cuda:0) lists that node's jobs on it");
   add_json(list, "print {\"jobs\": [...]}, every job listed, as JSON");
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");

@@ -298,6 +298,22 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
   auto caller = auth_->Check(*ctx, "ListJobs");
   if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
   if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
+  // Another member's device ("node1/cuda:0"): that member's jobs on it, in
+  // this node's names; its page tokens pass through untouched.
+  if (auto target = forwarder_ ? forwarder_->Split(req->device()) : std::nullopt) {
+    v1::ListJobsRequest forwarded = *req;
+    forwarded.set_device(target->name);
+    return Forward(
+        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
+        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListJobsRequest* r,
+           v1::ListJobsResponse* out, std::function<void(grpc::Status)> cb) {
+          stub->async()->ListJobs(c, r, out, std::move(cb));
+        },
+        std::function<void(v1::ListJobsResponse*)>(
+            [node = target->node](v1::ListJobsResponse* page) {
+              for (v1::Job& job : *page->mutable_jobs()) Forwarder::Qualify(node, &job);
+            }));
+  }
   JobFilter filter;
   if (!v1::JobState_IsValid(req->state())) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
@@ -315,14 +331,15 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
                          absl::StrCat("page_size: expected 0..", kMaxPageSize,
                                       " (0 = ", kDefaultPageSize, "), got ", req->page_size()))));
   }
-  if (!req->device().empty()) {
-    if (auto s = CheckServedDevice("device", req->device(), jobs_->devices()); !s.ok()) {
+  const std::string device = jobs_->CanonicalDevice(req->device());  // "node0/cpu:0" on node0
+  if (!device.empty()) {
+    if (auto s = CheckServedDevice("device", device, jobs_->devices()); !s.ok()) {
       return Done(ctx, ToGrpc(s));
     }
   }
   filter.state = req->state();
   filter.kind = req->kind();
-  filter.device = req->device();
+  filter.device = device;
   auto before_id = DecodePageToken(req->page_token(), filter);
   if (!before_id.ok()) return Done(ctx, ToGrpc(before_id.status()));
   auto page = jobs_->List(filter, req->page_size(), *before_id);

@@ -1,7 +1,8 @@
 // Any member of a cluster accepts any request (docs/architecture.md
 // "Cluster"): a job for another member's device ("node1/cuda:0") is
-// submitted there, and a job id "node1/7" is that member's job 7 for GetJob,
-// Watch, CancelJob and the artifacts. The caller's role is checked here
+// submitted there, a job id "node1/7" is that member's job 7 for GetJob,
+// Watch, CancelJob and the artifacts, and ListJobs for "node1/cuda:0" lists
+// that member's jobs on it. The caller's role is checked here
 // first; the call goes on with this node's own credentials (admin on the
 // member) and says on whose behalf, so the member records the real
 // submitter and applies the same cancel rule.

@@ -77,6 +77,10 @@ class JobManager {
   // One page of summaries (server/job_summary.h): no result arrays.
   absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size, int64_t before_id);
   const std::vector<std::string>& devices() const { return devices_; }
+  // `device` as this node's workers name it: "node0/cpu:0" on node0 is "cpu:0".
+  std::string CanonicalDevice(const std::string& device) {
+    return workers_->CanonicalDevice(device);
+  }
 
   // Sets the resident-model metrics of `device` ("" = every device) from
   // its worker's answer, without waiting for it (server/model_calls.h).

@@ -240,8 +240,14 @@ def test_any_node_takes_a_job_for_another_nodes_device(cluster):
     assert there["devices"] == ["cpu:0"] and there["state"] == "JOB_STATE_SUCCEEDED", there
     here = json.loads(node0.benchctl("get", job["id"], "--json", check=0).stdout)
     assert here["id"] == job["id"] and here["spec"]["device"] == "node1/cpu:0", here
-    # node0 has no job of its own.
+    # node0 has no job of its own; listing node1's device through node0 shows node1's.
     assert "no jobs" in node0.benchctl("list", check=0).stdout
+    listed = json.loads(node0.benchctl("list", "--device", "node1/cpu:0", "--json",
+                                       check=0).stdout)["jobs"]
+    assert [j["id"] for j in listed] == [job["id"]], listed
+    assert listed[0]["devices"] == ["node1/cpu:0"], listed
+    r = node0.benchctl("list", "--device", "node7/cpu:0", check=4)
+    assert "no node node7" in r.stderr, r.stderr
     # Its artifacts, fetched through node0, are node1's bytes.
     listed = node0.benchctl("artifacts", "list", job["id"], check=0).stdout
     assert "trace.json" in listed, listed
@@ -266,6 +272,9 @@ def test_any_node_takes_a_job_for_another_nodes_device(cluster):
         "submit", "benchmark", "--device", "node0/cpu:0", "--preset", "tiny", "--steps", "1",
         "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", check=0).stdout)
     assert own["state"] == "JOB_STATE_SUCCEEDED" and own["devices"] == ["cpu:0"], own
+    mine = json.loads(node0.benchctl("list", "--device", "node0/cpu:0", "--json",
+                                     check=0).stdout)["jobs"]
+    assert [j["id"] for j in mine] == [own["id"]], mine
 
 
 
