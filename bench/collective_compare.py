@@ -19,6 +19,12 @@ bandwidths. Sizes follow nccl-tests: the whole buffer.
 Gloo on CPUs: --devices cpu:0,cpu:1 --backend gloo (the daemon needs cpu:N workers).
 Prints one table: size, benchd median/busbw, torch.distributed median/busbw,
 busbw ratio (benchd / torch) and latency ratio (benchd / torch median).
+
+Ranks on several nodes (scripts/gpu-cross-node.sh): each rank is started on its
+own node, in its own environment, with --rank R --store HOST:PORT --torch-out FILE
+(rank 0's store listens on HOST; rank 0 writes the rows to FILE; benchd is not
+called); then --compare-job JOB.json --torch-rows FILE prints the table for a
+benchd Job already run (`benchctl ... --json`) against those rows.
 """
 import argparse
 import json
@@ -78,7 +84,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _rank_main(rank, world, args, port, queue):
+def _rank_main(rank, world, args, port, queue, store_host="127.0.0.1"):
+    """One rank's sweep; rank 0's rows go to `queue` (or are returned when None)."""
     import torch
     import torch.distributed as dist
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -91,7 +98,7 @@ def _rank_main(rank, world, args, port, queue):
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
-    store = dist.TCPStore("127.0.0.1", port, world, rank == 0)
+    store = dist.TCPStore(store_host, port, world, rank == 0)
     kwargs = {"device_id": device} if (cuda and args.backend == "nccl") else {}
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=world, **kwargs)
     # The first collective creates NCCL's communicator (benchd does it when the group is made).
@@ -158,9 +165,10 @@ def _rank_main(rank, world, args, port, queue):
             algbw = size_run / median / 1e9
             rows.append({"size_bytes": size_run, "median_s": median, "algbw_gbps": algbw,
                          "busbw_gbps": algbw * busbw_factor(args.op, world)})
-    if rank == 0:
-        queue.put(rows)
     dist.destroy_process_group()
+    if rank == 0 and queue is not None:
+        queue.put(rows)
+    return rows
 
 
 def run_torch(args):
@@ -184,14 +192,18 @@ def run_benchd(args):
     if args.in_place:
         flags.append("--in-place")
     job = Benchctl(args.benchctl, address=args.address, timeout=args.timeout).run_job("collective", *flags)
+    return benchd_rows(job), job
+
+
+def benchd_rows(job):
+    """A finished collective Job's rows, as run_torch's plus wrong elements."""
     if job["state"] != SUCCEEDED:
         sys.exit(f"collective_compare: benchd's collective job {job['id']} {job['state']}: "
                  f"{job.get('errorMessage', '')}")
-    rows = [{"size_bytes": int(row["sizeBytes"]), "median_s": row["duration"]["median"],
+    return [{"size_bytes": int(row["sizeBytes"]), "median_s": row["duration"]["median"],
              "algbw_gbps": row.get("algbwGbps", 0.0), "busbw_gbps": row.get("busbwGbps", 0.0),
              "wrong": int(row.get("wrongElements", 0))}
             for row in job["result"]["collective"].get("rows", [])]
-    return rows, job
 
 
 def main():
@@ -211,15 +223,38 @@ def main():
     p.add_argument("--in-place", action="store_true")
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--json", default="", help="write both sides' rows here")
+    p.add_argument("--rank", type=int, default=-1,
+                   help="run this one torch.distributed rank here (ranks on several nodes)")
+    p.add_argument("--store", default="", help="with --rank: rank 0's TCPStore, HOST:PORT")
+    p.add_argument("--torch-out", default="", help="with --rank 0: write the rows here")
+    p.add_argument("--compare-job", default="", help="a finished benchd collective Job (JSON)")
+    p.add_argument("--torch-rows", default="", help="with --compare-job: --torch-out's file")
     args = p.parse_args()
     args.devices = args.devices.split(",")
     args.sizes = sweep(parse_size(args.min), parse_size(args.max or args.min), args.factor)
 
+    if args.rank >= 0:
+        host, port = args.store.rsplit(":", 1)
+        rows = _rank_main(args.rank, len(args.devices), args, int(port), None, host)
+        if args.rank == 0:
+            with open(args.torch_out, "w") as f:
+                json.dump({"rows": rows}, f, indent=1)
+        return
+    if args.compare_job:
+        with open(args.compare_job) as f:
+            job = json.load(f)
+        with open(args.torch_rows) as f:
+            torch_rows = json.load(f)["rows"]
+        return print_table(args, benchd_rows(job), torch_rows, job)
     try:
-        benchd_rows, job = run_benchd(args)
+        rows, job = run_benchd(args)
     except BenchctlError as e:
         sys.exit(f"collective_compare: {e}")
-    torch_rows = run_torch(args)
+    print_table(args, rows, run_torch(args), job)
+
+
+def print_table(args, benchd_rows, torch_rows, job):
+    """benchd's and torch.distributed's rows side by side, with the ratios (--json: saved)."""
     by_size = {r["size_bytes"]: r for r in torch_rows}
     world = len(args.devices)
     print(f"{args.op} {args.dtype}, {args.backend} on {','.join(args.devices)} ({world} ranks), "

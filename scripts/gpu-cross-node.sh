@@ -6,7 +6,9 @@
 # and IB off, the veth named, NVLS off) runs an all-reduce sweep with the exact
 # check (where this machine makes no network namespaces, both daemons share the
 # loopback instead: gpu-lib.sh's node_net, and the output says which). Then one
-# daemon with both GPUs (NVLink) runs the same sweep. Then one
+# daemon with both GPUs (NVLink) runs the same sweep. torch.distributed runs
+# the cross-node sweep too, one rank per node in the same environment
+# (bench/collective_compare.py --rank), as the reference beside benchd's. Then one
 # daemon is killed mid-sweep (the failure must name its node), restarted, and
 # the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
 # the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
@@ -15,7 +17,7 @@
 #   scripts/gpu-cross-node.sh
 # Dry run on a CPU machine (Gloo between CPU workers, smaller sizes):
 #   CROSS_DEVICES="cpu:0 cpu:1" CROSS_BACKEND=gloo CROSS_MAX=16MiB CROSS_BIN=build/bin \
-#     CROSS_NO_GPU=1 scripts/gpu-cross-node.sh
+#     CROSS_NO_GPU=1 PYTHON=.venv/bin/python scripts/gpu-cross-node.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -114,6 +116,24 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
     "$OUT/$1.json"
 }
 
+reference() {  # torch.distributed on the same two devices, one rank per node, the same NCCL env
+  local r pids=() failed=0
+  local sweep=(--devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce
+    --min "$MIN" --max "$MAX" --in-place)
+  for r in 0 1; do
+    in_node_bg "$r" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${NODE_IF[$r]}" \
+      GLOO_SOCKET_IFNAME="${NODE_IF[$r]}" NCCL_HOSTID="benchd-node$r" \
+      "${PYTHON:-python3}" bench/collective_compare.py "${sweep[@]}" --rank "$r" \
+      --store "${IP[0]}:7600" --torch-out "$OUT/torch-cross-node.json" \
+      > "$OUT/torch-rank$r.log" 2>&1 < /dev/null
+    pids+=("$NODE_BG_PID")
+  done
+  for r in 0 1; do wait "${pids[$r]}" || failed=1; done
+  [ "$failed" = 0 ] && python3 bench/collective_compare.py "${sweep[@]}" \
+    --compare-job "$OUT/cross-node.json" --torch-rows "$OUT/torch-cross-node.json" \
+    --json "$OUT/cross-node-vs-torch.json" > "$OUT/cross-node-vs-torch.txt"
+}
+
 {
   start_node 0
   start_node 1
@@ -128,6 +148,12 @@ sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
   if sweep 0 "$group" cross-node && exact cross-node; then
     echo "PASS cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${NODE_IF[0]}, $NODE_NET):"
     table cross-node
+    if reference; then
+      echo "PASS torch.distributed on the same ranks across the nodes, beside benchd's sweep:"
+      sed 's/^/    /' "$OUT/cross-node-vs-torch.txt"
+    else
+      echo "FAIL the torch.distributed reference: $(tail -3 "$OUT"/torch-rank*.log)"
+    fi
   else
     echo "FAIL cross-node sweep: $(tail -c 600 "$OUT/cross-node.json")"
   fi
