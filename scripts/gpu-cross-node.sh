@@ -8,7 +8,8 @@
 # loopback instead: gpu-lib.sh's node_net, and the output says which). Then one
 # daemon with both GPUs (NVLink) runs the same sweep. torch.distributed runs
 # the cross-node sweep too, one rank per node in the same environment
-# (bench/collective_compare.py --rank), as the reference beside benchd's. Then one
+# (bench/collective_compare.py --rank), as the reference beside benchd's, and
+# raw TCP over the same link gives the socket path's ceiling. Then one
 # daemon is killed mid-sweep (the failure must name its node), restarted, and
 # the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
 # the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
@@ -134,6 +135,17 @@ reference() {  # torch.distributed on the same two devices, one rank per node, t
     --json "$OUT/cross-node-vs-torch.json" > "$OUT/cross-node-vs-torch.txt"
 }
 
+tcp_ceiling() {  # tcp_ceiling STREAMS: raw TCP from node1 to node0 over the same link
+  in_node_bg 0 python3 bench/tcp_throughput.py --listen "${IP[0]}:7601" --streams "$1" \
+    > "$OUT/tcp-$1.json" 2> "$OUT/tcp-$1.log"
+  local receiver=$NODE_BG_PID
+  in_node 1 python3 bench/tcp_throughput.py --connect "${IP[0]}:7601" --streams "$1" \
+    --bytes "${CROSS_TCP_BYTES:-4GiB}" 2>> "$OUT/tcp-$1.log" && wait "$receiver" &&
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 2**30, r["gbps"]))' \
+      "$OUT/tcp-$1.json"
+}
+
 {
   start_node 0
   start_node 1
@@ -153,6 +165,12 @@ reference() {  # torch.distributed on the same two devices, one rank per node, t
       sed 's/^/    /' "$OUT/cross-node-vs-torch.txt"
     else
       echo "FAIL the torch.distributed reference: $(tail -3 "$OUT"/torch-rank*.log)"
+    fi
+    if ceiling=$(tcp_ceiling 1 && tcp_ceiling 2); then
+      echo "PASS raw TCP over the same link (bench/tcp_throughput.py), the socket path's ceiling:"
+      echo "$ceiling"
+    else
+      echo "FAIL raw TCP over the link: $(tail -3 "$OUT"/tcp-*.log)"
     fi
   else
     echo "FAIL cross-node sweep: $(tail -c 600 "$OUT/cross-node.json")"
