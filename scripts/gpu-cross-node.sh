@@ -56,29 +56,32 @@ trap cleanup EXIT
 gpu_programs gpu-cross-node "${CROSS_NO_GPU:-}" "${CROSS_BIN:-}"
 
 node_net "bxn$$" 10.232.0
-IP=("${NODE_IP[@]}")
-PORT=("${NODE_PORT[@]}")
 
 # NCCL between the nodes goes over the sockets of the veth (or the loopback) only.
 NCCL_SOCKETS=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1
   NCCL_NET=Socket NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET")
+# node_bg RANK CMD...: CMD in the background in node RANK with the node's
+# network environment: NCCL and Gloo on its interface only, and NCCL_HOSTID
+# making each node a host of its own to NCCL, as on two machines (the
+# namespaces share this host's hostname and boot id).
+node_bg() {
+  local r=$1
+  shift
+  in_node_bg "$r" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${NODE_IF[$r]}" \
+    GLOO_SOCKET_IFNAME="${NODE_IF[$r]}" NCCL_HOSTID="benchd-node$r" "$@"
+}
 start_node() {  # start_node RANK: the daemon of node RANK in its namespace, owning DEVS[RANK]
   local r=$1
-  # NCCL_HOSTID: each daemon a host of its own to NCCL, as on two machines
-  # (the namespaces share this host's hostname and boot id).
-  in_node_bg "$r" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${NODE_IF[$r]}" \
-    NCCL_HOSTID="benchd-node$r" \
-    GLOO_SOCKET_IFNAME="${NODE_IF[$r]}" \
-    "$BIN/benchd" --listen "${IP[$r]}:${PORT[$r]}" --metrics off --insecure \
+  node_bg "$r" "$BIN/benchd" --listen "${NODE_IP[$r]}:${NODE_PORT[$r]}" --metrics off --insecure \
     --data-dir "$DATA/node$r" --device "${DEVS[$r]}" --cluster-lost-after 5 \
-    --cluster-coordinator "${IP[0]}:${PORT[0]}" --node-rank "$r" --nodes 2 \
+    --cluster-coordinator "${NODE_IP[0]}:${NODE_PORT[0]}" --node-rank "$r" --nodes 2 \
     >> "$DATA/node$r.log" 2>&1
   PID[$r]=$NODE_BG_PID
 }
 ctl() {  # ctl RANK ARGS...: benchctl against node RANK, from its namespace
   local r=$1
   shift
-  in_node "$r" "$BIN/benchctl" --address "${IP[$r]}:${PORT[$r]}" "$@"
+  in_node "$r" "$BIN/benchctl" --address "${NODE_IP[$r]}:${NODE_PORT[$r]}" "$@"
 }
 workers_up() {  # workers_up RANK: every worker of the cluster UP, as node RANK sees it
   for _ in $(seq 1 180); do
@@ -122,10 +125,8 @@ reference() {  # torch.distributed on the same two devices, one rank per node, t
   local sweep=(--devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce
     --min "$MIN" --max "$MAX" --in-place)
   for r in 0 1; do
-    in_node_bg "$r" env "${NCCL_SOCKETS[@]}" NCCL_SOCKET_IFNAME="${NODE_IF[$r]}" \
-      GLOO_SOCKET_IFNAME="${NODE_IF[$r]}" NCCL_HOSTID="benchd-node$r" \
-      "${PYTHON:-python3}" bench/collective_compare.py "${sweep[@]}" --rank "$r" \
-      --store "${IP[0]}:7600" --torch-out "$OUT/torch-cross-node.json" \
+    node_bg "$r" "${PYTHON:-python3}" bench/collective_compare.py "${sweep[@]}" --rank "$r" \
+      --store "${NODE_IP[0]}:7600" --torch-out "$OUT/torch-cross-node.json" \
       > "$OUT/torch-rank$r.log" 2>&1 < /dev/null
     pids+=("$NODE_BG_PID")
   done
@@ -136,10 +137,10 @@ reference() {  # torch.distributed on the same two devices, one rank per node, t
 }
 
 tcp_ceiling() {  # tcp_ceiling STREAMS: raw TCP from node1 to node0 over the same link
-  in_node_bg 0 python3 bench/tcp_throughput.py --listen "${IP[0]}:7601" --streams "$1" \
+  in_node_bg 0 python3 bench/tcp_throughput.py --listen "${NODE_IP[0]}:7601" --streams "$1" \
     > "$OUT/tcp-$1.json" 2> "$OUT/tcp-$1.log"
   local receiver=$NODE_BG_PID
-  in_node 1 python3 bench/tcp_throughput.py --connect "${IP[0]}:7601" --streams "$1" \
+  in_node 1 python3 bench/tcp_throughput.py --connect "${NODE_IP[0]}:7601" --streams "$1" \
     --bytes "${CROSS_TCP_BYTES:-4GiB}" 2>> "$OUT/tcp-$1.log" && wait "$receiver" &&
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 2**30, r["gbps"]))' \
@@ -210,17 +211,17 @@ print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 
   # The same two devices in one daemon (NVLink between the GPUs).
   stop_node 0
   stop_node 1
-  in_node_bg 0 env NCCL_NVLS_ENABLE=0 "$BIN/benchd" --listen "127.0.0.1:${PORT[0]}" \
+  in_node_bg 0 env NCCL_NVLS_ENABLE=0 "$BIN/benchd" --listen "127.0.0.1:${NODE_PORT[0]}" \
     --metrics off --data-dir "$DATA/one" --device "${DEVS[0]}" --device "${DEVS[1]}" \
     >> "$DATA/one-daemon.log" 2>&1
   PID[2]=$NODE_BG_PID
   for _ in $(seq 1 180); do
-    in_node 0 "$BIN/benchctl" --address "127.0.0.1:${PORT[0]}" node --json 2>/dev/null |
+    in_node 0 "$BIN/benchctl" --address "127.0.0.1:${NODE_PORT[0]}" node --json 2>/dev/null |
       python3 -c 'import json,sys; sys.exit(not all(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))' \
         2> /dev/null && break  # nothing to read while the daemon starts
     sleep 1
   done
-  if in_node 0 "$BIN/benchctl" --address "127.0.0.1:${PORT[0]}" --timeout 900 \
+  if in_node 0 "$BIN/benchctl" --address "127.0.0.1:${NODE_PORT[0]}" --timeout 900 \
       submit collective --devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce \
       --min "$MIN" --max "$MAX" --watch --json < /dev/null > "$OUT/one-daemon.json" \
       2> "$OUT/one-daemon-progress.txt" && exact one-daemon; then
