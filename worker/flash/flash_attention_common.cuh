@@ -1,0 +1,189 @@
+// Shared pieces of benchd's FlashAttention-2 kernels (internal header).
+//
+// Design (FlashAttention-2, Dao 2023), and why:
+// - bf16/fp16 run on the tensor cores through mma.sync.m16n8k16 (fp32
+//   accumulation), operands staged in shared memory by cp.async (16 bytes per
+//   thread, zero-filled past the last row, so partial tiles need no special
+//   loads) and read into fragments by ldmatrix (.trans for the operands whose
+//   reduction dimension runs along a row of shared memory). mma.sync runs on
+//   sm_80 and sm_90 alike, so one source serves both; it is not Hopper's
+//   fastest path (wgmma + TMA, FlashAttention-3), which is the next step, see
+//   bench/flash_attention/RESULTS.md.
+// - Shared-memory rows are padded by 8 elements (16 bytes): the 8 rows an
+//   ldmatrix phase reads then fall on 8 distinct 16-byte bank groups for every
+//   head dim (16, 32, 64, 128), with no swizzle arithmetic.
+// - Forward: one CTA per (query tile of 16·warps rows, head, batch); each warp
+//   owns 16 query rows and keeps its Q fragments, the running max m, the
+//   running sum l (per-thread partial, reduced across the quad once at the
+//   end) and the O accumulator in registers; the loop runs over key tiles of
+//   kBc, double-buffered (tile j+1 is in flight while tile j is computed).
+//   Softmax works in the log2 domain (one FFMA + ex2.approx per score).
+//   Causal: key tiles wholly above the diagonal are never loaded (the loop
+//   ends at the query tile's last row), warps whose rows all precede the
+//   tile skip it, and the mask arithmetic runs only on tiles that straddle
+//   the diagonal or the end of K. Causal CTAs are launched heaviest first.
+// - Backward: one CTA per key tile (16·warps keys), each warp owning 16 keys
+//   and their dK, dV accumulators in registers; the loop runs over query
+//   tiles (Q, dO, L, D double-buffered). Per tile: S^T = K Q^T, P^T =
+//   exp(S^T·scale − L), dP^T = V dO^T, dV += P^T dO, dS^T = P^T∘(dP^T − D),
+//   dK += dS^T Q (all five with P, dS kept in registers as the next mma's A
+//   operand), then dS^T goes to shared memory and the CTA computes its
+//   partial dQ = dS K, added into a float32 accumulator with vectorised
+//   atomics (float2 atomicAdd on sm_90). Atomics instead of a separate dQ
+//   pass: the separate pass would recompute S and dP (7 matmuls instead of
+//   5). A preprocessing kernel computes D = rowsum(dO∘O) and zeroes the
+//   accumulator; a last kernel scales it and writes dQ in the input dtype.
+// - float32 inputs run on separate CUDA-core kernels in full fp32 (FFMA,
+//   expf): exact to fp32 rounding (a reference, not a fast path).
+#ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
+#define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "worker/flash/flash_attention_kernel.h"
+
+namespace benchd::worker::flash::detail {
+
+struct Strides {
+  int64_t b = 0, h = 0, s = 0;
+};
+
+// Everything a kernel needs, passed by value.
+struct Params {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* o = nullptr;     // backward input
+  const void* dout = nullptr;  // backward input
+  void* out = nullptr;         // forward output O
+  float* lse_out = nullptr;    // forward output L
+  const float* lse = nullptr;  // backward input L
+  float* delta = nullptr;      // backward workspace D
+  float* dq_accum = nullptr;   // backward workspace (bf16/fp16)
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  Strides sq, sk, sv, so, sdo, sdq, sdk, sdv;
+  int B = 0, H = 0, Sq = 0, Sk = 0, D = 0;
+  float scale = 0.f;       // softmax scale
+  float scale_log2 = 0.f;  // scale · log2(e)
+  bool causal = false;
+};
+
+// Per-translation-unit launchers (flash_attention_{fwd,bwd,fp32}.cu).
+const char* LaunchForwardTensorCore(const Params& p, FlashDtype dtype, cudaStream_t stream);
+const char* LaunchBackwardTensorCore(const Params& p, FlashDtype dtype, cudaStream_t stream);
+const char* LaunchForwardFloat(const Params& p, cudaStream_t stream);
+const char* LaunchBackwardFloat(const Params& p, cudaStream_t stream);
+// D = rowsum(dO∘O) for float32 inputs (flash_attention_bwd.cu).
+const char* LaunchPreFloat(const Params& p, cudaStream_t stream);
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy global -> shared; zero-fills when !valid (no bytes read).
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void Ldsm4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void Ldsm4T(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+struct Tc;
+
+template <>
+struct Tc<__half> {
+  static __device__ __forceinline__ uint32_t Pack(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Tc<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t Pack(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ float LoadF(const float* p) { return *p; }
+__device__ __forceinline__ float LoadF(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float LoadF(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void StoreF(float* p, float v) { *p = v; }
+__device__ __forceinline__ void StoreF(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void StoreF(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// A [kRows, D] tile (rows row0.. of a [n_rows, D] matrix with row stride
+// `stride`) into shared memory with row pitch D + 8; rows past n_rows are zero.
+template <typename T, int D, int kRows, int kThreads>
+__device__ __forceinline__ void LoadTile(T* dst, const T* src, int64_t stride, int row0, int n_rows,
+                                         int tid) {
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+  for (int c = tid; c < kChunks; c += kThreads) {
+    const int r = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
+    const int gr = row0 + r;
+    const bool valid = gr < n_rows;
+    const T* s = valid ? src + static_cast<int64_t>(gr) * stride + col : src;
+    CpAsync16(SmemAddr(dst + r * (D + 8) + col), s, valid);
+  }
+}
+
+}  // namespace benchd::worker::flash::detail
+
+#endif  // BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
