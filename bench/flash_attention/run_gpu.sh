@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Build benchd's FlashAttention-2 kernels into a shared library and run the
+# correctness tests and the benchmark on this machine's GPU. Outputs go to
+# $OUT (the device tool's folder; default /tmp/flash_out).
+#   bench/flash_attention/run_gpu.sh [test|bench|profile|all]   (default all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+WHAT=${1:-all}
+OUT=${OUT:-/tmp/flash_out}
+BUILD=${BUILD:-/tmp/flash_build}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+PY=${PY:-python3}
+mkdir -p "$OUT" "$BUILD"
+export PYTHONUNBUFFERED=1
+FLAGS="-std=c++17 -O3 -I. -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80"
+pids=()
+for f in worker/flash/flash_attention_kernel.cu worker/flash/flash_attention_fwd.cu \
+         worker/flash/flash_attention_bwd.cu worker/flash/flash_attention_fp32.cu \
+         bench/flash_attention/flash_shim.cu; do
+  n=$(basename "$f" .cu)
+  $NVCC $FLAGS -Xptxas -v -c "$f" -o "$BUILD/$n.o" > "$BUILD/$n.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+cat "$BUILD"/*.log | grep -E "error|warning|Used|spill" | grep -v "0 bytes spill" > "$OUT/ptxas.txt" || true
+if [ $rc -ne 0 ]; then cat "$BUILD"/*.log | grep -B2 -A5 error | head -80; echo "BUILD FAILED"; exit 1; fi
+$NVCC -shared "$BUILD"/flash_attention_*.o "$BUILD"/flash_shim.o -o "$BUILD/libbenchd_flash.so" || exit 1
+LIB="$BUILD/libbenchd_flash.so"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
+status=0
+if [ "$WHAT" = test ] || [ "$WHAT" = all ]; then
+  $PY bench/flash_attention/flash_harness.py test --lib "$LIB" 2>&1 | tee "$OUT/test.log" || status=1
+fi
+if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
+  $PY bench/flash_attention/flash_harness.py bench --lib "$LIB" 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+if [ "$WHAT" = profile ] || [ "${PROFILE:-0}" = 1 ]; then
+  ncu --clock-control none -k regex:"FwdKernel|BwdKernel" -c 3 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section WarpStateStats \
+      $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" > "$OUT/ncu.txt" 2>&1 || status=1
+  grep -E "FwdKernel|BwdKernel|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
+fi
+exit $status
