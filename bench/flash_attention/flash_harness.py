@@ -44,6 +44,8 @@ class Flash:
         w = self.lib.benchd_flash_backward_workspace
         w.restype = ctypes.c_uint64
         w.argtypes = [ctypes.c_int, i64, i64, i64, i64]
+        self.lib.benchd_flash_set_variant.restype = None
+        self.lib.benchd_flash_set_variant.argtypes = [ctypes.c_int, ctypes.c_int]
         b = self.lib.benchd_flash_backward
         b.restype = ctypes.c_char_p
         b.argtypes = [ctypes.c_int, i64, i64, i64, i64, i64, ctypes.c_int, ctypes.c_float,
@@ -257,7 +259,15 @@ def cmd_bench(fl, reps_ms):
             o_, l_ = fl.forward(q, k, v, causal, scale)
             fl.backward(q, k, v, o_, ones, l_, causal, scale)
 
+        def with_variant(fn, var):
+            def run():
+                fl.lib.benchd_flash_set_variant(var, var)
+                fn()
+                fl.lib.benchd_flash_set_variant(0, 0)
+            return run
+
         impls["ours"] = (ours_fwd, ours_fb, None)
+        impls["ours-v1"] = (with_variant(ours_fwd, 1), with_variant(ours_fb, 1), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 

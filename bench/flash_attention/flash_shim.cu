@@ -3,6 +3,7 @@
 // operand; each function returns nullptr on success, else the error message.
 #include <cstdint>
 
+#include "worker/flash/flash_attention_common.cuh"
 #include "worker/flash/flash_attention_kernel.h"
 
 namespace fa = benchd::worker::flash;
@@ -77,6 +78,11 @@ const char* benchd_flash_backward(int dtype, int64_t B, int64_t H, int64_t Sq, i
   a.lse = lse;
   a.workspace = workspace;
   return fa::LaunchFlashBackward(a, stream);
+}
+
+// Tile-configuration variants (0 = default; 1 = the first version).
+void benchd_flash_set_variant(int forward, int backward) {
+  benchd::worker::flash::detail::SetVariant(forward, backward);
 }
 
 }  // extern "C"

@@ -82,6 +82,12 @@ const char* LaunchBackwardFloat(const Params& p, cudaStream_t stream);
 // D = rowsum(dO∘O) for float32 inputs (flash_attention_bwd.cu).
 const char* LaunchPreFloat(const Params& p, cudaStream_t stream);
 
+// Tile-configuration variants for A/B timing in one process (0 = default).
+// Not part of the API: the harness's shim sets them.
+int ForwardVariant();
+int BackwardVariant();
+void SetVariant(int forward, int backward);
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {

@@ -7,10 +7,15 @@
 namespace benchd::worker::flash::detail {
 namespace {
 
-template <typename T, int D, int kWarps, int kBc>
+// kMT: 16-row m-tiles per warp (each K/V fragment read from shared memory
+// feeds kMT mma's, halving shared-memory traffic at kMT = 2); kQRegs: keep Q's
+// fragments in registers for the whole loop (else re-read them per key tile,
+// which frees registers for head dim 128).
+template <typename T, int D, int kWarps, int kBc, int kMT, bool kQRegs>
 __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
   constexpr int kThreads = kWarps * 32;
-  constexpr int kBr = 16 * kWarps;
+  constexpr int kWR = 16 * kMT;  // rows per warp
+  constexpr int kBr = kWR * kWarps;
   constexpr int kS = D + 8;  // shared-memory row pitch, elements
   static_assert(D % 16 == 0 && kBc % 16 == 0, "tile shapes");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -40,18 +45,29 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
   CpAsyncWait<0>();
   __syncthreads();
 
-  uint32_t qf[D / 16][4];
+  const T* Qw = Qs + warp * kWR * kS;
+  uint32_t qf[kQRegs ? kMT : 1][kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    Ldsm4(SmemAddr(Qs + (warp * 16 + lane % 16) * kS + kk * 16 + (lane / 16) * 8), qf[kk]);
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        Ldsm4(SmemAddr(Qw + (mt * 16 + lane % 16) * kS + kk * 16 + (lane / 16) * 8), qf[mt][kk]);
+  }
 
-  float acc[D / 8][4];
+  float acc[kMT][D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-  float m_r[2] = {-INFINITY, -INFINITY};
-  float l_r[2] = {0.f, 0.f};
-  const int row_base = m0 + warp * 16;
-  const int r_lo = row_base + lane / 4;
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
+  float m_r[kMT][2], l_r[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    m_r[mt][0] = m_r[mt][1] = -INFINITY;
+    l_r[mt][0] = l_r[mt][1] = 0.f;
+  }
+  const int row_base = m0 + warp * kWR;
+  const int r_lo = row_base + lane / 4;  // + mt * 16 (+ 8)
   const float sl2 = p.scale_log2;
 
   for (int j = 0; j < n_tiles; ++j) {
@@ -62,83 +78,105 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
       LoadTile<T, D, kBc, kThreads>(Vs + (buf ^ 1) * kBc * kS, vg, p.sv.s, n0 + kBc, p.Sk, tid);
     }
     CpAsyncCommit();
-    const bool warp_active = !p.causal || n0 <= row_base + 15;
+    const bool warp_active = !p.causal || n0 <= row_base + kWR - 1;
     if (warp_active) {
       const T* Kb = Ks + buf * kBc * kS;
       const T* Vb = Vs + buf * kBc * kS;
-      float s[kBc / 8][4];
+      float s[kMT][kBc / 8][4];
 #pragma unroll
-      for (int i = 0; i < kBc / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int i = 0; i < kBc / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[kQRegs ? 1 : kMT][4];
+        if constexpr (!kQRegs) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            Ldsm4(SmemAddr(Qw + (mt * 16 + lane % 16) * kS + kk * 16 + (lane / 16) * 8), qa[mt]);
+        }
 #pragma unroll
         for (int np = 0; np < kBc / 16; ++np) {
           uint32_t bf[4];
           Ldsm4(SmemAddr(Kb + (np * 16 + (lane / 16) * 8 + lane % 8) * kS + kk * 16 +
                          ((lane / 8) % 2) * 8),
                 bf);
-          Tc<T>::Mma(s[2 * np], qf[kk], bf[0], bf[1]);
-          Tc<T>::Mma(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-        }
-      }
-      const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > row_base);
-      if (need_mask) {
 #pragma unroll
-        for (int nt = 0; nt < kBc / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-            const int row = r_lo + (e >= 2 ? 8 : 0);
-            if (key >= p.Sk || (p.causal && key > row)) s[nt][e] = -INFINITY;
+          for (int mt = 0; mt < kMT; ++mt) {
+            const uint32_t(&a)[4] = kQRegs ? qf[kQRegs ? mt : 0][kQRegs ? kk : 0] : qa[kQRegs ? 0 : mt];
+            Tc<T>::Mma(s[mt][2 * np], a, bf[0], bf[1]);
+            Tc<T>::Mma(s[mt][2 * np + 1], a, bf[2], bf[3]);
           }
         }
       }
-      float mx[2] = {m_r[0], m_r[1]};
+      const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > row_base);
 #pragma unroll
-      for (int nt = 0; nt < kBc / 8; ++nt) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
-      }
-      float ms[2], alpha[2];
+      for (int mt = 0; mt < kMT; ++mt) {
+        if (need_mask) {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        ms[i] = (mx[i] == -INFINITY) ? 0.f : mx[i] * sl2;
-        alpha[i] = Ex2(m_r[i] * sl2 - ms[i]);
-        m_r[i] = mx[i];
-      }
-      float rs[2] = {0.f, 0.f};
+          for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
-      for (int nt = 0; nt < kBc / 8; ++nt) {
-        s[nt][0] = Ex2(fmaf(s[nt][0], sl2, -ms[0]));
-        s[nt][1] = Ex2(fmaf(s[nt][1], sl2, -ms[0]));
-        s[nt][2] = Ex2(fmaf(s[nt][2], sl2, -ms[1]));
-        s[nt][3] = Ex2(fmaf(s[nt][3], sl2, -ms[1]));
-        rs[0] += s[nt][0] + s[nt][1];
-        rs[1] += s[nt][2] + s[nt][3];
-      }
-      l_r[0] = l_r[0] * alpha[0] + rs[0];
-      l_r[1] = l_r[1] * alpha[1] + rs[1];
+            for (int e = 0; e < 4; ++e) {
+              const int key = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+              const int row = r_lo + mt * 16 + (e >= 2 ? 8 : 0);
+              if (key >= p.Sk || (p.causal && key > row)) s[mt][nt][e] = -INFINITY;
+            }
+          }
+        }
+        float mx[2] = {m_r[mt][0], m_r[mt][1]};
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        acc[dt][0] *= alpha[0];
-        acc[dt][1] *= alpha[0];
-        acc[dt][2] *= alpha[1];
-        acc[dt][3] *= alpha[1];
+        for (int nt = 0; nt < kBc / 8; ++nt) {
+          mx[0] = fmaxf(mx[0], fmaxf(s[mt][nt][0], s[mt][nt][1]));
+          mx[1] = fmaxf(mx[1], fmaxf(s[mt][nt][2], s[mt][nt][3]));
+        }
+        float ms[2], alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+          mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+          ms[i] = (mx[i] == -INFINITY) ? 0.f : mx[i] * sl2;
+          alpha[i] = Ex2(m_r[mt][i] * sl2 - ms[i]);
+          m_r[mt][i] = mx[i];
+        }
+        float rs[2] = {0.f, 0.f};
+#pragma unroll
+        for (int nt = 0; nt < kBc / 8; ++nt) {
+          s[mt][nt][0] = Ex2(fmaf(s[mt][nt][0], sl2, -ms[0]));
+          s[mt][nt][1] = Ex2(fmaf(s[mt][nt][1], sl2, -ms[0]));
+          s[mt][nt][2] = Ex2(fmaf(s[mt][nt][2], sl2, -ms[1]));
+          s[mt][nt][3] = Ex2(fmaf(s[mt][nt][3], sl2, -ms[1]));
+          rs[0] += s[mt][nt][0] + s[mt][nt][1];
+          rs[1] += s[mt][nt][2] + s[mt][nt][3];
+        }
+        l_r[mt][0] = l_r[mt][0] * alpha[0] + rs[0];
+        l_r[mt][1] = l_r[mt][1] * alpha[1] + rs[1];
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          acc[mt][dt][0] *= alpha[0];
+          acc[mt][dt][1] *= alpha[0];
+          acc[mt][dt][2] *= alpha[1];
+          acc[mt][dt][3] *= alpha[1];
+        }
       }
 #pragma unroll
       for (int kt = 0; kt < kBc / 16; ++kt) {
-        const uint32_t a[4] = {Tc<T>::Pack(s[2 * kt][0], s[2 * kt][1]),
-                               Tc<T>::Pack(s[2 * kt][2], s[2 * kt][3]),
-                               Tc<T>::Pack(s[2 * kt + 1][0], s[2 * kt + 1][1]),
-                               Tc<T>::Pack(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          a[mt][0] = Tc<T>::Pack(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+          a[mt][1] = Tc<T>::Pack(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+          a[mt][2] = Tc<T>::Pack(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+          a[mt][3] = Tc<T>::Pack(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
+        }
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t bf[4];
           Ldsm4T(SmemAddr(Vb + (kt * 16 + lane % 16) * kS + dp * 16 + (lane / 16) * 8), bf);
-          Tc<T>::Mma(acc[2 * dp], a, bf[0], bf[1]);
-          Tc<T>::Mma(acc[2 * dp + 1], a, bf[2], bf[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            Tc<T>::Mma(acc[mt][2 * dp], a[mt], bf[0], bf[1]);
+            Tc<T>::Mma(acc[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+          }
         }
       }
     }
@@ -146,36 +184,34 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
     __syncthreads();
   }
 
-  float inv[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = l_r[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[i] = l > 0.f ? 1.f / l : 0.f;
-    const int row = r_lo + i * 8;
-    if (lane % 4 == 0 && row < p.Sq)
-      lse[row] = l > 0.f ? m_r[i] * p.scale + logf(l) : INFINITY;
-  }
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = r_lo + i * 8;
-    if (row < p.Sq) {
-      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
+    for (int i = 0; i < 2; ++i) {
+      float l = l_r[mt][i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = r_lo + mt * 16 + i * 8;
+      if (lane % 4 == 0 && row < p.Sq)
+        lse[row] = l > 0.f ? m_r[mt][i] * p.scale + logf(l) : INFINITY;
+      if (row < p.Sq) {
+        T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<uint32_t*>(orow + dt * 8) =
-            Tc<T>::Pack(acc[dt][2 * i] * inv[i], acc[dt][2 * i + 1] * inv[i]);
+        for (int dt = 0; dt < D / 8; ++dt)
+          *reinterpret_cast<uint32_t*>(orow + dt * 8) =
+              Tc<T>::Pack(acc[mt][dt][2 * i] * inv, acc[mt][dt][2 * i + 1] * inv);
+      }
     }
   }
 }
 
-template <typename T, int D, int kWarps, int kBc>
+template <typename T, int D, int kWarps, int kBc, int kMT, bool kQRegs>
 const char* Launch(const Params& p, cudaStream_t stream) {
-  constexpr int kBr = 16 * kWarps;
+  constexpr int kBr = 16 * kMT * kWarps;
   constexpr int kS = D + 8;
   constexpr size_t smem = (kBr + 4 * kBc) * kS * sizeof(T);
-  auto kernel = FwdKernel<T, D, kWarps, kBc>;
+  auto kernel = FwdKernel<T, D, kWarps, kBc, kMT, kQRegs>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -187,11 +223,22 @@ const char* Launch(const Params& p, cudaStream_t stream) {
 
 template <typename T>
 const char* LaunchDtype(const Params& p, cudaStream_t stream) {
+  // Variant 1 is the first version (one m-tile per warp, 8 warps), kept to
+  // compare against in one run (SetVariant; bench/flash_attention).
+  if (ForwardVariant() == 1) {
+    switch (p.D) {
+      case 16: return Launch<T, 16, 8, 64, 1, true>(p, stream);
+      case 32: return Launch<T, 32, 8, 64, 1, true>(p, stream);
+      case 64: return Launch<T, 64, 8, 64, 1, true>(p, stream);
+      case 128: return Launch<T, 128, 8, 64, 1, true>(p, stream);
+      default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    }
+  }
   switch (p.D) {
-    case 16: return Launch<T, 16, 8, 64>(p, stream);
-    case 32: return Launch<T, 32, 8, 64>(p, stream);
-    case 64: return Launch<T, 64, 8, 64>(p, stream);
-    case 128: return Launch<T, 128, 8, 64>(p, stream);
+    case 16: return Launch<T, 16, 4, 64, 2, true>(p, stream);
+    case 32: return Launch<T, 32, 4, 64, 2, true>(p, stream);
+    case 64: return Launch<T, 64, 4, 64, 2, true>(p, stream);
+    case 128: return Launch<T, 128, 4, 32, 2, false>(p, stream);
     default: return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }

@@ -9,6 +9,19 @@
 #include "worker/flash/flash_attention_kernel.h"
 
 namespace benchd::worker::flash {
+namespace detail {
+namespace {
+int g_forward_variant = 0;
+int g_backward_variant = 0;
+}  // namespace
+int ForwardVariant() { return g_forward_variant; }
+int BackwardVariant() { return g_backward_variant; }
+void SetVariant(int forward, int backward) {
+  g_forward_variant = forward;
+  g_backward_variant = backward;
+}
+}  // namespace detail
+
 namespace {
 
 using detail::Params;
