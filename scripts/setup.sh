@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
-# Installs everything a fresh Debian 12 machine needs and builds benchd into
-# build/. Re-running it is quick and changes nothing that is already right.
+# Installs what a fresh Debian 12 machine needs and builds benchd into build/.
+# Re-running it is quick and changes nothing that is already right.
+#   scripts/setup.sh         what the demo runs: the build packages, torch in
+#                            .venv, and benchd, benchd-worker and benchctl
+#                            (no tests; scripts/demo.sh)
+#   scripts/setup.sh --test  all of that, then what the tests need: the
+#                            test-only packages and servers (Slurm, Prometheus,
+#                            clang), the test venvs, the whole build with its
+#                            tests and the sanitizer build (scripts/test.sh)
 #   BENCHD_BUILD_DIR  build directory (default: build)
 #   BENCHD_PYTHON     python3 to make the venv with (default: python3)
-#   BENCHD_FUZZ_BUILD_DIR  also make the sanitizer + fuzz build there (clang:
-#                     ASan+UBSan unit tests and the fuzz.* tests); scripts/test.sh
-#                     sets build-fuzz; default none (demo.sh does not need it)
+#   BENCHD_FUZZ_BUILD_DIR  with --test, the sanitizer + fuzz build's folder
+#                     (clang: ASan+UBSan unit tests and the fuzz.* tests;
+#                     default build-fuzz; none: no sanitizer build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+PROFILE=demo
+[ "${1:-}" = --test ] && PROFILE=test
 BUILD=${BENCHD_BUILD_DIR:-build}
 TORCH_VERSION=2.11.0
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# 1. Debian packages.
+# 1. Debian packages: the build's, then (--test) the tests'.
 PKGS="build-essential cmake ninja-build pkg-config python3-venv
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
-  prometheus-cpp-dev libsqlite3-dev libgtest-dev libgmock-dev libcli11-dev
-  nlohmann-json3-dev libfmt-dev prometheus libgloo-dev clang-format git libjemalloc-dev
-  systemd iproute2 util-linux munge slurmctld slurmd slurm-client shellcheck"
-# The last line: ctest cluster.slurm's throwaway Slurm cluster (tests/cluster):
-# Debian's munged, slurmctld, slurmd and the client commands (sbatch, srun,
-# scontrol), nodes in network namespaces (ip, unshare, nsenter). Their units
-# stay as Debian ships them (slurmctld and slurmd start only with an
-# /etc/slurm/slurm.conf); the test starts its own daemons on its own files.
-# shellcheck: the same test checks deploy/slurm/benchd.sbatch with it.
-FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-none}
-# libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
-[ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
+  prometheus-cpp-dev libsqlite3-dev libssl-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libgloo-dev libjemalloc-dev"
+FUZZ_BUILD=none
+if [ "$PROFILE" = test ]; then
+  # GoogleTest; promtool (prometheus) for the metrics and rules tests; the
+  # style check; git for the tests that read the tree.
+  PKGS="$PKGS libgtest-dev libgmock-dev prometheus clang-format git
+    systemd iproute2 util-linux munge slurmctld slurmd slurm-client shellcheck"
+  # The last line: ctest cluster.slurm's throwaway Slurm cluster (tests/cluster):
+  # Debian's munged, slurmctld, slurmd and the client commands (sbatch, srun,
+  # scontrol), nodes in network namespaces (ip, unshare, nsenter). Their units
+  # stay as Debian ships them (slurmctld and slurmd start only with an
+  # /etc/slurm/slurm.conf); the test starts its own daemons on its own files.
+  # shellcheck: the same test checks deploy/slurm/benchd.sbatch with it.
+  FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}
+  # libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
+  [ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
+fi
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -40,8 +55,8 @@ if [ -n "$missing" ]; then
 fi
 
 # 2. The project venv: LibTorch comes from the PyPI torch wheel (pinned to the
-#    GPU machines' version); grpcio and pytest drive the integration tests, matplotlib draws
-#    dashboards/render.py's pictures of the dashboards.
+#    GPU machines' version). With --test: grpcio and pytest drive the
+#    integration tests, matplotlib draws dashboards/render.py's pictures.
 if [ ! -x .venv/bin/python ]; then
   "${BENCHD_PYTHON:-python3}" -m venv .venv
 fi
@@ -49,36 +64,47 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   echo "setup: installing torch==$TORCH_VERSION into .venv (large download, once)"
   .venv/bin/pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-.venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
-  .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
-    grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
-# ctest deploy.manifests: yamllint and the Kubernetes API schemas (1.37), pinned.
-.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('yamllint') != '1.38.0' or m.version('kubernetes-validate') != '1.37.0')" 2>/dev/null ||
-  .venv/bin/pip install -q --disable-pip-version-check yamllint==1.38.0 kubernetes-validate==1.37.0
-# Grafana's dashboards-as-code SDK for dashboards/generate.py, pinned: its
-# output is committed (dashboards/json) and the ctest compares them. Its
-# versions are "<build>!<Grafana schema version>".
-GRAFANA_SDK_VERSION='1769699379!11.6.0'
-.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('grafana-foundation-sdk') != sys.argv[1])" "$GRAFANA_SDK_VERSION" 2>/dev/null ||
-  .venv/bin/pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
+if [ "$PROFILE" = test ]; then
+  .venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
+    .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
+      grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
+  # ctest deploy.manifests: yamllint and the Kubernetes API schemas (1.37), pinned.
+  .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('yamllint') != '1.38.0' or m.version('kubernetes-validate') != '1.37.0')" 2>/dev/null ||
+    .venv/bin/pip install -q --disable-pip-version-check yamllint==1.38.0 kubernetes-validate==1.37.0
+  # Grafana's dashboards-as-code SDK for dashboards/generate.py, pinned: its
+  # output is committed (dashboards/json) and the ctest compares them. Its
+  # versions are "<build>!<Grafana schema version>".
+  GRAFANA_SDK_VERSION='1769699379!11.6.0'
+  .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('grafana-foundation-sdk') != sys.argv[1])" "$GRAFANA_SDK_VERSION" 2>/dev/null ||
+    .venv/bin/pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
 
-# The benchd Python package (client/python), installed with its test and
-# type-check extras in a venv of its own (tests/CMakeLists.txt says why).
-[ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
-# On the grpcio and protobuf the GPU machines' Python has (seen 2026-11-25 on an H100,
-# docs/results/quickstart-h100.md), so ctest python_client runs the package's calls on them.
-.venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]' \
-  grpcio==1.84.0 protobuf==7.36.2
-# ... and on exactly the lowest grpcio/protobuf it declares (ctest python_client.lowest).
-"${BENCHD_PYTHON:-python3}" client/python/tests/lowest.py setup .venv-pyclient-lowest
-
-# 3. Build.
-TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
-if [ ! -f "$BUILD/build.ninja" ]; then
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python"
+  # The benchd Python package (client/python), installed with its test and
+  # type-check extras in a venv of its own (tests/CMakeLists.txt says why).
+  [ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
+  # On the grpcio and protobuf the GPU machines' Python has (seen 2026-11-25 on an H100,
+  # docs/results/quickstart-h100.md), so ctest python_client runs the package's calls on them.
+  .venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]' \
+    grpcio==1.84.0 protobuf==7.36.2
+  # ... and on exactly the lowest grpcio/protobuf it declares (ctest python_client.lowest).
+  "${BENCHD_PYTHON:-python3}" client/python/tests/lowest.py setup .venv-pyclient-lowest
 fi
-cmake --build "$BUILD"
+
+# 3. Build: the demo's three programs, or (--test) everything with the tests.
+#    A build folder configured by the demo gets its tests switched on here.
+TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+TESTS=OFF
+[ "$PROFILE" = test ] && TESTS=ON
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBENCHD_BUILD_TESTS=$TESTS \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python"
+elif [ "$TESTS" = ON ] && ! grep -q '^BENCHD_BUILD_TESTS:BOOL=ON$' "$BUILD/CMakeCache.txt"; then
+  cmake -S . -B "$BUILD" -DBENCHD_BUILD_TESTS=ON
+fi
+if [ "$PROFILE" = test ]; then
+  cmake --build "$BUILD"
+else
+  cmake --build "$BUILD" --target benchd benchd-worker benchctl
+fi
 echo "setup: built into $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
 
 # 4. The sanitizer build: the torch-free code and its unit tests under ASan

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}  # none: skip it
-BENCHD_FUZZ_BUILD_DIR=$FUZZ_BUILD scripts/setup.sh
+BENCHD_FUZZ_BUILD_DIR=$FUZZ_BUILD scripts/setup.sh --test
 rc=0
 ctest --test-dir "${BENCHD_BUILD_DIR:-build}" --output-on-failure --timeout 1800 "$@" || rc=$?
 if [ "$FUZZ_BUILD" != none ]; then
