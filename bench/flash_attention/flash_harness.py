@@ -267,7 +267,11 @@ def cmd_bench(fl, reps_ms):
             return run
 
         impls["ours"] = (ours_fwd, ours_fb, None)
-        impls["ours-v1"] = (with_variant(ours_fwd, 1), with_variant(ours_fb, 1), None)
+        # variant 1: the previous default (mma.sync kernels); variant 2: the alternative
+        # wgmma forward tile for d64 (2 warpgroups instead of 3)
+        impls["ours-prev"] = (with_variant(ours_fwd, 1), with_variant(ours_fb, 1), None)
+        if D == 64:
+            impls["ours-alt"] = (with_variant(ours_fwd, 2), with_variant(ours_fb, 2), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 

@@ -16,6 +16,7 @@ FLAGS="-std=c++17 -O3 -I. -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a
 pids=()
 for f in worker/flash/flash_attention_kernel.cu worker/flash/flash_attention_fwd.cu \
          worker/flash/flash_attention_bwd.cu worker/flash/flash_attention_fp32.cu \
+         worker/flash/flash_attention_sm90.cu \
          bench/flash_attention/flash_shim.cu; do
   n=$(basename "$f" .cu)
   $NVCC $FLAGS -Xptxas -v -c "$f" -o "$BUILD/$n.o" > "$BUILD/$n.log" 2>&1 &
@@ -23,23 +24,27 @@ for f in worker/flash/flash_attention_kernel.cu worker/flash/flash_attention_fwd
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
-cat "$BUILD"/*.log | grep -E "error|warning|Used|spill" | grep -v "0 bytes spill" > "$OUT/ptxas.txt" || true
+cat "$BUILD"/*.log | grep -E "error|warning|Used|spill|Compiling entry" | grep -v "0 bytes spill" > "$OUT/ptxas.txt" || true
 if [ $rc -ne 0 ]; then cat "$BUILD"/*.log | grep -B2 -A5 error | head -80; echo "BUILD FAILED"; exit 1; fi
 $NVCC -shared "$BUILD"/flash_attention_*.o "$BUILD"/flash_shim.o -o "$BUILD/libbenchd_flash.so" || exit 1
 LIB="$BUILD/libbenchd_flash.so"
+# the Hopper kernels must run on wgmma (HGMMA in SASS), not on a slower path
+CUOBJDUMP=$(dirname "$NVCC")/cuobjdump
+$CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | tee "$OUT/hgmma.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 status=0
 if [ "$WHAT" = test ] || [ "$WHAT" = all ]; then
-  $PY bench/flash_attention/flash_harness.py test --lib "$LIB" 2>&1 | tee "$OUT/test.log" || status=1
+  timeout ${TEST_TIMEOUT:-240} $PY bench/flash_attention/flash_harness.py test --lib "$LIB" 2>&1 | tee "$OUT/test.log" || status=1
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
-  $PY bench/flash_attention/flash_harness.py bench --lib "$LIB" 2>&1 | tee "$OUT/bench.log" || status=1
+  timeout ${BENCH_TIMEOUT:-240} $PY bench/flash_attention/flash_harness.py bench --lib "$LIB" 2>&1 | tee "$OUT/bench.log" || status=1
 fi
-if [ "$WHAT" = profile ] || [ "${PROFILE:-0}" = 1 ]; then
-  ncu --clock-control none -k regex:"FwdKernel|BwdKernel" -c 3 \
+# PROFILE=1 profiles only after a clean test run (PROFILE=force: always)
+if [ "$WHAT" = profile ] || { [ "${PROFILE:-0}" = 1 ] && [ $status = 0 ]; } || [ "${PROFILE:-0}" = force ]; then
+  timeout ${PROFILE_TIMEOUT:-150} ncu --clock-control none -k regex:"FwdKernel|BwdKernel|FwdWgmma|BwdWgmma" -c 5 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section WarpStateStats \
       $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" > "$OUT/ncu.txt" 2>&1 || status=1
-  grep -E "FwdKernel|BwdKernel|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
+  grep -E "FwdKernel|BwdKernel|FwdWgmma|BwdWgmma|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
 fi
 exit $status

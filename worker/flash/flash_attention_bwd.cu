@@ -63,15 +63,6 @@ const char* LaunchPreFloat(const Params& p, cudaStream_t stream) {
 
 namespace {
 
-__device__ __forceinline__ void AtomicAdd2(float* addr, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(addr), make_float2(a, b));
-#else
-  atomicAdd(addr, a);
-  atomicAdd(addr + 1, b);
-#endif
-}
-
 template <typename T, int D, int kWarps, int kBr>
 __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
   constexpr int kThreads = kWarps * 32;
@@ -269,6 +260,14 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
   }
 }
 
+template <typename T, int D>
+const char* LaunchDqConvert(const Params& p, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(p.B) * p.H * p.Sq * D;
+  DqConvertKernel<T, D><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p);
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
 template <typename T, int D, int kWarps, int kBr>
 const char* Launch(const Params& p, cudaStream_t stream) {
   constexpr int kBc = 16 * kWarps;
@@ -284,26 +283,22 @@ const char* Launch(const Params& p, cudaStream_t stream) {
   kernel<<<grid, kWarps * 32, smem, stream>>>(p);
   err = cudaGetLastError();
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  const int64_t total = static_cast<int64_t>(p.B) * p.H * p.Sq * D;
-  DqConvertKernel<T, D><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p);
-  err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return LaunchDqConvert<T, D>(p, stream);
+}
+
+// Hopper: the pre-kernel, the wgmma main kernel (flash_attention_sm90.cu), the
+// dQ conversion.
+template <typename T, int D>
+const char* LaunchWgmma(const Params& p, FlashDtype dtype, cudaStream_t stream) {
+  if (const char* e = LaunchPre<T, D>(p, stream)) return e;
+  if (const char* e = LaunchBackwardWgmmaMain(p, dtype, stream)) return e;
+  return LaunchDqConvert<T, D>(p, stream);
 }
 
 template <typename T>
-const char* LaunchDtype(const Params& p, cudaStream_t stream) {
-  // Variant 1: the first version (4 warps, 64 keys per CTA); the default
-  // takes 128 keys per CTA (8 warps), halving the dQ atomics and the Q/dO
-  // tile loads per key.
-  if (BackwardVariant() == 1) {
-    switch (p.D) {
-      case 16: return Launch<T, 16, 4, 64>(p, stream);
-      case 32: return Launch<T, 32, 4, 64>(p, stream);
-      case 64: return Launch<T, 64, 4, 64>(p, stream);
-      case 128: return Launch<T, 128, 4, 32>(p, stream);
-      default: return "flash attention: head_dim must be 16, 32, 64 or 128";
-    }
-  }
+const char* LaunchDtype(const Params& p, FlashDtype dtype, cudaStream_t stream) {
+  // Variant 1: the previous mma.sync kernel for every head dim (A/B timing).
+  if (BackwardVariant() != 1 && p.D == 64 && DeviceHasWgmma()) return LaunchWgmma<T, 64>(p, dtype, stream);
   switch (p.D) {
     case 16: return Launch<T, 16, 8, 64>(p, stream);
     case 32: return Launch<T, 32, 8, 64>(p, stream);
@@ -316,8 +311,8 @@ const char* LaunchDtype(const Params& p, cudaStream_t stream) {
 }  // namespace
 
 const char* LaunchBackwardTensorCore(const Params& p, FlashDtype dtype, cudaStream_t stream) {
-  if (dtype == FlashDtype::kHalf) return LaunchDtype<__half>(p, stream);
-  return LaunchDtype<__nv_bfloat16>(p, stream);
+  if (dtype == FlashDtype::kHalf) return LaunchDtype<__half>(p, dtype, stream);
+  return LaunchDtype<__nv_bfloat16>(p, dtype, stream);
 }
 
 }  // namespace benchd::worker::flash::detail

@@ -81,6 +81,12 @@ const char* LaunchForwardFloat(const Params& p, cudaStream_t stream);
 const char* LaunchBackwardFloat(const Params& p, cudaStream_t stream);
 // D = rowsum(dO∘O) for float32 inputs (flash_attention_bwd.cu).
 const char* LaunchPreFloat(const Params& p, cudaStream_t stream);
+// Hopper wgmma kernels (flash_attention_sm90.cu): forward for head dims 64 and
+// 128, the backward's main kernel for head dim 64. Call only when
+// DeviceHasWgmma() (compute capability 9.0; the library carries sm_90a code).
+bool DeviceHasWgmma();
+const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant, cudaStream_t stream);
+const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream);
 
 // Tile-configuration variants for A/B timing in one process (0 = default).
 // Not part of the API: the harness's shim sets them.
@@ -122,6 +128,15 @@ __device__ __forceinline__ void Ldsm4T(uint32_t addr, uint32_t (&r)[4]) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr)
                : "memory");
+}
+
+__device__ __forceinline__ void AtomicAdd2(float* addr, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(addr), make_float2(a, b));
+#else
+  atomicAdd(addr, a);
+  atomicAdd(addr + 1, b);
+#endif
 }
 
 __device__ __forceinline__ float Ex2(float x) {

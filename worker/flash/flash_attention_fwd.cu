@@ -222,18 +222,12 @@ const char* Launch(const Params& p, cudaStream_t stream) {
 }
 
 template <typename T>
-const char* LaunchDtype(const Params& p, cudaStream_t stream) {
-  // Variant 1 is the first version (one m-tile per warp, 8 warps), kept to
-  // compare against in one run (SetVariant; bench/flash_attention).
-  if (ForwardVariant() == 1) {
-    switch (p.D) {
-      case 16: return Launch<T, 16, 8, 64, 1, true>(p, stream);
-      case 32: return Launch<T, 32, 8, 64, 1, true>(p, stream);
-      case 64: return Launch<T, 64, 8, 64, 1, true>(p, stream);
-      case 128: return Launch<T, 128, 8, 64, 1, true>(p, stream);
-      default: return "flash attention: head_dim must be 16, 32, 64 or 128";
-    }
-  }
+const char* LaunchDtype(const Params& p, FlashDtype dtype, cudaStream_t stream) {
+  // Head dims 64 and 128 on Hopper take the wgmma kernels (flash_attention_sm90.cu);
+  // variant 1 forces the mma.sync kernels below (the previous default, for A/B
+  // timing), variant 2 an alternative wgmma tile (see LaunchForwardWgmma).
+  if (ForwardVariant() != 1 && (p.D == 64 || p.D == 128) && DeviceHasWgmma())
+    return LaunchForwardWgmma(p, dtype, ForwardVariant(), stream);
   switch (p.D) {
     case 16: return Launch<T, 16, 4, 64, 2, true>(p, stream);
     case 32: return Launch<T, 32, 4, 64, 2, true>(p, stream);
@@ -246,8 +240,8 @@ const char* LaunchDtype(const Params& p, cudaStream_t stream) {
 }  // namespace
 
 const char* LaunchForwardTensorCore(const Params& p, FlashDtype dtype, cudaStream_t stream) {
-  if (dtype == FlashDtype::kHalf) return LaunchDtype<__half>(p, stream);
-  return LaunchDtype<__nv_bfloat16>(p, stream);
+  if (dtype == FlashDtype::kHalf) return LaunchDtype<__half>(p, dtype, stream);
+  return LaunchDtype<__nv_bfloat16>(p, dtype, stream);
 }
 
 }  // namespace benchd::worker::flash::detail

@@ -1,0 +1,498 @@
+// Hopper (sm_90a) FlashAttention kernels on wgmma, bf16/fp16, head dims 64
+// (forward, backward) and 128 (forward). Design notes in
+// flash_attention_common.cuh ("Hopper path"); the wgmma wrappers are in
+// flash_wgmma.cuh. Compiled for other targets, the kernels are empty and the
+// launchers are never called (flash_attention_{fwd,bwd}.cu check the device).
+#include <cmath>
+
+#include "worker/flash/flash_attention_common.cuh"
+#include "worker/flash/flash_wgmma.cuh"
+
+namespace benchd::worker::flash::detail {
+namespace {
+
+// A [kRows, D] tile into shared memory in wgmma's 128-byte-swizzle layout:
+// D/64 column blocks of [kRows][64] elements (128-byte rows), 16-byte chunk c
+// of row r at chunk position c ^ (r % 8). `dst` must be 1024-byte aligned.
+// Rows past n_rows are zero-filled.
+template <typename T, int D, int kRows, int kThreads>
+__device__ __forceinline__ void LoadTileSw(uint32_t dst, const T* src, int64_t stride, int row0,
+                                           int n_rows, int tid) {
+  constexpr int kC = D / 8;
+  constexpr int kChunks = kRows * kC;
+  constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int c = tid + i * kThreads;
+    if (kChunks % kThreads == 0 || c < kChunks) {
+      const int r = c / kC, c8 = c % kC;
+      const int gr = row0 + r;
+      const bool valid = gr < n_rows;
+      const T* s = valid ? src + static_cast<int64_t>(gr) * stride + c8 * 8 : src;
+      const uint32_t off = (c8 / 8) * (kRows * 128) + r * 128 + (((c8 % 8) ^ (r % 8)) << 4);
+      CpAsync16(dst + off, s, valid);
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void PackA(const float* s, uint32_t (&a)[4]) {
+  a[0] = Tc<T>::Pack(s[0], s[1]);
+  a[1] = Tc<T>::Pack(s[2], s[3]);
+  a[2] = Tc<T>::Pack(s[4], s[5]);
+  a[3] = Tc<T>::Pack(s[6], s[7]);
+}
+
+__device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint16_t LdShared16(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StShared16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
+// ---------------------------------------------------------------------------
+// Forward. kWG warpgroups, each owning 64 query rows (kBr = 64·kWG per CTA);
+// key tiles of kBc, K and V in two-stage rings filled by cp.async from all
+// threads. Per key tile j (FlashAttention-3's intra-warpgroup overlap): issue
+// S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} back to back, wait for S_j only, run
+// the softmax of S_j while the tensor cores do P_{j-1} V_{j-1}, then wait,
+// rescale O and pack P_j (bf16/fp16 A fragments in registers).
+template <typename T, int D, int kWG, int kBc>
+__global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
+#ifdef BENCHD_FLASH_WGMMA
+  constexpr int kThreads = kWG * 128;
+  constexpr int kBr = 64 * kWG;
+  constexpr uint32_t kQBytes = kBr * D * 2, kKVBytes = kBc * D * 2;
+  static_assert(D % 64 == 0 && kBc % 16 == 0, "tile shapes");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + 2 * kKVBytes;
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m0 = m_block * kBr;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const T* qg = static_cast<const T*>(p.q) + b * p.sq.b + h * p.sq.h;
+  const T* kg = static_cast<const T*>(p.k) + b * p.sk.b + h * p.sk.h;
+  const T* vg = static_cast<const T*>(p.v) + b * p.sv.b + h * p.sv.h;
+  T* og = static_cast<T*>(p.out) + b * p.so.b + h * p.so.h;
+  float* lse = p.lse_out + (static_cast<int64_t>(b) * p.H + h) * p.Sq;
+
+  const int n_end = p.causal ? min(p.Sk, m0 + kBr) : p.Sk;
+  const int n_tiles = (n_end + kBc - 1) / kBc;  // >= 1
+
+  LoadTileSw<T, D, kBr, kThreads>(sQ, qg, p.sq.s, m0, p.Sq, tid);
+  LoadTileSw<T, D, kBc, kThreads>(sK, kg, p.sk.s, 0, p.Sk, tid);
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  wg::FenceProxyAsync();
+  __syncthreads();
+  if (n_tiles > 1) LoadTileSw<T, D, kBc, kThreads>(sK + kKVBytes, kg, p.sk.s, kBc, p.Sk, tid);
+  LoadTileSw<T, D, kBc, kThreads>(sV, vg, p.sv.s, 0, p.Sk, tid);
+  CpAsyncCommit();
+
+  // Q (A) and K (B) are K-major: k-step kk is column block kk/4, +32 bytes per
+  // step inside the 128-byte swizzled row. V (B) is MN-major: 16 keys per step.
+  const uint32_t sQw = sQ + wgi * 64 * 128;
+  auto gemm_s = [&](float (&s)[kBc / 2], uint32_t sKb) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBc>::template SS<0, 0>(
+          s, wg::Desc(sQw + (kk / 4) * (kBr * 128) + (kk % 4) * 32, 16, 1024),
+          wg::Desc(sKb + (kk / 4) * (kBc * 128) + (kk % 4) * 32, 16, 1024), kk > 0 ? 1 : 0);
+  };
+  float o[D / 2];
+  uint32_t pf[kBc / 16][4];
+  auto gemm_pv = [&](uint32_t sVb) {
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(o, pf[ks], wg::Desc(sVb + ks * 16 * 128, kBc * 128, 1024), 1);
+  };
+
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+  const int warp_row0 = m0 + wgi * 64 + warp * 16;
+  const int r_lo = warp_row0 + lane / 4;
+  const float sl2 = p.scale_log2;
+
+  // S (in place) -> exp2(S·scale·log2e − m); returns the rescale factors.
+  auto softmax = [&](float (&s)[kBc / 2], int n0, float (&alpha)[2]) {
+    const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
+    if (need_mask) {
+#pragma unroll
+      for (int i = 0; i < kBc / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
+          const int row = r_lo + (e >> 1) * 8;
+          if (key >= p.Sk || (p.causal && key > row)) s[4 * i + e] = -INFINITY;
+        }
+    }
+    float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+    for (int i = 0; i < kBc / 8; ++i) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+    float ms[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      ms[r] = (mx[r] == -INFINITY) ? 0.f : mx[r] * sl2;
+      alpha[r] = Ex2(m_r[r] * sl2 - ms[r]);
+      m_r[r] = mx[r];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kBc / 8; ++i) {
+      s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
+      s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
+      s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
+      s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
+      rs[0] += s[4 * i] + s[4 * i + 1];
+      rs[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+    l_r[0] = l_r[0] * alpha[0] + rs[0];
+    l_r[1] = l_r[1] * alpha[1] + rs[1];
+  };
+
+  {
+    float s[kBc / 2];
+    wg::Fence();
+    gemm_s(s, sK);
+    wg::Commit();
+    wg::Wait<0>();
+    wg::FenceRegs(s);
+    float alpha[2];
+    softmax(s, 0, alpha);
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
+  }
+
+  for (int j = 1; j <= n_tiles; ++j) {
+    CpAsyncWait<0>();
+    wg::FenceProxyAsync();
+    __syncthreads();  // K_j and V_{j-1} landed; every warpgroup is done with K_{j-1}, V_{j-2}
+    if (j + 1 < n_tiles)
+      LoadTileSw<T, D, kBc, kThreads>(sK + ((j + 1) & 1) * kKVBytes, kg, p.sk.s, (j + 1) * kBc, p.Sk, tid);
+    if (j < n_tiles)
+      LoadTileSw<T, D, kBc, kThreads>(sV + (j & 1) * kKVBytes, vg, p.sv.s, j * kBc, p.Sk, tid);
+    CpAsyncCommit();
+    const uint32_t sVb = sV + ((j - 1) & 1) * kKVBytes;
+    if (j < n_tiles) {
+      float s[kBc / 2];
+      wg::FenceRegs(o);
+      wg::Fence();
+      gemm_s(s, sK + (j & 1) * kKVBytes);
+      wg::Commit();
+      gemm_pv(sVb);
+      wg::Commit();
+      wg::Wait<1>();
+      wg::FenceRegs(s);
+      float alpha[2];
+      softmax(s, j * kBc, alpha);
+      wg::Wait<0>();
+      wg::FenceRegs(o);
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        o[4 * i] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+      }
+#pragma unroll
+      for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
+    } else {
+      wg::FenceRegs(o);
+      wg::Fence();
+      gemm_pv(sVb);
+      wg::Commit();
+      wg::Wait<0>();
+      wg::FenceRegs(o);
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_r[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = r_lo + r * 8;
+    if (row < p.Sq) {
+      if (lane % 4 == 0) lse[row] = l > 0.f ? m_r[r] * p.scale + logf(l) : INFINITY;
+      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<uint32_t*>(orow + i * 8) =
+            Tc<T>::Pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    }
+  }
+#endif
+}
+
+template <typename T, int D, int kWG, int kBc>
+const char* LaunchFwd(const Params& p, cudaStream_t stream) {
+  constexpr int kBr = 64 * kWG;
+  constexpr size_t smem = (kBr + 4 * kBc) * D * 2 + 1024;
+  auto kernel = FwdWgmmaKernel<T, D, kWG, kBc>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  dim3 grid((p.Sq + kBr - 1) / kBr, p.H, p.B);
+  kernel<<<grid, kWG * 128, smem, stream>>>(p);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+// ---------------------------------------------------------------------------
+// Backward, head dim 64. One CTA per 128-key tile, two warpgroups of 64 keys;
+// the loop runs over 64-query tiles (Q, dO, L, D double-buffered). Per tile,
+// per warpgroup: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (SS), Pᵀ and dSᵀ in registers,
+// dV += Pᵀ dO and dK += dSᵀ Q (RS, dO and Q MN-major), dSᵀ to shared memory;
+// then dQ = dS K over all 128 keys of the CTA, each warpgroup taking 32 of the
+// 64 columns (A = dSᵀ MN-major, B = a transposed copy of K made once per CTA),
+// added into the float32 accumulator with float2 atomics.
+template <typename T, int D>
+__global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
+#ifdef BENCHD_FLASH_WGMMA
+  static_assert(D == 64, "head dim 64 only");
+  constexpr int kBc = 128, kBr = 64, kThreads = 256;
+  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base, sV = sK + kKBytes, sKt = sV + kKBytes, sQ = sKt + kKBytes,
+                 sdO = sQ + 2 * kQBytes, sdS = sdO + 2 * kQBytes;
+  float* Ls = reinterpret_cast<float*>(smem_raw + (sdS + kBc * kBr * 2 - SmemAddr(smem_raw)));
+  float* Dl = Ls + 2 * kBr;
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n0 = blockIdx.x * kBc;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = static_cast<int64_t>(b) * p.H + h;
+  const T* qg = static_cast<const T*>(p.q) + b * p.sq.b + h * p.sq.h;
+  const T* kg = static_cast<const T*>(p.k) + b * p.sk.b + h * p.sk.h;
+  const T* vg = static_cast<const T*>(p.v) + b * p.sv.b + h * p.sv.h;
+  const T* dog = static_cast<const T*>(p.dout) + b * p.sdo.b + h * p.sdo.h;
+  const float* lg = p.lse + bh * p.Sq;
+  const float* dg = p.delta + bh * p.Sq;
+  float* dqa = p.dq_accum + bh * p.Sq * D;
+
+  const int n_q_tiles = (p.Sq + kBr - 1) / kBr;
+  const int i_begin = p.causal ? min(n_q_tiles, n0 / kBr) : 0;
+
+  auto load_q_tile = [&](int it, int buf) {
+    const int m0 = it * kBr;
+    LoadTileSw<T, D, kBr, kThreads>(sQ + buf * kQBytes, qg, p.sq.s, m0, p.Sq, tid);
+    LoadTileSw<T, D, kBr, kThreads>(sdO + buf * kQBytes, dog, p.sdo.s, m0, p.Sq, tid);
+    if (tid < kBr) {
+      const bool valid = m0 + tid < p.Sq;
+      CpAsync4(SmemAddr(Ls + buf * kBr + tid), valid ? lg + m0 + tid : lg, valid);
+    } else if (tid < 2 * kBr) {
+      const int t = tid - kBr;
+      const bool valid = m0 + t < p.Sq;
+      CpAsync4(SmemAddr(Dl + buf * kBr + t), valid ? dg + m0 + t : dg, valid);
+    }
+  };
+
+  LoadTileSw<T, D, kBc, kThreads>(sK, kg, p.sk.s, n0, p.Sk, tid);
+  LoadTileSw<T, D, kBc, kThreads>(sV, vg, p.sv.s, n0, p.Sk, tid);
+  if (i_begin < n_q_tiles) load_q_tile(i_begin, 0);
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  __syncthreads();
+  // Kᵀ [64 d][128 keys] as two 64-key column blocks, swizzled like every tile.
+  for (int idx = tid; idx < kBc * D; idx += kThreads) {
+    const int key = idx % kBc, d = idx / kBc;
+    const uint16_t v = LdShared16(sK + key * 128 + (((d / 8) ^ (key % 8)) << 4) + (d % 8) * 2);
+    const int kb = key / 64, kc = key % 64;
+    StShared16(sKt + kb * (D * 128) + d * 128 + (((kc / 8) ^ (d % 8)) << 4) + (kc % 8) * 2, v);
+  }
+
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  const int key_lo = n0 + wgi * 64 + warp * 16 + lane / 4;
+  const int key_row_l = wgi * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
+  const float sl2 = p.scale_log2;
+  const uint32_t sKw = sK + wgi * 64 * 128, sVw = sV + wgi * 64 * 128;
+
+  for (int it = i_begin; it < n_q_tiles; ++it) {
+    const int buf = (it - i_begin) & 1;
+    const int m0 = it * kBr;
+    CpAsyncWait<0>();
+    wg::FenceProxyAsync();
+    __syncthreads();
+    if (it + 1 < n_q_tiles) load_q_tile(it + 1, buf ^ 1);
+    CpAsyncCommit();
+    const uint32_t sQb = sQ + buf * kQBytes, sdOb = sdO + buf * kQBytes;
+    const float* Lb = Ls + buf * kBr;
+    const float* Db = Dl + buf * kBr;
+
+    float st[kBr / 2], dpt[kBr / 2];
+    wg::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(st, wg::Desc(sKw + kk * 32, 16, 1024),
+                                         wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                         wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+    wg::Wait<0>();
+    wg::FenceRegs(st);
+    wg::FenceRegs(dpt);
+
+    const bool need_mask =
+        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+#pragma unroll
+    for (int i = 0; i < kBr / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float l = (e & 1) ? lv.y : lv.x;
+        const float dl = (e & 1) ? dd.y : dd.x;
+        float pv = Ex2(fmaf(st[4 * i + e], sl2, -l * kLog2e));
+        if (need_mask) {
+          const int q = m0 + col + (e & 1);
+          const int key = key_lo + (e >> 1) * 8;
+          if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+        }
+        st[4 * i + e] = pv;
+        dpt[4 * i + e] = pv * (dpt[4 * i + e] - dl);
+      }
+    }
+    uint32_t pa[kBr / 16][4], da[kBr / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks) {
+      PackA<T>(st + 8 * ks, pa[ks]);
+      PackA<T>(dpt + 8 * ks, da[ks]);
+    }
+    wg::FenceRegs(dv);
+    wg::FenceRegs(dk);
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
+    wg::Commit();
+    // dSᵀ [128 keys][64 queries] to shared memory (swizzled 128-byte rows).
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = key_row_l + r * 8;
+          const int chunk = 2 * ks + c;
+          StShared32(sdS + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
+        }
+    wg::FenceProxyAsync();
+    __syncthreads();
+    float dq[16];
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks)
+      wg::Mma<T, 32>::template SS<1, 0>(
+          dq, wg::Desc(sdS + ks * 16 * 128, 8192, 1024),
+          wg::Desc(sKt + (ks / 4) * (D * 128) + wgi * 32 * 128 + (ks % 4) * 32, 16, 1024),
+          ks > 0 ? 1 : 0);
+    wg::Commit();
+    wg::Wait<0>();
+    wg::FenceRegs(dq);
+    wg::FenceRegs(dv);
+    wg::FenceRegs(dk);
+    const int q_lo = m0 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = wgi * 32 + i * 8 + (lane % 4) * 2;
+      if (q_lo < p.Sq) AtomicAdd2(dqa + static_cast<int64_t>(q_lo) * D + col, dq[4 * i], dq[4 * i + 1]);
+      if (q_lo + 8 < p.Sq)
+        AtomicAdd2(dqa + static_cast<int64_t>(q_lo + 8) * D + col, dq[4 * i + 2], dq[4 * i + 3]);
+    }
+  }
+
+  T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
+  T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_lo + r * 8;
+    if (key < p.Sk) {
+      T* dkr = dkg + static_cast<int64_t>(key) * p.sdk.s + (lane % 4) * 2;
+      T* dvr = dvg + static_cast<int64_t>(key) * p.sdv.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<uint32_t*>(dkr + i * 8) =
+            Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) = Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+      }
+    }
+  }
+#endif
+}
+
+template <typename T, int D>
+const char* LaunchBwd(const Params& p, cudaStream_t stream) {
+  constexpr size_t smem = (3 * 128 * D + 4 * 64 * D + 128 * 64) * 2 + 4 * 64 * 4 + 1024;
+  auto kernel = BwdWgmmaKernel<T, D>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  dim3 grid((p.Sk + 127) / 128, p.H, p.B);
+  kernel<<<grid, 256, smem, stream>>>(p);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+template <typename T>
+const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
+  if (p.D == 64) {
+    if (variant == 2) return LaunchFwd<T, 64, 2, 128>(p, stream);
+    return LaunchFwd<T, 64, 3, 128>(p, stream);
+  }
+  if (p.D == 128) return LaunchFwd<T, 128, 2, 128>(p, stream);
+  return "flash attention: no wgmma forward for this head dim";
+}
+
+}  // namespace
+
+bool DeviceHasWgmma() {
+  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (dev < 0 || dev >= 64) return false;
+  if (cached[dev] == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    cached[dev] = (major == 9 && minor == 0) ? 1 : 2;
+  }
+  return cached[dev] == 1;
+}
+
+const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant, cudaStream_t stream) {
+  if (dtype == FlashDtype::kHalf) return FwdDtype<__half>(p, variant, stream);
+  return FwdDtype<__nv_bfloat16>(p, variant, stream);
+}
+
+// The D/zeroing pre-kernel and the dQ conversion run around it
+// (flash_attention_bwd.cu).
+const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream) {
+  if (p.D != 64) return "flash attention: no wgmma backward for this head dim";
+  if (dtype == FlashDtype::kHalf) return LaunchBwd<__half, 64>(p, stream);
+  return LaunchBwd<__nv_bfloat16, 64>(p, stream);
+}
+
+}  // namespace benchd::worker::flash::detail
