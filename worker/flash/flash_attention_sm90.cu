@@ -264,14 +264,15 @@ template <typename T, int D>
 __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
 #ifdef BENCHD_FLASH_WGMMA
   static_assert(D == 64, "head dim 64 only");
-  constexpr int kBc = 128, kBr = 64, kThreads = 256;
-  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
+  constexpr int kBc = 128, kBr = 64, kThreads = 256, kQBuf = 3;
+  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2, kSBytes = kBc * kBr * 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sKt = sV + kKBytes, sQ = sKt + kKBytes,
-                 sdO = sQ + 2 * kQBytes, sdS = sdO + 2 * kQBytes;
-  float* Ls = reinterpret_cast<float*>(smem_raw + (sdS + kBc * kBr * 2 - SmemAddr(smem_raw)));
-  float* Dl = Ls + 2 * kBr;
+                 sdO = sQ + kQBuf * kQBytes, sdS = sdO + kQBuf * kQBytes, sdQ = sdS + 2 * kSBytes;
+  constexpr uint32_t kdQBytes = kBr * D * 4;  // one [64][64] float32 dQ tile
+  float* Ls = reinterpret_cast<float*>(smem_raw + (sdQ + 2 * kdQBytes - SmemAddr(smem_raw)));
+  float* Dl = Ls + kQBuf * kBr;
 
   const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n0 = blockIdx.x * kBc;
@@ -316,23 +317,55 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
     StShared16(sKt + kb * (D * 128) + d * 128 + (((kc / 8) ^ (d % 8)) << 4) + (kc % 8) * 2, v);
   }
 
-  float dk[D / 2], dv[D / 2];
+  float dk[D / 2], dv[D / 2], dq[16];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) dq[i] = 0.f;
+  uint32_t pa[kBr / 16][4], da[kBr / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kBr / 16; ++ks) pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] = 0u;
   const int key_lo = n0 + wgi * 64 + warp * 16 + lane / 4;
   const int key_row_l = wgi * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
   const float sl2 = p.scale_log2;
   const uint32_t sKw = sK + wgi * 64 * 128, sVw = sV + wgi * 64 * 128;
 
+  // dQ of a query tile goes into the float32 accumulator by one bulk
+  // reduce-add per CTA (cp.reduce.async.bulk, 16 KB, the accumulator's rows
+  // being contiguous at D = 64) instead of per-thread atomics: each warpgroup
+  // writes its 32 columns into a [64][64] float32 staging tile (two slots,
+  // alternating per iteration), and thread 0 issues the reduction after a barrier.
+  auto dq_stage = [&](uint32_t slot) {
+    const int r_lo = warp * 16 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = wgi * 32 + i * 8 + (lane % 4) * 2;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + (r_lo * D + col) * 4),
+                   "f"(dq[4 * i]), "f"(dq[4 * i + 1]) : "memory");
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + ((r_lo + 8) * D + col) * 4),
+                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3]) : "memory");
+    }
+  };
+  auto dq_reduce = [&](uint32_t slot, int m0) {  // thread 0, after a barrier
+    const uint32_t bytes = static_cast<uint32_t>(min(kBr, p.Sq - m0)) * D * 4;
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 ::"l"(dqa + static_cast<int64_t>(m0) * D), "r"(slot), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  };
+
+  // Software pipeline across query tiles: dV/dK and dQ of tile i stay in flight
+  // on the tensor cores while tile i+1's Sᵀ/dPᵀ are issued; tile i's dQ atomics
+  // run after that wait. Q/dO/L/D: three buffers (tile i+1 loads while tile i-1's
+  // dV/dK may still read theirs); dSᵀ: two buffers (tile i's dQ of the other
+  // warpgroup may still read it while this one writes tile i+1's).
   for (int it = i_begin; it < n_q_tiles; ++it) {
-    const int buf = (it - i_begin) & 1;
+    const int buf = (it - i_begin) % kQBuf;
     const int m0 = it * kBr;
     CpAsyncWait<0>();
     wg::FenceProxyAsync();
     __syncthreads();
-    if (it + 1 < n_q_tiles) load_q_tile(it + 1, buf ^ 1);
-    CpAsyncCommit();
     const uint32_t sQb = sQ + buf * kQBytes, sdOb = sdO + buf * kQBytes;
+    const uint32_t sdSb = sdS + ((it - i_begin) & 1) * kSBytes;
     const float* Lb = Ls + buf * kBr;
     const float* Db = Dl + buf * kBr;
 
@@ -347,9 +380,18 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
       wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
                                          wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
     wg::Commit();
+    if (it + 1 < n_q_tiles) load_q_tile(it + 1, (buf + 1) % kQBuf);
+    CpAsyncCommit();
     wg::Wait<0>();
     wg::FenceRegs(st);
     wg::FenceRegs(dpt);
+    wg::FenceRegs(dq);
+    wg::FenceRegs(dv);
+    wg::FenceRegs(dk);
+    wg::FenceRegs(pa);
+    wg::FenceRegs(da);
+    const uint32_t dq_slot = sdQ + ((it - i_begin) & 1) * kdQBytes;
+    if (it > i_begin) dq_stage(dq_slot);  // tile it-1's dQ
 
     const bool need_mask =
         (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
@@ -372,14 +414,11 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
         dpt[4 * i + e] = pv * (dpt[4 * i + e] - dl);
       }
     }
-    uint32_t pa[kBr / 16][4], da[kBr / 16][4];
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks) {
       PackA<T>(st + 8 * ks, pa[ks]);
       PackA<T>(dpt + 8 * ks, da[ks]);
     }
-    wg::FenceRegs(dv);
-    wg::FenceRegs(dk);
     wg::Fence();
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks)
@@ -397,30 +436,38 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
         for (int r = 0; r < 2; ++r) {
           const int row = key_row_l + r * 8;
           const int chunk = 2 * ks + c;
-          StShared32(sdS + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
+          StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
         }
     wg::FenceProxyAsync();
     __syncthreads();
-    float dq[16];
+    if (tid == 0 && it > i_begin) dq_reduce(dq_slot, m0 - kBr);
     wg::Fence();
 #pragma unroll
     for (int ks = 0; ks < kBc / 16; ++ks)
       wg::Mma<T, 32>::template SS<1, 0>(
-          dq, wg::Desc(sdS + ks * 16 * 128, 8192, 1024),
+          dq, wg::Desc(sdSb + ks * 16 * 128, 8192, 1024),
           wg::Desc(sKt + (ks / 4) * (D * 128) + wgi * 32 * 128 + (ks % 4) * 32, 16, 1024),
           ks > 0 ? 1 : 0);
     wg::Commit();
-    wg::Wait<0>();
-    wg::FenceRegs(dq);
-    wg::FenceRegs(dv);
-    wg::FenceRegs(dk);
-    const int q_lo = m0 + warp * 16 + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int col = wgi * 32 + i * 8 + (lane % 4) * 2;
-      if (q_lo < p.Sq) AtomicAdd2(dqa + static_cast<int64_t>(q_lo) * D + col, dq[4 * i], dq[4 * i + 1]);
-      if (q_lo + 8 < p.Sq)
-        AtomicAdd2(dqa + static_cast<int64_t>(q_lo + 8) * D + col, dq[4 * i + 2], dq[4 * i + 3]);
+    // the staging slot written next iteration was last read by the reduction
+    // issued one iteration before this one
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+  }
+  wg::Wait<0>();
+  wg::FenceRegs(dq);
+  wg::FenceRegs(dv);
+  wg::FenceRegs(dk);
+  wg::FenceRegs(pa);
+  wg::FenceRegs(da);
+  if (i_begin < n_q_tiles) {
+    const uint32_t dq_slot = sdQ + ((n_q_tiles - i_begin) & 1) * kdQBytes;
+    __syncthreads();
+    dq_stage(dq_slot);
+    wg::FenceProxyAsync();
+    __syncthreads();
+    if (tid == 0) {
+      dq_reduce(dq_slot, (n_q_tiles - 1) * kBr);
+      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
   }
 
@@ -445,7 +492,9 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
 
 template <typename T, int D>
 const char* LaunchBwd(const Params& p, cudaStream_t stream) {
-  constexpr size_t smem = (3 * 128 * D + 4 * 64 * D + 128 * 64) * 2 + 4 * 64 * 4 + 1024;
+  // K, V, Kᵀ; Q and dO × 3; dSᵀ × 2; dQ staging × 2 (float32); L and D × 3; alignment slack
+  constexpr size_t smem =
+      (3 * 128 * D + 6 * 64 * D + 2 * 128 * 64) * 2 + 2 * 64 * D * 4 + 6 * 64 * 4 + 1024;
   auto kernel = BwdWgmmaKernel<T, D>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
