@@ -1,3 +1,7 @@
+#!/usr/bin/env python3
+"""Generates worker/flash/flash_wgmma.cuh (raw-PTX wgmma wrappers): python3 gen_wgmma.py"""
+import os
+
 out = []
 w = out.append
 w("""// Hopper wgmma wrappers (sm_90a) for benchd's FlashAttention kernels: raw PTX,
@@ -86,4 +90,4 @@ for ty, cty in (("bf16", "__nv_bfloat16"), ("f16", "__half")):
         w("#endif\n  }")
         w("};\n")
 w("}  // namespace benchd::worker::flash::detail::wg\n\n#endif  // BENCHD_WORKER_FLASH_FLASH_WGMMA_CUH_")
-open("__import__("os").path.join(__import__("os").path.dirname(__file__), "../../worker/flash/flash_wgmma.cuh")", "w").write("\n".join(out) + "\n")
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../worker/flash/flash_wgmma.cuh"), "w").write("\n".join(out) + "\n")

@@ -35,6 +35,25 @@
 //   accumulator; a last kernel scales it and writes dQ in the input dtype.
 // - float32 inputs run on separate CUDA-core kernels in full fp32 (FFMA,
 //   expf): exact to fp32 rounding (a reference, not a fast path).
+// - Hopper path (flash_attention_sm90.cu, wgmma wrappers in
+//   flash_wgmma.cuh; taken on compute capability 9.0 for bf16/fp16): the
+//   forward at head dims 64 and 128 and the backward's main kernel at 64 run
+//   on wgmma (sm_90a). Tiles are staged by cp.async from all threads into
+//   wgmma's 128-byte-swizzle layout (chunk c of row r at c ^ (r % 8), 64
+//   elements per row, D/64 column blocks); Q, K (and Kᵀ) are K-major operands,
+//   V, dO, Q-as-B and dSᵀ-as-A MN-major (the transpose bits). Forward: one
+//   warpgroup per 64 query rows (3 warpgroups at d64, 2 at d128), 128-key
+//   tiles, P kept in registers as the A operand of P·V, FlashAttention-3's
+//   intra-warpgroup overlap (S_j = Q K_jᵀ and P_{j-1} V_{j-1} issued together,
+//   the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores).
+//   Backward (d64): a CTA of two warpgroups owns 128 keys (64 each); per
+//   64-query tile Sᵀ, dPᵀ (SS), dV, dK (RS, Pᵀ/dSᵀ from registers), dSᵀ to
+//   shared memory, dQ = dS K over the CTA's 128 keys split by columns (32 per
+//   warpgroup, B = a Kᵀ copy made once per CTA); dV/dK/dQ of tile i stay in
+//   flight while tile i+1's Sᵀ/dPᵀ are issued, and dQ is added to the float32
+//   accumulator by one cp.reduce.async.bulk per tile (16 KB) instead of
+//   per-thread atomics. Other head dims and other GPUs keep the mma.sync
+//   kernels below (forced with variant 1 for A/B timing).
 #ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 #define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 
