@@ -209,7 +209,28 @@ def cmd_test(fl):
         print(f"{str(dtype).replace('torch.', ''):9s} {B:2d} {H:2d} {Sq:5d} {Sk:5d} {D:3d} {str(causal):6s} "
               f"{layout:6s} " + " ".join(cols) + ("  PASS" if ok else "  FAIL"), flush=True)
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
-    return 1 if failures else 0
+    # the alternative wgmma forward variants (timed by `bench`) on a subset
+    vfail, vn = 0, 0
+    for var in (2, 3, 4):
+        for D in (64, 128):
+            for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
+                      + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
+                         (torch.float16, 2, 3, 333, 333, D, True, "bshd"),
+                         (torch.bfloat16, 2, 3, 100, 257, D, False, "bshd")]):
+                fl.lib.benchd_flash_set_variant(var, var)
+                try:
+                    ok, res = run_case(fl, *c, gen)
+                except Exception as e:  # noqa: BLE001
+                    ok, res = False, {}
+                    print("ERROR", c, e)
+                fl.lib.benchd_flash_set_variant(0, 0)
+                vn += 1
+                vfail += not ok
+                print(f"variant {var} {c[0]} S{c[3]}/{c[4]} d{D} causal={c[6]} {c[7]} "
+                      + " ".join(f"{n} {res[n][1]:.2e}" for n in res) + ("  PASS" if ok else "  FAIL"),
+                      flush=True)
+    print(f"# variants: {vn - vfail}/{vn} cases passed")
+    return 1 if failures or vfail else 0
 
 
 def flops_fwd(B, H, S, D, causal):
@@ -267,11 +288,14 @@ def cmd_bench(fl, reps_ms):
             return run
 
         impls["ours"] = (ours_fwd, ours_fb, None)
-        # variant 1: the previous default (mma.sync kernels); variant 2: the alternative
-        # wgmma forward tile for d64 (2 warpgroups instead of 3)
-        impls["ours-prev"] = (with_variant(ours_fwd, 1), with_variant(ours_fb, 1), None)
-        if D == 64:
-            impls["ours-alt"] = (with_variant(ours_fwd, 2), with_variant(ours_fb, 2), None)
+        # variant 3: the previous default (run 7: cp.async wgmma forward, lockstep
+        # warpgroups); 2: warp-specialised without the scheduler barrier; 4: d64 with
+        # 2 consumer warpgroups, d128 with a 3-stage ring (see FwdDtype in
+        # flash_attention_sm90.cu). Variant 1 (the mma.sync kernels) is still
+        # selectable but no longer timed here.
+        impls["ours-prev"] = (with_variant(ours_fwd, 3), with_variant(ours_fb, 3), None)
+        impls["ours-alt"] = (with_variant(ours_fwd, 2), with_variant(ours_fb, 2), None)
+        impls["ours-alt2"] = (with_variant(ours_fwd, 4), with_variant(ours_fb, 4), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 

@@ -31,6 +31,13 @@ LIB="$BUILD/libbenchd_flash.so"
 # the Hopper kernels must run on wgmma (HGMMA in SASS), not on a slower path
 CUOBJDUMP=$(dirname "$NVCC")/cuobjdump
 $CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | tee "$OUT/hgmma.txt"
+# registers actually used (highest R index + 1) and local-memory accesses per kernel
+$CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | awk '
+  /Function :/ { f = $3 }
+  /STL|LDL/ { stl[f]++ }
+  { line = $0; while (match(line, /R[0-9]+/)) { r = substr(line, RSTART + 1, RLENGTH - 1) + 0; if (r > mx[f]) mx[f] = r; line = substr(line, RSTART + RLENGTH) } }
+  END { for (f in mx) printf "regs %d local %d %s\n", mx[f] + 1, stl[f] + 0, f }' | sort -k6 > "$OUT/sass_regs.txt" || true
+grep -E "Fwd|Bwd" "$OUT/sass_regs.txt" | sed -E 's/_ZN6benchd6worker5flash6detail[0-9]+_GLOBAL__N__[0-9a-f_]+flash_attention_sm90_cu_[0-9a-f]+//' || true
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 status=0
 if [ "$WHAT" = test ] || [ "$WHAT" = all ]; then
@@ -41,10 +48,10 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
 fi
 # PROFILE=1 profiles only after a clean test run (PROFILE=force: always)
 if [ "$WHAT" = profile ] || { [ "${PROFILE:-0}" = 1 ] && [ $status = 0 ]; } || [ "${PROFILE:-0}" = force ]; then
-  timeout ${PROFILE_TIMEOUT:-150} ncu --clock-control none -k regex:"FwdKernel|BwdKernel|FwdWgmma|BwdWgmma" -c 5 \
+  timeout ${PROFILE_TIMEOUT:-150} ncu --clock-control none -k regex:"FwdKernel|BwdKernel|FwdWgmma|FwdWs|BwdWgmma" -c 5 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section WarpStateStats \
       $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" > "$OUT/ncu.txt" 2>&1 || status=1
-  grep -E "FwdKernel|BwdKernel|FwdWgmma|BwdWgmma|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
+  grep -E "FwdKernel|BwdKernel|FwdWgmma|FwdWs|BwdWgmma|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
 fi
 exit $status

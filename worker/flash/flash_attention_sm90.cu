@@ -3,7 +3,10 @@
 // flash_attention_common.cuh ("Hopper path"); the wgmma wrappers are in
 // flash_wgmma.cuh. Compiled for other targets, the kernels are empty and the
 // launchers are never called (flash_attention_{fwd,bwd}.cu check the device).
+#include <cuda.h>  // CUtensorMap (the encoder comes through the runtime's driver entry point)
+
 #include <cmath>
+#include <type_traits>
 
 #include "worker/flash/flash_attention_common.cuh"
 #include "worker/flash/flash_wgmma.cuh"
@@ -248,6 +251,345 @@ const char* LaunchFwd(const Params& p, cudaStream_t stream) {
   if (err != cudaSuccess) return cudaGetErrorString(err);
   dim3 grid((p.Sq + kBr - 1) / kBr, p.H, p.B);
   kernel<<<grid, kWG * 128, smem, stream>>>(p);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+// ---------------------------------------------------------------------------
+// Warp-specialised forward (FlashAttention-3's structure). Warpgroup 0 is the
+// producer: one thread loads Q once and K_j, V_j per key tile with TMA
+// (cp.async.bulk.tensor, 128-byte swizzle, the same layout LoadTileSw makes)
+// into kStages-deep rings, each slot completing on an mbarrier (full) and
+// released by the consumers on another (empty; K_j as soon as S_j is done,
+// V_j after P_j V_j). Warpgroups 1..kCWG are consumers of 64 query rows each,
+// with the loop body of FwdWgmmaKernel (S_j and P_{j-1}V_{j-1} issued back to
+// back, softmax of S_j under P_{j-1}V_{j-1}). No CTA-wide barrier in the loop,
+// so the consumers drift apart; with kSched the GEMM issue of the consumers is
+// additionally ordered round-robin by named barriers (FA3's warp-scheduler
+// barrier), so one warpgroup's softmax runs while another's GEMMs do.
+// setmaxnreg: producer 24/32 registers, consumers 240/160 (2/3 consumers).
+__device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                          int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+template <int N>
+__device__ __forceinline__ void SetMaxNRegDec() {
+#ifdef BENCHD_FLASH_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void SetMaxNRegInc() {
+#ifdef BENCHD_FLASH_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched>
+__global__ void __launch_bounds__((kCWG + 1) * 128, 1)
+    FwdWsKernel(const Params p, const __grid_constant__ CUtensorMap tq,
+                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv) {
+#ifdef BENCHD_FLASH_WGMMA
+  constexpr int kBr = 64 * kCWG;
+  constexpr uint32_t kQBytes = kBr * D * 2, kKVBytes = kBc * D * 2;
+  constexpr int kRegP = kCWG == 2 ? 24 : 32, kRegC = kCWG == 2 ? 240 : 160;
+  static_assert(kCWG >= 1 && kCWG <= 3 && D % 64 == 0 && kBc % 16 == 0, "shapes");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + kStages * kKVBytes;
+  const uint32_t bars = sV + kStages * kKVBytes;
+  const uint32_t barQ = bars;
+  auto full_k = [&](int s) { return bars + 8u * (1 + s); };
+  auto full_v = [&](int s) { return bars + 8u * (1 + kStages + s); };
+  auto empty_k = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto empty_v = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m0 = m_block * kBr;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int n_end = p.causal ? min(p.Sk, m0 + kBr) : p.Sk;
+  const int n_tiles = (n_end + kBc - 1) / kBc;  // >= 1, the same for every warpgroup
+
+  if (tid == 0) {
+    MbarInit(barQ, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(full_k(s), 1);
+      MbarInit(full_v(s), 1);
+      MbarInit(empty_k(s), 4 * kCWG);  // one arrival per consumer warp
+      MbarInit(empty_v(s), 4 * kCWG);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // producer
+    SetMaxNRegDec<kRegP>();
+    if (warp == 0 && lane == 0) {
+      MbarExpectTx(barQ, kQBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb) TmaLoad4d(sQ + cb * (kBr * 128), &tq, barQ, cb * 64, m0, h, b);
+      auto load = [&](const CUtensorMap* map, uint32_t ring, uint32_t full, uint32_t empty, int j) {
+        if (j >= kStages) MbarWait(empty, ((j / kStages) & 1) ^ 1);
+        MbarExpectTx(full, kKVBytes);
+#pragma unroll
+        for (int cb = 0; cb < D / 64; ++cb)
+          TmaLoad4d(ring + cb * (kBc * 128), map, full, cb * 64, j * kBc, h, b);
+      };
+      const int s0 = 0;
+      load(&tk, sK, full_k(s0), empty_k(s0), 0);
+      for (int j = 0; j < n_tiles; ++j) {
+        if (j + 1 < n_tiles) {
+          const int s = (j + 1) % kStages;
+          load(&tk, sK + s * kKVBytes, full_k(s), empty_k(s), j + 1);
+        }
+        const int s = j % kStages;
+        load(&tv, sV + s * kKVBytes, full_v(s), empty_v(s), j);
+      }
+    }
+    return;
+  }
+
+  SetMaxNRegInc<kRegC>();
+  const int cw = wgi - 1;
+  T* og = static_cast<T*>(p.out) + b * p.so.b + h * p.so.h;
+  float* lse = p.lse_out + (static_cast<int64_t>(b) * p.H + h) * p.Sq;
+
+  const uint32_t sQw = sQ + cw * 64 * 128;
+  auto gemm_s = [&](float (&s)[kBc / 2], uint32_t sKb) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBc>::template SS<0, 0>(
+          s, wg::Desc(sQw + (kk / 4) * (kBr * 128) + (kk % 4) * 32, 16, 1024),
+          wg::Desc(sKb + (kk / 4) * (kBc * 128) + (kk % 4) * 32, 16, 1024), kk > 0 ? 1 : 0);
+  };
+  float o[D / 2];
+  uint32_t pf[kBc / 16][4];
+  auto gemm_pv = [&](uint32_t sVb) {
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(o, pf[ks], wg::Desc(sVb + ks * 16 * 128, kBc * 128, 1024), 1);
+  };
+  // FA3's warp-scheduler barrier: consumer cw issues its GEMMs after cw-1 did
+  // (named barriers 1..kCWG, 256 = this warpgroup's sync + the previous one's
+  // arrive); the last consumer's last arrive is skipped so that none dangles.
+  auto sched_sync = [&]() {
+    if (kSched && kCWG > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+  };
+  auto sched_arrive = [&](bool last) {
+    if (kSched && kCWG > 1 && !(last && cw == kCWG - 1))
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (cw + 1) % kCWG) : "memory");
+  };
+
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+  const int warp_row0 = m0 + cw * 64 + warp * 16;
+  const int r_lo = warp_row0 + lane / 4;
+  const float sl2 = p.scale_log2;
+
+  auto softmax = [&](float (&s)[kBc / 2], int n0, float (&alpha)[2]) {
+    const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
+    if (need_mask) {
+#pragma unroll
+      for (int i = 0; i < kBc / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
+          const int row = r_lo + (e >> 1) * 8;
+          if (key >= p.Sk || (p.causal && key > row)) s[4 * i + e] = -INFINITY;
+        }
+    }
+    float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+    for (int i = 0; i < kBc / 8; ++i) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+    float ms[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      ms[r] = (mx[r] == -INFINITY) ? 0.f : mx[r] * sl2;
+      alpha[r] = Ex2(m_r[r] * sl2 - ms[r]);
+      m_r[r] = mx[r];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kBc / 8; ++i) {
+      s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
+      s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
+      s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
+      s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
+      rs[0] += s[4 * i] + s[4 * i + 1];
+      rs[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+    l_r[0] = l_r[0] * alpha[0] + rs[0];
+    l_r[1] = l_r[1] * alpha[1] + rs[1];
+  };
+
+  MbarWait(barQ, 0);
+  if (kSched && kCWG > 1 && cw == 0) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  {
+    float s[kBc / 2];
+    MbarWait(full_k(0), 0);
+    sched_sync();
+    wg::Fence();
+    gemm_s(s, sK);
+    wg::Commit();
+    sched_arrive(n_tiles == 1);
+    wg::Wait<0>();
+    wg::FenceRegs(s);
+    if (lane == 0) MbarArrive(empty_k(0));
+    float alpha[2];
+    softmax(s, 0, alpha);
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
+  }
+
+  for (int j = 1; j < n_tiles; ++j) {
+    const int sk = j % kStages, sv = (j - 1) % kStages;
+    MbarWait(full_k(sk), (j / kStages) & 1);
+    MbarWait(full_v(sv), ((j - 1) / kStages) & 1);
+    float s[kBc / 2];
+    sched_sync();
+    wg::FenceRegs(o);
+    wg::Fence();
+    gemm_s(s, sK + sk * kKVBytes);
+    wg::Commit();
+    gemm_pv(sV + sv * kKVBytes);
+    wg::Commit();
+    sched_arrive(j == n_tiles - 1);
+    wg::Wait<1>();
+    wg::FenceRegs(s);
+    if (lane == 0) MbarArrive(empty_k(sk));
+    float alpha[2];
+    softmax(s, j * kBc, alpha);
+    wg::Wait<0>();
+    wg::FenceRegs(o);
+    if (lane == 0) MbarArrive(empty_v(sv));
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      o[4 * i] *= alpha[0];
+      o[4 * i + 1] *= alpha[0];
+      o[4 * i + 2] *= alpha[1];
+      o[4 * i + 3] *= alpha[1];
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
+  }
+  {
+    const int sv = (n_tiles - 1) % kStages;
+    MbarWait(full_v(sv), ((n_tiles - 1) / kStages) & 1);
+    wg::FenceRegs(o);
+    wg::Fence();
+    gemm_pv(sV + sv * kKVBytes);
+    wg::Commit();
+    wg::Wait<0>();
+    wg::FenceRegs(o);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_r[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = r_lo + r * 8;
+    if (row < p.Sq) {
+      if (lane % 4 == 0) lse[row] = l > 0.f ? m_r[r] * p.scale + logf(l) : INFINITY;
+      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<uint32_t*>(orow + i * 8) =
+            Tc<T>::Pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    }
+  }
+#endif
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda).
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiledFn GetEncodeTiled() {
+  static EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<EncodeTiledFn>(nullptr);
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// A [B, H, S, D] operand as a 4-D tensor map {D, S, H, B}, boxes of
+// [box_rows][64] elements (128-byte rows), 128-byte swizzle; rows past S read
+// as zeros. False when TMA cannot describe it (strides not multiples of 16
+// bytes, a misaligned base): the caller falls back to the cp.async kernel.
+template <typename T>
+bool MakeTensorMap(CUtensorMap* map, const void* ptr, const Strides& st, const Params& p, int S,
+                   int box_rows) {
+  EncodeTiledFn enc = GetEncodeTiled();
+  if (enc == nullptr) return false;
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) return false;
+  const int64_t sb[3] = {st.s * 2, st.h * 2, st.b * 2};
+  for (int64_t x : sb)
+    if (x <= 0 || (x & 15) != 0 || x >= (int64_t(1) << 40)) return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.D), static_cast<cuuint64_t>(S),
+                              static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.B)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sb[0]), static_cast<cuuint64_t>(sb[1]),
+                                 static_cast<cuuint64_t>(sb[2])};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t es[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType dt = std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return enc(map, dt, 4, const_cast<void*>(ptr), dims, strides, box, es,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched>
+const char* LaunchFwdWs(const Params& p, cudaStream_t stream) {
+  constexpr int kBr = 64 * kCWG;
+  CUtensorMap tq, tk, tv;
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, kBr) || !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, kBc) ||
+      !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, kBc))
+    return LaunchFwd<T, D, (D == 64 ? 3 : 2), 128>(p, stream);
+  constexpr size_t smem = (kBr + 2 * kStages * kBc) * D * 2 + 1024 + 8 * (1 + 4 * kStages);
+  auto kernel = FwdWsKernel<T, D, kCWG, kBc, kStages, kSched>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  dim3 grid((p.Sq + kBr - 1) / kBr, p.H, p.B);
+  kernel<<<grid, (kCWG + 1) * 128, smem, stream>>>(p, tq, tk, tv);
   err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
@@ -505,13 +847,30 @@ const char* LaunchBwd(const Params& p, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// Variants (A/B timing in one process): 0 the default (warp-specialised, TMA,
+// scheduler barrier); 2 the same without the scheduler barrier; 3 the
+// cp.async kernel FwdWgmmaKernel (run 7's default); 4 d64 with 2 consumer
+// warpgroups, d128 with a 3-stage ring; 5 run 7's alternative (d64, 2
+// warpgroups, cp.async). Variant 1 (mma.sync) never gets here.
 template <typename T>
 const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
   if (p.D == 64) {
-    if (variant == 2) return LaunchFwd<T, 64, 2, 128>(p, stream);
-    return LaunchFwd<T, 64, 3, 128>(p, stream);
+    switch (variant) {
+      case 2: return LaunchFwdWs<T, 64, 3, 128, 2, false>(p, stream);
+      case 3: return LaunchFwd<T, 64, 3, 128>(p, stream);
+      case 4: return LaunchFwdWs<T, 64, 2, 128, 2, true>(p, stream);
+      case 5: return LaunchFwd<T, 64, 2, 128>(p, stream);
+      default: return LaunchFwdWs<T, 64, 3, 128, 2, true>(p, stream);
+    }
   }
-  if (p.D == 128) return LaunchFwd<T, 128, 2, 128>(p, stream);
+  if (p.D == 128) {
+    switch (variant) {
+      case 2: return LaunchFwdWs<T, 128, 2, 128, 2, false>(p, stream);
+      case 3: case 5: return LaunchFwd<T, 128, 2, 128>(p, stream);
+      case 4: return LaunchFwdWs<T, 128, 2, 128, 3, true>(p, stream);
+      default: return LaunchFwdWs<T, 128, 2, 128, 2, true>(p, stream);
+    }
+  }
   return "flash attention: no wgmma forward for this head dim";
 }
 
