@@ -847,6 +847,275 @@ const char* LaunchBwd(const Params& p, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// ---------------------------------------------------------------------------
+// Warp-specialised backward, head dim 64. Warpgroup 0 is the producer: one
+// thread loads K, V of the CTA's 128 keys once and, per 64-query tile, Q and
+// dO by TMA into a kQBuf-deep ring; its warp loads L and D by cp.async, which
+// arrives on the same mbarrier (cp.async.mbarrier.arrive.noinc). Warpgroups 1
+// and 2 own 64 keys each and never wait for each other: per tile Sᵀ, dPᵀ (SS),
+// dV, dK (RS), dSᵀ of their own keys to shared memory, then dQ_w = dS_w K_w
+// over their own 64 keys (M 64 queries, N 64, K as an MN-major B: no Kᵀ copy),
+// staged as float32 and added into the accumulator by one
+// cp.reduce.async.bulk per warpgroup and tile (so two 16 KB reductions per
+// tile instead of one, in exchange for no CTA barrier). The only barriers in
+// the loop are mbarriers (ring) and a per-warpgroup named barrier.
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    BwdWsKernel(const Params p, const __grid_constant__ CUtensorMap tq,
+                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                const __grid_constant__ CUtensorMap tdo) {
+#ifdef BENCHD_FLASH_WGMMA
+  static_assert(D == 64, "head dim 64 only");
+  constexpr int kBc = 128, kBr = 64, kQBuf = 3;
+  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2, kSBytes = kBc * kBr * 2;
+  constexpr uint32_t kdQBytes = kBr * D * 4;  // one [64][64] float32 dQ tile
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
+                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + 2 * kSBytes;  // sdQ: 2 warpgroups × 2 slots
+  const uint32_t sLD = sdQ + 4 * kdQBytes;  // L then D, kQBuf × 64 floats each
+  float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
+  float* Dl = Ls + kQBuf * kBr;
+  const uint32_t bars = sLD + 2 * kQBuf * kBr * 4;
+  const uint32_t barKV = bars;
+  auto full = [&](int s) { return bars + 8u * (1 + s); };
+  auto empty = [&](int s) { return bars + 8u * (1 + kQBuf + s); };
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n0 = blockIdx.x * kBc;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = static_cast<int64_t>(b) * p.H + h;
+  const int n_q_tiles = (p.Sq + kBr - 1) / kBr;
+  const int i_begin = p.causal ? min(n_q_tiles, n0 / kBr) : 0;
+
+  if (tid == 0) {
+    MbarInit(barKV, 1);
+#pragma unroll
+    for (int s = 0; s < kQBuf; ++s) {
+      MbarInit(full(s), 1 + 32);  // the TMA thread's expect_tx + the warp's cp.async arrivals
+      MbarInit(empty(s), 8);      // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // producer
+    SetMaxNRegDec<24>();
+    if (warp == 0) {
+      const float* lg = p.lse + bh * p.Sq;
+      const float* dg = p.delta + bh * p.Sq;
+      if (lane == 0) {
+        MbarExpectTx(barKV, 2 * kKBytes);
+        TmaLoad4d(sK, &tk, barKV, 0, n0, h, b);
+        TmaLoad4d(sV, &tv, barKV, 0, n0, h, b);
+      }
+      for (int it = i_begin; it < n_q_tiles; ++it) {
+        const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
+        if (u >= kQBuf) MbarWait(empty(st), ((u / kQBuf) & 1) ^ 1);
+        if (lane == 0) {
+          MbarExpectTx(full(st), 2 * kQBytes);
+          TmaLoad4d(sQ + st * kQBytes, &tq, full(st), 0, m0, h, b);
+          TmaLoad4d(sdO + st * kQBytes, &tdo, full(st), 0, m0, h, b);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = lane + 32 * e;
+          const bool valid = m0 + r < p.Sq;
+          CpAsync4(SmemAddr(Ls + st * kBr + r), valid ? lg + m0 + r : lg, valid);
+          CpAsync4(SmemAddr(Dl + st * kBr + r), valid ? dg + m0 + r : dg, valid);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st)) : "memory");
+      }
+    }
+    return;
+  }
+
+  SetMaxNRegInc<240>();
+  const int cw = wgi - 1;
+  const bool leader = (tid % 128) == 0;
+  float* dqa = p.dq_accum + bh * p.Sq * D;
+
+  float dk[D / 2], dv[D / 2], dq[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = dq[i] = 0.f;
+  uint32_t pa[kBr / 16][4], da[kBr / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kBr / 16; ++ks)
+    pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] = 0u;
+  const int key_lo = n0 + cw * 64 + warp * 16 + lane / 4;
+  const int key_row_l = cw * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
+  const float sl2 = p.scale_log2;
+  const uint32_t sKw = sK + cw * 64 * 128, sVw = sV + cw * 64 * 128;
+  const uint32_t sdQw = sdQ + cw * 2 * kdQBytes;
+
+  auto dq_stage = [&](uint32_t slot) {
+    const int r_lo = warp * 16 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + (r_lo * D + col) * 4),
+                   "f"(dq[4 * i]), "f"(dq[4 * i + 1]) : "memory");
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + ((r_lo + 8) * D + col) * 4),
+                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3]) : "memory");
+    }
+  };
+  auto dq_reduce = [&](uint32_t slot, int m0) {  // the leader, after the warpgroup's barrier
+    const uint32_t bytes = static_cast<uint32_t>(min(kBr, p.Sq - m0)) * D * 4;
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 ::"l"(dqa + static_cast<int64_t>(m0) * D), "r"(slot), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  };
+  auto wg_barrier = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory"); };
+
+  MbarWait(barKV, 0);
+  for (int it = i_begin; it < n_q_tiles; ++it) {
+    const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
+    MbarWait(full(st), (u / kQBuf) & 1);
+    const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
+    const uint32_t sdSb = sdS + (u & 1) * kSBytes;
+    const float* Lb = Ls + st * kBr;
+    const float* Db = Dl + st * kBr;
+
+    float stt[kBr / 2], dpt[kBr / 2];
+    wg::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
+                                         wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                         wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+    wg::Wait<0>();
+    wg::FenceRegs(stt);
+    wg::FenceRegs(dpt);
+    wg::FenceRegs(dq);
+    wg::FenceRegs(dv);
+    wg::FenceRegs(dk);
+    wg::FenceRegs(pa);
+    wg::FenceRegs(da);
+    // tile it-1's dV, dK (its Q, dO) and dQ are complete
+    if (u > 0 && lane == 0) MbarArrive(empty((u - 1) % kQBuf));
+    const uint32_t dq_slot = sdQw + (u & 1) * kdQBytes;
+    if (u > 0) dq_stage(dq_slot);  // tile it-1's dQ
+
+    const bool need_mask =
+        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+#pragma unroll
+    for (int i = 0; i < kBr / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float l = (e & 1) ? lv.y : lv.x;
+        const float dl = (e & 1) ? dd.y : dd.x;
+        float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+        if (need_mask) {
+          const int q = m0 + col + (e & 1);
+          const int key = key_lo + (e >> 1) * 8;
+          if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+        }
+        stt[4 * i + e] = pv;
+        dpt[4 * i + e] = pv * (dpt[4 * i + e] - dl);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks) {
+      PackA<T>(stt + 8 * ks, pa[ks]);
+      PackA<T>(dpt + 8 * ks, da[ks]);
+    }
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
+    wg::Commit();
+    // dSᵀ of this warpgroup's 64 keys [keys][64 queries] (swizzled 128-byte rows)
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = key_row_l + r * 8;
+          const int chunk = 2 * ks + c;
+          StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
+        }
+    wg::FenceProxyAsync();
+    // the slot written next iteration was last read by the reduction issued
+    // in the previous iteration
+    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    wg_barrier();
+    if (leader && u > 0) dq_reduce(dq_slot, m0 - kBr);
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + (cw * 64 + ks * 16) * 128, 8192, 1024),
+                                       wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024),
+                                       ks > 0 ? 1 : 0);
+    wg::Commit();
+  }
+  wg::Wait<0>();
+  wg::FenceRegs(dq);
+  wg::FenceRegs(dv);
+  wg::FenceRegs(dk);
+  wg::FenceRegs(pa);
+  wg::FenceRegs(da);
+  if (i_begin < n_q_tiles) {
+    const uint32_t dq_slot = sdQw + ((n_q_tiles - i_begin) & 1) * kdQBytes;
+    dq_stage(dq_slot);
+    wg::FenceProxyAsync();
+    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    wg_barrier();
+    if (leader) {
+      dq_reduce(dq_slot, (n_q_tiles - 1) * kBr);
+      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    }
+  }
+
+  T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
+  T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_lo + r * 8;
+    if (key < p.Sk) {
+      T* dkr = dkg + static_cast<int64_t>(key) * p.sdk.s + (lane % 4) * 2;
+      T* dvr = dvg + static_cast<int64_t>(key) * p.sdv.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<uint32_t*>(dkr + i * 8) =
+            Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) = Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+      }
+    }
+  }
+#endif
+}
+
+template <typename T, int D>
+const char* LaunchBwdWs(const Params& p, cudaStream_t stream) {
+  CUtensorMap tq, tk, tv, tdo;
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 64) || !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 64))
+    return LaunchBwd<T, D>(p, stream);
+  // K, V; Q and dO × 3; dSᵀ × 2; dQ staging 2 × 2 (float32); L and D × 3; barriers; alignment
+  constexpr size_t smem = (2 * 128 * D + 6 * 64 * D + 2 * 128 * 64) * 2 + 4 * 64 * D * 4 +
+                          6 * 64 * 4 + 8 * 7 + 1024;
+  auto kernel = BwdWsKernel<T, D>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  dim3 grid((p.Sk + 127) / 128, p.H, p.B);
+  kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
 // Variants (A/B timing in one process): 0 the default (warp-specialised, TMA,
 // scheduler barrier); 2 the same without the scheduler barrier; 3 the
 // cp.async kernel FwdWgmmaKernel (run 7's default); 4 d64 with 2 consumer
@@ -899,8 +1168,13 @@ const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant, c
 // (flash_attention_bwd.cu).
 const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream) {
   if (p.D != 64) return "flash attention: no wgmma backward for this head dim";
-  if (dtype == FlashDtype::kHalf) return LaunchBwd<__half, 64>(p, stream);
-  return LaunchBwd<__nv_bfloat16, 64>(p, stream);
+  // variant 3: run 7's kernel (cp.async, CTA barriers, Kᵀ copy); else the warp-specialised one
+  if (BackwardVariant() == 3) {
+    if (dtype == FlashDtype::kHalf) return LaunchBwd<__half, 64>(p, stream);
+    return LaunchBwd<__nv_bfloat16, 64>(p, stream);
+  }
+  if (dtype == FlashDtype::kHalf) return LaunchBwdWs<__half, 64>(p, stream);
+  return LaunchBwdWs<__nv_bfloat16, 64>(p, stream);
 }
 
 }  // namespace benchd::worker::flash::detail
