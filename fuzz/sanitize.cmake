@@ -19,3 +19,11 @@ if(BENCHD_SANITIZE OR BENCHD_FUZZ)
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()
+# benchd_not_in_sanitizer_build(TARGET...): programs no test of the sanitizer
+# build runs (its ctest runs the unit tests and the fuzzers only) stay out of
+# its default build; `ninja -C build-fuzz benchd` still builds them.
+function(benchd_not_in_sanitizer_build)
+  if(BENCHD_SANITIZE OR BENCHD_FUZZ)
+    set_target_properties(${ARGN} PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
+endfunction()
