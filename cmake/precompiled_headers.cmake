@@ -13,7 +13,7 @@ function(benchd_precompile_api_headers target)
   endif()
   set(headers <algorithm> <chrono> <functional> <map> <memory> <mutex> <optional> <string>
               <vector> "${PROJECT_BINARY_DIR}/proto/benchd/v1/bench.pb.h"
-              <grpcpp/grpcpp.h> "absl/status/statusor.h" "absl/strings/str_cat.h"
+              <grpcpp/grpcpp.h> <absl/status/statusor.h> <absl/strings/str_cat.h>
               <nlohmann/json.hpp>)
   if("TESTS" IN_LIST ARGN)
     list(APPEND headers <gtest/gtest.h> <gmock/gmock.h>)

@@ -542,18 +542,24 @@ Tensor ExplicitStep::Forward(const Tensor& token_ids, const Tensor& targets, boo
   return loss;
 }
 
-void ExplicitStep::Backward() {
+void ExplicitStep::Backward(const GradsReady& grads_ready) {
   TORCH_CHECK(saved_,
               "ExplicitStep::Backward: no forward kept for backward (Forward with "
               "keep_for_backward first; each forward can be backpropagated once)");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   std::unique_ptr<Saved> s = std::move(saved_);
+  auto ready = [&grads_ready](const torch::nn::Module& module) {
+    if (grads_ready) grads_ready(module.parameters());
+  };
   const Tensor g_logits = LossBackward(s->loss);
   Tensor g_x;
   NormBackward(*model_.ln_final, s->ln_final, LinearBackward(*model_.lm_head, s->lm_head, g_logits),
                g_x);
+  ready(*model_.lm_head);
+  ready(*model_.ln_final);
   for (size_t i = model_.layers.size(); i-- > 0;) {
     g_x = BlockBackward(*model_.layers[i], s->blocks[i], g_x);
+    ready(*model_.layers[i]);
   }
   // IndexBackward0: index_put_ with accumulation into zeros.
   const Tensor& table = model_.token_embeddings->weight;
@@ -563,6 +569,7 @@ void ExplicitStep::Backward() {
   at::_index_put_impl_(g_table, indices, g_x, /*accumulate=*/true, /*unsafe=*/true);
   g_x = Tensor();
   AccumulateGrad(table, std::move(g_table));
+  ready(*model_.token_embeddings);
 }
 
 }  // namespace benchd::worker

@@ -26,6 +26,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,7 +56,13 @@ class ExplicitStep {
   // d loss / d parameter of the last Forward (kept for backward) into each
   // parameter's grad: set when undefined, added otherwise (AccumulateGrad).
   // Frees what Forward kept. Call with autocast off, as loss.backward() runs.
-  void Backward();
+  // `grads_ready`, when given, is called layer by layer as the backward
+  // reaches the front of the model, with the parameters whose gradients are
+  // then final (lm_head, ln_final, layers L-1 .. 0, token_embeddings), so
+  // data-parallel training can start their all_reduce while the earlier
+  // layers' backward still runs (worker/ddp/gradient_sync.h).
+  using GradsReady = std::function<void(const std::vector<torch::Tensor>& params)>;
+  void Backward(const GradsReady& grads_ready = {});
 
  private:
   struct Saved;
