@@ -1,0 +1,274 @@
+// Data-parallel training is right when, after N steps, every rank holds the
+// same parameters (bit for bit: every rank adds the same all-reduced sums)
+// and they equal, to fp32 rounding, one process training on the global batch:
+// the mean of the ranks' gradients of their local mean losses is the gradient
+// of the global mean loss when the batch splits evenly. Real Gloo groups over
+// a real TCPStore, one thread per rank, as the collective tests make them.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/model_config.h"
+#include "worker/adamw.h"
+#include "worker/ddp/gradient_sync.h"
+#include "worker/ddp/sharded_adamw.h"
+#include "worker/explicit_step.h"
+#include "worker/process_groups.h"
+#include "worker/transformer.h"
+
+namespace benchd::worker::ddp {
+namespace {
+
+v1::ModelConfig SmallModel() {
+  v1::ModelConfig in;
+  in.set_vocab_size(97);
+  in.set_d_model(32);
+  in.set_d_ff(64);
+  in.set_num_layers(3);
+  in.set_num_heads(4);
+  auto out = ResolveModelConfig(in);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return *out;
+}
+
+constexpr int kSteps = 3;
+constexpr int64_t kGlobalBatch = 8;
+constexpr int64_t kContext = 16;
+
+struct Batch {
+  torch::Tensor ids, targets;
+};
+
+std::vector<Batch> GlobalBatches() {
+  torch::manual_seed(1234);
+  std::vector<Batch> out;
+  for (int s = 0; s < kSteps; ++s) {
+    auto ids = torch::randint(0, 97, {kGlobalBatch, kContext + 1}, torch::kLong);
+    out.push_back({ids.narrow(1, 0, kContext).contiguous(), ids.narrow(1, 1, kContext).contiguous()});
+  }
+  return out;
+}
+
+TransformerLM Build(uint64_t seed) {
+  torch::manual_seed(seed);
+  return TransformerLM(SmallModel(), torch::TensorOptions().dtype(torch::kFloat32));
+}
+
+std::vector<torch::Tensor> Snapshot(const TransformerLM& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// One process on the whole batch: the reference.
+std::vector<torch::Tensor> TrainAlone(const std::vector<Batch>& batches) {
+  TransformerLM model = Build(7);
+  AdamW optimizer(model->parameters());
+  ExplicitStep step(*model);
+  for (const auto& b : batches) {
+    model->zero_grad();
+    step.Forward(b.ids, b.targets, /*keep_for_backward=*/true);
+    step.Backward();
+    optimizer.Step();
+  }
+  return Snapshot(model);
+}
+
+struct Variant {
+  SyncVariant sync;
+  int64_t bucket_bytes = 0;
+  bool sharded = false;
+};
+
+std::string Name(const Variant& v) {
+  std::string s = SyncVariantName(v.sync);
+  if (v.sync == SyncVariant::kBucketed) s += "(" + std::to_string(v.bucket_bytes) + " B)";
+  if (v.sharded) s += "+sharded_optimizer";
+  return s;
+}
+
+// N members of one Gloo group in this process.
+class DdpTest : public ::testing::Test {
+ protected:
+  std::vector<std::unique_ptr<ProcessGroups>> Group(const std::string& id, int world) {
+    // One process group object per simulated worker.
+    std::vector<std::unique_ptr<ProcessGroups>> groups;
+    for (int r = 0; r < world; ++r) groups.push_back(std::make_unique<ProcessGroups>(cpu_));
+    internal::PrepareGroupRequest prep;
+    prep.set_group(id);
+    prep.set_world_size(world);
+    prep.set_timeout_seconds(120);
+    auto p = groups[0]->Prepare(prep);
+    EXPECT_TRUE(p.ok()) << p.status();
+    std::vector<absl::Status> st(world);
+    std::vector<std::thread> t;
+    for (int r = 0; r < world; ++r) {
+      t.emplace_back([&, r] {
+        internal::JoinGroupRequest j;
+        j.set_group(id);
+        j.set_backend(v1::COLLECTIVE_BACKEND_GLOO);
+        j.set_rank(r);
+        j.set_world_size(world);
+        j.set_store_host(p->store_host());
+        j.set_store_port(p->store_port());
+        j.set_timeout_seconds(120);
+        st[r] = groups[r]->Join(j).status();
+      });
+    }
+    for (auto& x : t) x.join();
+    for (int r = 0; r < world; ++r) EXPECT_TRUE(st[r].ok()) << st[r];
+    return groups;
+  }
+
+  // Trains on `world` ranks with `variant`; returns each rank's parameters
+  // and the stats of its last step.
+  void Train(int world, const Variant& variant, std::vector<std::vector<torch::Tensor>>* params,
+             std::vector<SyncStats>* stats, std::vector<int64_t>* state_bytes = nullptr) {
+    const auto batches = GlobalBatches();
+    const std::string id = "ddp-" + std::to_string(world) + "-" + Name(variant);
+    auto groups = Group(id, world);
+    params->assign(world, {});
+    stats->assign(world, {});
+    if (state_bytes) state_bytes->assign(world, 0);
+    std::vector<std::thread> t;
+    for (int r = 0; r < world; ++r) {
+      t.emplace_back([&, r] {
+        auto member = groups[r]->Get(id);
+        ASSERT_TRUE(member);
+        // Rank 0 has the reference's weights; the others start elsewhere and
+        // get rank 0's by broadcast.
+        TransformerLM model = Build(r == 0 ? 7 : 100 + r);
+        BroadcastFromRankZero(model->parameters(), *member->pg);
+        GradientSync sync(variant.sync, model->parameters(), member->pg, variant.bucket_bytes);
+        std::unique_ptr<AdamW> plain;
+        std::unique_ptr<ShardedAdamW> sharded;
+        if (variant.sharded) {
+          sharded = std::make_unique<ShardedAdamW>(model->parameters(), member->pg);
+        } else {
+          plain = std::make_unique<AdamW>(model->parameters());
+        }
+        ExplicitStep step(*model);
+        const int64_t local = kGlobalBatch / world;
+        for (const auto& b : batches) {
+          model->zero_grad();
+          sync.BeginStep();
+          step.Forward(b.ids.narrow(0, r * local, local), b.targets.narrow(0, r * local, local),
+                       /*keep_for_backward=*/true);
+          step.Backward([&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
+          sync.Finish();
+          if (sharded) {
+            sharded->Step();
+          } else {
+            plain->Step();
+          }
+        }
+        (*params)[r] = Snapshot(model);
+        (*stats)[r] = sync.stats();
+        if (state_bytes) (*state_bytes)[r] = sharded ? sharded->StateBytes() : plain->StateBytes();
+      });
+    }
+    for (auto& x : t) x.join();
+  }
+
+  WorkerDevice cpu_{"cpu:0", torch::Device(torch::kCPU), "cpu"};
+};
+
+void ExpectSameAsAlone(const std::vector<std::vector<torch::Tensor>>& ranks,
+                       const std::vector<torch::Tensor>& alone, const std::string& what) {
+  ASSERT_FALSE(ranks.empty());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_EQ(ranks[r].size(), alone.size()) << what;
+    for (size_t i = 0; i < alone.size(); ++i) {
+      EXPECT_TRUE(torch::equal(ranks[r][i], ranks[0][i]))
+          << what << ": rank " << r << " parameter " << i << " differs from rank 0's";
+    }
+  }
+  // fp32: the ranks sum gradients in another order than one process does;
+  // after 3 AdamW steps (lr 1e-3) that moves a parameter by well under 1e-5.
+  for (size_t i = 0; i < alone.size(); ++i) {
+    const double diff = (ranks[0][i] - alone[i]).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-5) << what << ": parameter " << i << " off the one-process training by "
+                          << diff;
+  }
+}
+
+TEST(AssignBucketsTest, ReverseOrderPackedUpToTheBucketSize) {
+  // bytes of parameters 0..4 in model order
+  const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
+  EXPECT_EQ(AssignBuckets(bytes, 50), (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1}, {0}}));
+  EXPECT_EQ(AssignBuckets(bytes, 1000), (std::vector<std::vector<size_t>>{{4, 3, 2, 1, 0}}));
+  EXPECT_EQ(AssignBuckets(bytes, 1).size(), 5u);  // each its own, the big ones too
+}
+
+TEST(AssignShardsTest, BalancedByBytesLargestFirst) {
+  const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
+  // 100 -> rank 0; then 40, 30, 20 and 10 each to rank 1, which holds less
+  // than 100 until the last (40, 70, 90, 100).
+  EXPECT_EQ(AssignShards(bytes, 2), (std::vector<int>{1, 1, 1, 1, 0}));
+  const auto three = AssignShards(bytes, 3);
+  EXPECT_EQ(three[4], 0);
+  EXPECT_EQ(three[0], 1);
+  EXPECT_EQ(three[2], 2);
+}
+
+TEST_F(DdpTest, EveryVariantTrainsAsOneProcessOnTheGlobalBatch) {
+  const auto alone = TrainAlone(GlobalBatches());
+  const std::vector<Variant> variants = {
+      {SyncVariant::kNaive},
+      {SyncVariant::kFlat},
+      {SyncVariant::kOverlap},
+      {SyncVariant::kBucketed, 1 << 10},    // many buckets
+      {SyncVariant::kBucketed, 64 << 10},   // a few
+      {SyncVariant::kBucketed, 100 << 20},  // one
+      {SyncVariant::kNaive, 0, true},
+      {SyncVariant::kBucketed, 16 << 10, true},
+  };
+  for (int world : {2, 4}) {
+    for (const auto& v : variants) {
+      std::vector<std::vector<torch::Tensor>> params;
+      std::vector<SyncStats> stats;
+      Train(world, v, &params, &stats);
+      ExpectSameAsAlone(params, alone, Name(v) + " on " + std::to_string(world) + " ranks");
+      // Every rank moved every gradient byte once per step.
+      int64_t grad_bytes = 0;
+      for (const auto& p : alone) grad_bytes += p.numel() * 4;
+      for (const auto& s : stats) {
+        EXPECT_EQ(s.bytes, grad_bytes) << Name(v);
+        EXPECT_GT(s.host_seconds, 0) << Name(v);
+      }
+      const int64_t n_params = static_cast<int64_t>(alone.size());
+      if (v.sync == SyncVariant::kNaive || v.sync == SyncVariant::kOverlap) {
+        EXPECT_EQ(stats[0].calls, n_params) << Name(v);
+      } else if (v.sync == SyncVariant::kFlat) {
+        EXPECT_EQ(stats[0].calls, 1) << Name(v);
+      }
+    }
+  }
+}
+
+TEST_F(DdpTest, ShardedOptimizerHoldsItsShardOfTheState) {
+  std::vector<std::vector<torch::Tensor>> params;
+  std::vector<SyncStats> stats;
+  std::vector<int64_t> sharded_state, full_state;
+  Train(2, {SyncVariant::kFlat, 0, true}, &params, &stats, &sharded_state);
+  Train(2, {SyncVariant::kFlat, 0, false}, &params, &stats, &full_state);
+  ASSERT_GT(full_state[0], 0);
+  EXPECT_EQ(full_state[0], full_state[1]);
+  EXPECT_EQ(sharded_state[0] + sharded_state[1], full_state[0]);
+  // Balanced: no rank holds more than the largest parameter above half.
+  for (int64_t s : sharded_state) EXPECT_LT(s, full_state[0] * 0.75);
+}
+
+TEST(GradientSyncTest, RefusesABucketSizeOfZero) {
+  // No group is needed to see the refusal: the check comes first.
+  try {
+    GradientSync(SyncVariant::kBucketed, {}, c10::intrusive_ptr<c10d::Backend>(), 0);
+    ADD_FAILURE() << "a bucket size of 0 was taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bucket size must be > 0 bytes, got 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace benchd::worker::ddp

@@ -1,0 +1,207 @@
+#include "worker/ddp/gradient_sync.h"
+
+#include <chrono>
+#include <utility>
+
+namespace benchd::worker::ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int64_t BytesOf(const torch::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+// The parameter's gradient; zeros when the step gave it none.
+torch::Tensor& FinalGrad(torch::Tensor& param) {
+  torch::Tensor& grad = param.mutable_grad();
+  if (!grad.defined()) grad = torch::zeros_like(param);
+  return grad;
+}
+
+}  // namespace
+
+const char* SyncVariantName(SyncVariant variant) {
+  switch (variant) {
+    case SyncVariant::kNaive:
+      return "naive";
+    case SyncVariant::kFlat:
+      return "flat";
+    case SyncVariant::kOverlap:
+      return "overlap";
+    case SyncVariant::kBucketed:
+      return "bucketed";
+  }
+  return "?";
+}
+
+std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& param_bytes,
+                                               int64_t bucket_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  int64_t filled = 0;
+  for (size_t i = param_bytes.size(); i-- > 0;) {
+    if (buckets.empty() || (filled + param_bytes[i] > bucket_bytes && !buckets.back().empty())) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(i);
+    filled += param_bytes[i];
+  }
+  return buckets;
+}
+
+GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> params,
+                           c10::intrusive_ptr<c10d::Backend> group, int64_t bucket_bytes)
+    : variant_(variant), params_(std::move(params)), group_(std::move(group)) {
+  TORCH_CHECK(variant_ != SyncVariant::kBucketed || bucket_bytes > 0,
+              "GradientSync: bucket size must be > 0 bytes, got ", bucket_bytes);
+  TORCH_CHECK(group_, "GradientSync: no process group");
+  for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].unsafeGetTensorImpl()] = i;
+  if (variant_ == SyncVariant::kBucketed) {
+    std::vector<int64_t> bytes;
+    for (const auto& p : params_) bytes.push_back(BytesOf(p));
+    buckets_ = AssignBuckets(bytes, bucket_bytes);
+    bucket_of_.resize(params_.size());
+    bucket_state_.resize(buckets_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      bucket_state_[b].params = buckets_[b];
+      for (size_t i : buckets_[b]) {
+        bucket_of_[i] = b;
+        bucket_state_[b].numel += params_[i].numel();
+      }
+    }
+  }
+  per_param_.resize(params_.size());
+  launched_.assign(params_.size(), false);
+}
+
+torch::Tensor& GradientSync::GradOf(size_t index) { return FinalGrad(params_[index]); }
+
+c10::intrusive_ptr<c10d::Work> GradientSync::AllReduce(torch::Tensor& tensor) {
+  const auto start = Clock::now();
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  auto work = group_->allreduce(tensors, options);
+  stats_.host_seconds += SecondsSince(start);
+  stats_.calls += 1;
+  stats_.bytes += BytesOf(tensor);
+  return work;
+}
+
+void GradientSync::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto start = Clock::now();
+  work->wait();
+  stats_.host_seconds += SecondsSince(start);
+}
+
+void GradientSync::BeginStep() {
+  stats_ = SyncStats{};
+  launched_.assign(params_.size(), false);
+  for (auto& w : per_param_) w.reset();
+  for (auto& b : bucket_state_) {
+    b.pending = b.params.size();
+    b.work.reset();
+    b.flat = torch::Tensor();
+  }
+}
+
+void GradientSync::Launch(Bucket& bucket) {
+  std::vector<torch::Tensor> views;
+  views.reserve(bucket.params.size());
+  for (size_t i : bucket.params) views.push_back(GradOf(i).reshape({-1}));
+  bucket.flat = torch::cat(views);
+  bucket.work = AllReduce(bucket.flat);
+}
+
+void GradientSync::Unpack(Bucket& bucket) {
+  Wait(bucket.work);
+  bucket.flat.div_(group_->getSize());
+  int64_t offset = 0;
+  for (size_t i : bucket.params) {
+    torch::Tensor& grad = GradOf(i);
+    grad.copy_(bucket.flat.narrow(0, offset, grad.numel()).view_as(grad));
+    offset += grad.numel();
+  }
+  bucket.flat = torch::Tensor();
+  bucket.work.reset();
+}
+
+void GradientSync::GradsReady(const std::vector<torch::Tensor>& params) {
+  if (variant_ != SyncVariant::kOverlap && variant_ != SyncVariant::kBucketed) return;
+  for (const auto& p : params) {
+    auto it = index_of_.find(p.unsafeGetTensorImpl());
+    TORCH_CHECK(it != index_of_.end(), "GradientSync: a parameter outside the synchronised model");
+    const size_t i = it->second;
+    if (variant_ == SyncVariant::kOverlap) {
+      if (launched_[i]) continue;
+      launched_[i] = true;
+      per_param_[i] = AllReduce(GradOf(i));
+    } else {
+      Bucket& bucket = bucket_state_[bucket_of_[i]];
+      if (launched_[i]) continue;
+      launched_[i] = true;
+      if (--bucket.pending == 0) Launch(bucket);
+    }
+  }
+}
+
+void GradientSync::Finish() {
+  const int world = group_->getSize();
+  switch (variant_) {
+    case SyncVariant::kNaive:
+      for (size_t i = 0; i < params_.size(); ++i) {
+        Wait(AllReduce(GradOf(i)));
+        GradOf(i).div_(world);
+      }
+      break;
+    case SyncVariant::kFlat: {
+      Bucket all;
+      for (size_t i = 0; i < params_.size(); ++i) all.params.push_back(i);
+      Launch(all);
+      Unpack(all);
+      break;
+    }
+    case SyncVariant::kOverlap:
+      // Parameters the backward did not announce go last, in model order.
+      for (size_t i = 0; i < params_.size(); ++i) {
+        if (!launched_[i]) {
+          launched_[i] = true;
+          per_param_[i] = AllReduce(GradOf(i));
+        }
+      }
+      for (size_t i = 0; i < params_.size(); ++i) {
+        Wait(per_param_[i]);
+        per_param_[i].reset();
+        GradOf(i).div_(world);
+      }
+      break;
+    case SyncVariant::kBucketed:
+      for (auto& bucket : bucket_state_) {
+        if (!bucket.work) {
+          for (size_t i : bucket.params) launched_[i] = true;
+          bucket.pending = 0;
+          Launch(bucket);
+        }
+      }
+      for (auto& bucket : bucket_state_) Unpack(bucket);
+      break;
+  }
+}
+
+int64_t BroadcastFromRankZero(const std::vector<torch::Tensor>& params, c10d::Backend& group) {
+  torch::NoGradGuard no_grad;
+  int64_t bytes = 0;
+  for (const auto& p : params) {
+    std::vector<torch::Tensor> tensors{p.detach()};
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    group.broadcast(tensors, options)->wait();
+    bytes += BytesOf(p);
+  }
+  return bytes;
+}
+
+}  // namespace benchd::worker::ddp
