@@ -54,6 +54,14 @@
 //   accumulator by one cp.reduce.async.bulk per tile (16 KB) instead of
 //   per-thread atomics. Other head dims and other GPUs keep the mma.sync
 //   kernels below (forced with variant 1 for A/B timing).
+//   Since run 8 the default Hopper kernels are warp-specialised (FwdWsKernel,
+//   BwdWsKernel): a producer warpgroup loads tiles by TMA (tensor maps as
+//   __grid_constant__ parameters, the same 128-byte swizzle) into mbarrier
+//   rings, consumer warpgroups get more registers by setmaxnreg and run
+//   without CTA barriers (forward: FA3's round-robin scheduler barrier; backward
+//   d64: dQ per warpgroup over its own 64 keys, one bulk reduction each). The
+//   cp.async kernels above stay as variant 3 and as the fallback when TMA
+//   cannot describe an operand.
 #ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 #define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 
