@@ -130,14 +130,17 @@ class DdpTest : public ::testing::Test {
     params->assign(world, {});
     stats->assign(world, {});
     if (state_bytes) state_bytes->assign(world, 0);
+    // Built here, one after another: torch::manual_seed is process-wide.
+    // Rank 0 has the reference's weights; the others start elsewhere and get
+    // rank 0's by broadcast.
+    std::vector<TransformerLM> models;
+    for (int r = 0; r < world; ++r) models.push_back(Build(r == 0 ? 7 : 100 + r));
     std::vector<std::thread> t;
     for (int r = 0; r < world; ++r) {
       t.emplace_back([&, r] {
         auto member = groups[r]->Get(id);
         ASSERT_TRUE(member);
-        // Rank 0 has the reference's weights; the others start elsewhere and
-        // get rank 0's by broadcast.
-        TransformerLM model = Build(r == 0 ? 7 : 100 + r);
+        TransformerLM& model = models[r];
         BroadcastFromRankZero(model->parameters(), *member->pg);
         GradientSync sync(variant.sync, model->parameters(), member->pg, variant.bucket_bytes);
         std::unique_ptr<AdamW> plain;
@@ -195,7 +198,9 @@ void ExpectSameAsAlone(const std::vector<std::vector<torch::Tensor>>& ranks,
 TEST(AssignBucketsTest, ReverseOrderPackedUpToTheBucketSize) {
   // bytes of parameters 0..4 in model order
   const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
-  EXPECT_EQ(AssignBuckets(bytes, 50), (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1}, {0}}));
+  // 100 alone; 20 + 30 = 50 fits; 10 + 40 = 50 fits.
+  EXPECT_EQ(AssignBuckets(bytes, 50), (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}}));
+  EXPECT_EQ(AssignBuckets(bytes, 49), (std::vector<std::vector<size_t>>{{4}, {3}, {2, 1}, {0}}));
   EXPECT_EQ(AssignBuckets(bytes, 1000), (std::vector<std::vector<size_t>>{{4, 3, 2, 1, 0}}));
   EXPECT_EQ(AssignBuckets(bytes, 1).size(), 5u);  // each its own, the big ones too
 }
