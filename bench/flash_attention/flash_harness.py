@@ -211,7 +211,7 @@ def cmd_test(fl):
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
     # the alternative wgmma forward variants (timed by `bench`) on a subset
     vfail, vn = 0, 0
-    for var in (2, 3, 4):
+    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11):
         for D in (64, 128):
             for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
                       + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
@@ -288,14 +288,17 @@ def cmd_bench(fl, reps_ms):
             return run
 
         impls["ours"] = (ours_fwd, ours_fb, None)
-        # variant 3: the previous default (run 7: cp.async wgmma forward, lockstep
-        # warpgroups); 2: warp-specialised without the scheduler barrier; 4: d64 with
-        # 2 consumer warpgroups, d128 with a 3-stage ring (see FwdDtype in
-        # flash_attention_sm90.cu). Variant 1 (the mma.sync kernels) is still
-        # selectable but no longer timed here.
-        impls["ours-prev"] = (with_variant(ours_fwd, 3), with_variant(ours_fb, 3), None)
-        impls["ours-alt"] = (with_variant(ours_fwd, 2), with_variant(ours_fb, 2), None)
-        impls["ours-alt2"] = (with_variant(ours_fwd, 4), with_variant(ours_fb, 4), None)
+        # variant 6: the previous default (runs 9/10's kernels); 8: run 9's backward
+        # in LPT grid order; 9: backward pipelined across query tiles + scheduler
+        # barrier + LPT; 10: backward with the scheduler barrier + LPT; 11: K as a
+        # register operand of S^T (see BwdWsDtype
+        # in flash_attention_sm90.cu). Variant 7 (forward in LPT order, run 11) and
+        # variants 1-4 are still selectable and tested but no longer timed here.
+        impls["ours-prev"] = (with_variant(ours_fwd, 6), with_variant(ours_fb, 6), None)
+        impls["ours-lpt"] = (None, with_variant(ours_fb, 8), None)
+        impls["ours-pipe"] = (None, with_variant(ours_fb, 9), None)
+        impls["ours-sched"] = (None, with_variant(ours_fb, 10), None)
+        impls["ours-kreg"] = (None, with_variant(ours_fb, 11), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 
@@ -314,6 +317,8 @@ def cmd_bench(fl, reps_ms):
             res = {}
             for name, (ff, fb, g) in impls.items():
                 fn = ff if mode == "fwd" else fb
+                if fn is None:
+                    continue
                 try:
                     med, lo, hi = do_bench(fn, warmup=25, rep=reps_ms, grad_to_none=g,
                                            quantiles=[0.5, 0.2, 0.8])

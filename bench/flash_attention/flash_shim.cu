@@ -53,9 +53,10 @@ uint64_t benchd_flash_backward_workspace(int dtype, int64_t B, int64_t H, int64_
 }
 
 // ptrs: q, k, v, o, dout, dq, dk, dv; strides: 8 x int64[4] in the same order.
-const char* benchd_flash_backward(int dtype, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                                  int causal, float scale, void* const* ptrs, const int64_t* strides,
-                                  const float* lse, void* workspace, void* stream) {
+const char* benchd_flash_backward(int dtype, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                                  int64_t D, int causal, float scale, void* const* ptrs,
+                                  const int64_t* strides, const float* lse, void* workspace,
+                                  void* stream) {
   fa::FlashBackwardArgs a;
   a.dtype = static_cast<fa::FlashDtype>(dtype);
   a.batch = B;

@@ -53,11 +53,16 @@ const char* LaunchPre(const Params& p, cudaStream_t stream) {
 
 const char* LaunchPreFloat(const Params& p, cudaStream_t stream) {
   switch (p.D) {
-    case 16: return LaunchPre<float, 16>(p, stream);
-    case 32: return LaunchPre<float, 32>(p, stream);
-    case 64: return LaunchPre<float, 64>(p, stream);
-    case 128: return LaunchPre<float, 128>(p, stream);
-    default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    case 16:
+      return LaunchPre<float, 16>(p, stream);
+    case 32:
+      return LaunchPre<float, 32>(p, stream);
+    case 64:
+      return LaunchPre<float, 64>(p, stream);
+    case 128:
+      return LaunchPre<float, 128>(p, stream);
+    default:
+      return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }
 
@@ -71,11 +76,11 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
   constexpr int kSd = kBr + 8;
   static_assert(kThreads >= 2 * kBr, "one thread per L and D value");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* Ks = reinterpret_cast<T*>(smem_raw);  // [kBc][kS]
-  T* Vs = Ks + kBc * kS;                   // [kBc][kS]
-  T* Qs = Vs + kBc * kS;                   // [2][kBr][kS]
-  T* dOs = Qs + 2 * kBr * kS;              // [2][kBr][kS]
-  T* dSs = dOs + 2 * kBr * kS;             // [kBc][kSd]
+  T* Ks = reinterpret_cast<T*>(smem_raw);                 // [kBc][kS]
+  T* Vs = Ks + kBc * kS;                                  // [kBc][kS]
+  T* Qs = Vs + kBc * kS;                                  // [2][kBr][kS]
+  T* dOs = Qs + 2 * kBr * kS;                             // [2][kBr][kS]
+  T* dSs = dOs + 2 * kBr * kS;                            // [kBc][kSd]
   float* Ls = reinterpret_cast<float*>(dSs + kBc * kSd);  // [2][kBr]
   float* Dl = Ls + 2 * kBr;                               // [2][kBr]
 
@@ -146,7 +151,8 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
       Ldsm4(SmemAddr(Vs + (warp * 16 + lane % 16) * kS + kk * 16 + (lane / 16) * 8), va);
 #pragma unroll
       for (int np = 0; np < kBr / 16; ++np) {
-        const int off = (np * 16 + (lane / 16) * 8 + lane % 8) * kS + kk * 16 + ((lane / 8) % 2) * 8;
+        const int off =
+            (np * 16 + (lane / 16) * 8 + lane % 8) * kS + kk * 16 + ((lane / 8) % 2) * 8;
         uint32_t bq[4], bd[4];
         Ldsm4(SmemAddr(Qb + off), bq);
         Ldsm4(SmemAddr(dOb + off), bd);
@@ -157,7 +163,8 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
       }
     }
     // P^T = exp(S^T·scale − L), masked; dS^T = P^T ∘ (dP^T − D).
-    const bool need_mask = (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+    const bool need_mask =
+        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
 #pragma unroll
     for (int nt = 0; nt < kBr / 8; ++nt) {
 #pragma unroll
@@ -222,8 +229,9 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
 #pragma unroll
         for (int dd = 0; dd < kChunk / 16; ++dd) {
           uint32_t bk[4];
-          Ldsm4T(SmemAddr(Ks + (kt * 16 + lane % 16) * kS + ch * kChunk + dd * 16 + (lane / 16) * 8),
-                 bk);
+          Ldsm4T(
+              SmemAddr(Ks + (kt * 16 + lane % 16) * kS + ch * kChunk + dd * 16 + (lane / 16) * 8),
+              bk);
           Tc<T>::Mma(dq[2 * dd], a, bk[0], bk[1]);
           Tc<T>::Mma(dq[2 * dd + 1], a, bk[2], bk[3]);
         }
@@ -232,7 +240,8 @@ __global__ void __launch_bounds__(kWarps * 32) BwdKernel(const Params p) {
 #pragma unroll
       for (int nt = 0; nt < kChunk / 8; ++nt) {
         const int col = ch * kChunk + nt * 8 + (lane % 4) * 2;
-        if (q_lo < p.Sq) AtomicAdd2(dqa + static_cast<int64_t>(q_lo) * D + col, dq[nt][0], dq[nt][1]);
+        if (q_lo < p.Sq)
+          AtomicAdd2(dqa + static_cast<int64_t>(q_lo) * D + col, dq[nt][0], dq[nt][1]);
         if (q_lo + 8 < p.Sq)
           AtomicAdd2(dqa + static_cast<int64_t>(q_lo + 8) * D + col, dq[nt][2], dq[nt][3]);
       }
@@ -298,13 +307,19 @@ const char* LaunchWgmma(const Params& p, FlashDtype dtype, cudaStream_t stream) 
 template <typename T>
 const char* LaunchDtype(const Params& p, FlashDtype dtype, cudaStream_t stream) {
   // Variant 1: the previous mma.sync kernel for every head dim (A/B timing).
-  if (BackwardVariant() != 1 && p.D == 64 && DeviceHasWgmma()) return LaunchWgmma<T, 64>(p, dtype, stream);
+  if (BackwardVariant() != 1 && p.D == 64 && DeviceHasWgmma())
+    return LaunchWgmma<T, 64>(p, dtype, stream);
   switch (p.D) {
-    case 16: return Launch<T, 16, 8, 64>(p, stream);
-    case 32: return Launch<T, 32, 8, 64>(p, stream);
-    case 64: return Launch<T, 64, 8, 64>(p, stream);
-    case 128: return Launch<T, 128, 8, 32>(p, stream);
-    default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    case 16:
+      return Launch<T, 16, 8, 64>(p, stream);
+    case 32:
+      return Launch<T, 32, 8, 64>(p, stream);
+    case 64:
+      return Launch<T, 64, 8, 64>(p, stream);
+    case 128:
+      return Launch<T, 128, 8, 32>(p, stream);
+    default:
+      return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }
 

@@ -99,6 +99,10 @@ struct Params {
   float scale = 0.f;       // softmax scale
   float scale_log2 = 0.f;  // scale · log2(e)
   bool causal = false;
+  // Grid order of the warp-specialised kernels: false = (tile, head, batch);
+  // true = (head·batch, tile), i.e. every head's heaviest causal tile first
+  // (longest-processing-time order, no long CTA left for the tail).
+  bool lpt = false;
 };
 
 // Per-translation-unit launchers (flash_attention_{fwd,bwd,fp32}.cu).
@@ -138,7 +142,9 @@ __device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, bool val
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
                : "memory");
 }
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

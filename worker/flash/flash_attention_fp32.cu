@@ -39,7 +39,8 @@ __global__ void __launch_bounds__(256) FwdF32Kernel(const Params p) {
   const float* qg = static_cast<const float*>(p.q) + b * p.sq.b + h * p.sq.h;
   const float* kg = static_cast<const float*>(p.k) + b * p.sk.b + h * p.sk.h;
   const float* vg = static_cast<const float*>(p.v) + b * p.sv.b + h * p.sv.h;
-  for (int d = lane; d < D; d += 32) Qr[warp][d] = q < p.Sq ? qg[static_cast<int64_t>(q) * p.sq.s + d] : 0.f;
+  for (int d = lane; d < D; d += 32)
+    Qr[warp][d] = q < p.Sq ? qg[static_cast<int64_t>(q) * p.sq.s + d] : 0.f;
   float o[kE];
 #pragma unroll
   for (int e = 0; e < kE; ++e) o[e] = 0.f;
@@ -81,7 +82,8 @@ __global__ void __launch_bounds__(256) FwdF32Kernel(const Params p) {
     m = mn;
   }
   if (q >= p.Sq) return;
-  float* og = static_cast<float*>(p.out) + b * p.so.b + h * p.so.h + static_cast<int64_t>(q) * p.so.s;
+  float* og =
+      static_cast<float*>(p.out) + b * p.so.b + h * p.so.h + static_cast<int64_t>(q) * p.so.s;
   const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
@@ -157,8 +159,10 @@ __global__ void __launch_bounds__(256) BwdKvF32Kernel(const Params p) {
     }
   }
   if (key >= p.Sk) return;
-  float* dkg = static_cast<float*>(p.dk) + b * p.sdk.b + h * p.sdk.h + static_cast<int64_t>(key) * p.sdk.s;
-  float* dvg = static_cast<float*>(p.dv) + b * p.sdv.b + h * p.sdv.h + static_cast<int64_t>(key) * p.sdv.s;
+  float* dkg =
+      static_cast<float*>(p.dk) + b * p.sdk.b + h * p.sdk.h + static_cast<int64_t>(key) * p.sdk.s;
+  float* dvg =
+      static_cast<float*>(p.dv) + b * p.sdv.b + h * p.sdv.h + static_cast<int64_t>(key) * p.sdv.s;
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     const int d = lane + 32 * e;
@@ -226,7 +230,8 @@ __global__ void __launch_bounds__(256) BwdQF32Kernel(const Params p) {
     }
   }
   if (q >= p.Sq) return;
-  float* dqg = static_cast<float*>(p.dq) + b * p.sdq.b + h * p.sdq.h + static_cast<int64_t>(q) * p.sdq.s;
+  float* dqg =
+      static_cast<float*>(p.dq) + b * p.sdq.b + h * p.sdq.h + static_cast<int64_t>(q) * p.sdq.s;
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     const int d = lane + 32 * e;
@@ -261,21 +266,31 @@ const char* Bwd(const Params& p, cudaStream_t stream) {
 
 const char* LaunchForwardFloat(const Params& p, cudaStream_t stream) {
   switch (p.D) {
-    case 16: return Fwd<16>(p, stream);
-    case 32: return Fwd<32>(p, stream);
-    case 64: return Fwd<64>(p, stream);
-    case 128: return Fwd<128>(p, stream);
-    default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    case 16:
+      return Fwd<16>(p, stream);
+    case 32:
+      return Fwd<32>(p, stream);
+    case 64:
+      return Fwd<64>(p, stream);
+    case 128:
+      return Fwd<128>(p, stream);
+    default:
+      return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }
 
 const char* LaunchBackwardFloat(const Params& p, cudaStream_t stream) {
   switch (p.D) {
-    case 16: return Bwd<16>(p, stream);
-    case 32: return Bwd<32>(p, stream);
-    case 64: return Bwd<64>(p, stream);
-    case 128: return Bwd<128>(p, stream);
-    default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    case 16:
+      return Bwd<16>(p, stream);
+    case 32:
+      return Bwd<32>(p, stream);
+    case 64:
+      return Bwd<64>(p, stream);
+    case 128:
+      return Bwd<128>(p, stream);
+    default:
+      return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }
 

@@ -20,8 +20,8 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
   static_assert(D % 16 == 0 && kBc % 16 == 0, "tile shapes");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* Qs = reinterpret_cast<T*>(smem_raw);
-  T* Ks = Qs + kBr * kS;       // [2][kBc][kS]
-  T* Vs = Ks + 2 * kBc * kS;   // [2][kBc][kS]
+  T* Ks = Qs + kBr * kS;      // [2][kBc][kS]
+  T* Vs = Ks + 2 * kBc * kS;  // [2][kBc][kS]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
+    for (int i = 0; i < D / 8; ++i)
+      acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
   float m_r[kMT][2], l_r[kMT][2];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
@@ -86,7 +87,8 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int i = 0; i < kBc / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+        for (int i = 0; i < kBc / 8; ++i)
+          s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t qa[kQRegs ? 1 : kMT][4];
@@ -103,7 +105,8 @@ __global__ void __launch_bounds__(kWarps * 32) FwdKernel(const Params p) {
                 bf);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
-            const uint32_t(&a)[4] = kQRegs ? qf[kQRegs ? mt : 0][kQRegs ? kk : 0] : qa[kQRegs ? 0 : mt];
+            const uint32_t(&a)[4] =
+                kQRegs ? qf[kQRegs ? mt : 0][kQRegs ? kk : 0] : qa[kQRegs ? 0 : mt];
             Tc<T>::Mma(s[mt][2 * np], a, bf[0], bf[1]);
             Tc<T>::Mma(s[mt][2 * np + 1], a, bf[2], bf[3]);
           }
@@ -229,11 +232,16 @@ const char* LaunchDtype(const Params& p, FlashDtype dtype, cudaStream_t stream) 
   if (ForwardVariant() != 1 && (p.D == 64 || p.D == 128) && DeviceHasWgmma())
     return LaunchForwardWgmma(p, dtype, ForwardVariant(), stream);
   switch (p.D) {
-    case 16: return Launch<T, 16, 4, 64, 2, true>(p, stream);
-    case 32: return Launch<T, 32, 4, 64, 2, true>(p, stream);
-    case 64: return Launch<T, 64, 4, 64, 2, true>(p, stream);
-    case 128: return Launch<T, 128, 4, 32, 2, false>(p, stream);
-    default: return "flash attention: head_dim must be 16, 32, 64 or 128";
+    case 16:
+      return Launch<T, 16, 4, 64, 2, true>(p, stream);
+    case 32:
+      return Launch<T, 32, 4, 64, 2, true>(p, stream);
+    case 64:
+      return Launch<T, 64, 4, 64, 2, true>(p, stream);
+    case 128:
+      return Launch<T, 128, 4, 32, 2, false>(p, stream);
+    default:
+      return "flash attention: head_dim must be 16, 32, 64 or 128";
   }
 }
 

@@ -62,8 +62,8 @@ const char* CheckOperand(const void* ptr, const int64_t (&s)[4], FlashDtype dtyp
   return nullptr;
 }
 
-void Fill(Params& p, FlashDtype, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool causal,
-          float scale) {
+void Fill(Params& p, FlashDtype, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+          bool causal, float scale) {
   p.B = static_cast<int>(B);
   p.H = static_cast<int>(H);
   p.Sq = static_cast<int>(Sq);
@@ -143,7 +143,8 @@ const char* LaunchFlashBackward(const FlashBackwardArgs& a, void* stream) {
   p.delta = static_cast<float*>(a.workspace);
   auto s = static_cast<cudaStream_t>(stream);
   if (a.dtype == FlashDtype::kFloat) return detail::LaunchBackwardFloat(p, s);
-  p.dq_accum = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + AlignUp(rows * sizeof(float)));
+  p.dq_accum =
+      reinterpret_cast<float*>(static_cast<char*>(a.workspace) + AlignUp(rows * sizeof(float)));
   return detail::LaunchBackwardTensorCore(p, a.dtype, s);
 }
 

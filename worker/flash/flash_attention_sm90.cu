@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
   // Q (A) and K (B) are K-major: k-step kk is column block kk/4, +32 bytes per
   // step inside the 128-byte swizzled row. V (B) is MN-major: 16 keys per step.
   const uint32_t sQw = sQ + wgi * 64 * 128;
-  auto gemm_s = [&](float (&s)[kBc / 2], uint32_t sKb) {
+  auto gemm_s = [&](float(&s)[kBc / 2], uint32_t sKb) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wg::Mma<T, kBc>::template SS<0, 0>(
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
   const float sl2 = p.scale_log2;
 
   // S (in place) -> exp2(S·scale·log2e − m); returns the rescale factors.
-  auto softmax = [&](float (&s)[kBc / 2], int n0, float (&alpha)[2]) {
+  auto softmax = [&](float(&s)[kBc / 2], int n0, float(&alpha)[2]) {
     const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
     if (need_mask) {
 #pragma unroll
@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
     wg::FenceProxyAsync();
     __syncthreads();  // K_j and V_{j-1} landed; every warpgroup is done with K_{j-1}, V_{j-2}
     if (j + 1 < n_tiles)
-      LoadTileSw<T, D, kBc, kThreads>(sK + ((j + 1) & 1) * kKVBytes, kg, p.sk.s, (j + 1) * kBc, p.Sk, tid);
+      LoadTileSw<T, D, kBc, kThreads>(sK + ((j + 1) & 1) * kKVBytes, kg, p.sk.s, (j + 1) * kBc,
+                                      p.Sk, tid);
     if (j < n_tiles)
       LoadTileSw<T, D, kBc, kThreads>(sV + (j & 1) * kKVBytes, vg, p.sv.s, j * kBc, p.Sk, tid);
     CpAsyncCommit();
@@ -286,8 +287,8 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                          int c1, int c2, int c3) {
+__device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                          int c0, int c1, int c2, int c3) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
@@ -327,9 +328,12 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
   auto empty_v = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
   const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int blk = p.lpt ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
+  const int n_blk = p.lpt ? static_cast<int>(gridDim.y) : static_cast<int>(gridDim.x);
+  const int m_block = p.causal ? n_blk - 1 - blk : blk;
   const int m0 = m_block * kBr;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const int h = p.lpt ? static_cast<int>(blockIdx.x) % p.H : static_cast<int>(blockIdx.y);
+  const int b = p.lpt ? static_cast<int>(blockIdx.x) / p.H : static_cast<int>(blockIdx.z);
   const int n_end = p.causal ? min(p.Sk, m0 + kBr) : p.Sk;
   const int n_tiles = (n_end + kBc - 1) / kBc;  // >= 1, the same for every warpgroup
 
@@ -351,7 +355,8 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
     if (warp == 0 && lane == 0) {
       MbarExpectTx(barQ, kQBytes);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb) TmaLoad4d(sQ + cb * (kBr * 128), &tq, barQ, cb * 64, m0, h, b);
+      for (int cb = 0; cb < D / 64; ++cb)
+        TmaLoad4d(sQ + cb * (kBr * 128), &tq, barQ, cb * 64, m0, h, b);
       auto load = [&](const CUtensorMap* map, uint32_t ring, uint32_t full, uint32_t empty, int j) {
         if (j >= kStages) MbarWait(empty, ((j / kStages) & 1) ^ 1);
         MbarExpectTx(full, kKVBytes);
@@ -379,7 +384,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
   float* lse = p.lse_out + (static_cast<int64_t>(b) * p.H + h) * p.Sq;
 
   const uint32_t sQw = sQ + cw * 64 * 128;
-  auto gemm_s = [&](float (&s)[kBc / 2], uint32_t sKb) {
+  auto gemm_s = [&](float(&s)[kBc / 2], uint32_t sKb) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wg::Mma<T, kBc>::template SS<0, 0>(
@@ -411,7 +416,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
   const int r_lo = warp_row0 + lane / 4;
   const float sl2 = p.scale_log2;
 
-  auto softmax = [&](float (&s)[kBc / 2], int n0, float (&alpha)[2]) {
+  auto softmax = [&](float(&s)[kBc / 2], int n0, float(&alpha)[2]) {
     const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
     if (need_mask) {
 #pragma unroll
@@ -541,8 +546,8 @@ EncodeTiledFn GetEncodeTiled() {
   static EncodeTiledFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess)
       return static_cast<EncodeTiledFn>(nullptr);
     return reinterpret_cast<EncodeTiledFn>(f);
@@ -580,7 +585,8 @@ template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched>
 const char* LaunchFwdWs(const Params& p, cudaStream_t stream) {
   constexpr int kBr = 64 * kCWG;
   CUtensorMap tq, tk, tv;
-  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, kBr) || !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, kBc) ||
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, kBr) ||
+      !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, kBc) ||
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, kBc))
     return LaunchFwd<T, D, (D == 64 ? 3 : 2), 128>(p, stream);
   constexpr size_t smem = (kBr + 2 * kStages * kBc) * D * 2 + 1024 + 8 * (1 + 4 * kStages);
@@ -588,7 +594,8 @@ const char* LaunchFwdWs(const Params& p, cudaStream_t stream) {
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  dim3 grid((p.Sq + kBr - 1) / kBr, p.H, p.B);
+  const unsigned n_blk = (p.Sq + kBr - 1) / kBr;
+  const dim3 grid = p.lpt ? dim3(p.H * p.B, n_blk, 1) : dim3(n_blk, p.H, p.B);
   kernel<<<grid, (kCWG + 1) * 128, smem, stream>>>(p, tq, tk, tv);
   err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -666,7 +673,9 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
   for (int i = 0; i < 16; ++i) dq[i] = 0.f;
   uint32_t pa[kBr / 16][4], da[kBr / 16][4];
 #pragma unroll
-  for (int ks = 0; ks < kBr / 16; ++ks) pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] = 0u;
+  for (int ks = 0; ks < kBr / 16; ++ks)
+    pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] =
+        0u;
   const int key_lo = n0 + wgi * 64 + warp * 16 + lane / 4;
   const int key_row_l = wgi * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
   const float sl2 = p.scale_log2;
@@ -683,15 +692,20 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
     for (int i = 0; i < 4; ++i) {
       const int col = wgi * 32 + i * 8 + (lane % 4) * 2;
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + (r_lo * D + col) * 4),
-                   "f"(dq[4 * i]), "f"(dq[4 * i + 1]) : "memory");
+                   "f"(dq[4 * i]), "f"(dq[4 * i + 1])
+                   : "memory");
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + ((r_lo + 8) * D + col) * 4),
-                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3]) : "memory");
+                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
+                   : "memory");
     }
   };
   auto dq_reduce = [&](uint32_t slot, int m0) {  // thread 0, after a barrier
     const uint32_t bytes = static_cast<uint32_t>(min(kBr, p.Sq - m0)) * D * 4;
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                 ::"l"(dqa + static_cast<int64_t>(m0) * D), "r"(slot), "r"(bytes) : "memory");
+    asm volatile(
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+            dqa + static_cast<int64_t>(m0) * D),
+        "r"(slot), "r"(bytes)
+        : "memory");
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
   };
 
@@ -778,7 +792,8 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
         for (int r = 0; r < 2; ++r) {
           const int row = key_row_l + r * 8;
           const int chunk = 2 * ks + c;
-          StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
+          StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4,
+                     da[ks][2 * c + r]);
         }
     wg::FenceProxyAsync();
     __syncthreads();
@@ -825,7 +840,8 @@ __global__ void __launch_bounds__(256, 1) BwdWgmmaKernel(const Params p) {
       for (int i = 0; i < D / 8; ++i) {
         *reinterpret_cast<uint32_t*>(dkr + i * 8) =
             Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
-        *reinterpret_cast<uint32_t*>(dvr + i * 8) = Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) =
+            Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
       }
     }
   }
@@ -859,7 +875,7 @@ const char* LaunchBwd(const Params& p, cudaStream_t stream) {
 // cp.reduce.async.bulk per warpgroup and tile (so two 16 KB reductions per
 // tile instead of one, in exchange for no CTA barrier). The only barriers in
 // the loop are mbarriers (ring) and a per-warpgroup named barrier.
-template <typename T, int D>
+template <typename T, int D, bool kPipe, bool kSched, bool kKReg>
 __global__ void __launch_bounds__(384, 1)
     BwdWsKernel(const Params p, const __grid_constant__ CUtensorMap tq,
                 const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -872,7 +888,8 @@ __global__ void __launch_bounds__(384, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
-                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + 2 * kSBytes;  // sdQ: 2 warpgroups × 2 slots
+                 sdS = sdO + kQBuf * kQBytes,
+                 sdQ = sdS + 2 * kSBytes;   // sdQ: 2 warpgroups × 2 slots
   const uint32_t sLD = sdQ + 4 * kdQBytes;  // L then D, kQBuf × 64 floats each
   float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
   float* Dl = Ls + kQBuf * kBr;
@@ -882,8 +899,10 @@ __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return bars + 8u * (1 + kQBuf + s); };
 
   const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int n0 = blockIdx.x * kBc;
-  const int h = blockIdx.y, b = blockIdx.z;
+  // p.lpt: grid (H·B, key tiles), key tile 0 (the most query tiles when causal) of every head first
+  const int n0 = (p.lpt ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x)) * kBc;
+  const int h = p.lpt ? static_cast<int>(blockIdx.x) % p.H : static_cast<int>(blockIdx.y);
+  const int b = p.lpt ? static_cast<int>(blockIdx.x) / p.H : static_cast<int>(blockIdx.z);
   const int64_t bh = static_cast<int64_t>(b) * p.H + h;
   const int n_q_tiles = (p.Sq + kBr - 1) / kBr;
   const int i_begin = p.causal ? min(n_q_tiles, n0 / kBr) : 0;
@@ -924,7 +943,8 @@ __global__ void __launch_bounds__(384, 1)
           CpAsync4(SmemAddr(Ls + st * kBr + r), valid ? lg + m0 + r : lg, valid);
           CpAsync4(SmemAddr(Dl + st * kBr + r), valid ? dg + m0 + r : dg, valid);
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st)) : "memory");
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st))
+                     : "memory");
       }
     }
     return;
@@ -941,7 +961,8 @@ __global__ void __launch_bounds__(384, 1)
   uint32_t pa[kBr / 16][4], da[kBr / 16][4];
 #pragma unroll
   for (int ks = 0; ks < kBr / 16; ++ks)
-    pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] = 0u;
+    pa[ks][0] = pa[ks][1] = pa[ks][2] = pa[ks][3] = da[ks][0] = da[ks][1] = da[ks][2] = da[ks][3] =
+        0u;
   const int key_lo = n0 + cw * 64 + warp * 16 + lane / 4;
   const int key_row_l = cw * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
   const float sl2 = p.scale_log2;
@@ -954,110 +975,280 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < D / 8; ++i) {
       const int col = i * 8 + (lane % 4) * 2;
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + (r_lo * D + col) * 4),
-                   "f"(dq[4 * i]), "f"(dq[4 * i + 1]) : "memory");
+                   "f"(dq[4 * i]), "f"(dq[4 * i + 1])
+                   : "memory");
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + ((r_lo + 8) * D + col) * 4),
-                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3]) : "memory");
+                   "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
+                   : "memory");
     }
   };
   auto dq_reduce = [&](uint32_t slot, int m0) {  // the leader, after the warpgroup's barrier
     const uint32_t bytes = static_cast<uint32_t>(min(kBr, p.Sq - m0)) * D * 4;
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                 ::"l"(dqa + static_cast<int64_t>(m0) * D), "r"(slot), "r"(bytes) : "memory");
+    asm volatile(
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+            dqa + static_cast<int64_t>(m0) * D),
+        "r"(slot), "r"(bytes)
+        : "memory");
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
   };
   auto wg_barrier = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory"); };
 
   MbarWait(barKV, 0);
-  for (int it = i_begin; it < n_q_tiles; ++it) {
-    const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
-    MbarWait(full(st), (u / kQBuf) & 1);
-    const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
-    const uint32_t sdSb = sdS + (u & 1) * kSBytes;
-    const float* Lb = Ls + st * kBr;
-    const float* Db = Dl + st * kBr;
+  // kSched: FA3's scheduler barrier (named barriers 3 and 4): the two
+  // warpgroups take turns from their dV/dK issue to their next Sᵀ/dPᵀ issue
+  // (or dQ issue), so one warpgroup's elementwise work overlaps the other's GEMMs.
+  const int n_it = n_q_tiles - i_begin;
+  auto sched_sync = [&]() {
+    if (kSched) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cw) : "memory");
+  };
+  auto sched_arrive = [&](bool last) {
+    if (kSched && !(last && cw == 1))
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(3 + (cw ^ 1)) : "memory");
+  };
+  if (kSched && cw == 1 && n_it > 0) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+  if constexpr (!kPipe) {
+    // kKReg: this warpgroup's 64 keys of K as the register A operand of Sᵀ = K Qᵀ
+    // (loaded once by ldmatrix: 8 KB less shared-memory operand traffic per tile)
+    uint32_t ka[D / 16][4];
+    if constexpr (kKReg) {
+      const int row = cw * 64 + warp * 16 + lane % 16;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        Ldsm4(sK + row * 128 + (((2 * kk + lane / 16) ^ (row % 8)) << 4), ka[kk]);
+    }
+    for (int it = i_begin; it < n_q_tiles; ++it) {
+      const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
+      MbarWait(full(st), (u / kQBuf) & 1);
+      const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
+      const uint32_t sdSb = sdS + (u & 1) * kSBytes;
+      const float* Lb = Ls + st * kBr;
+      const float* Db = Dl + st * kBr;
 
+      float stt[kBr / 2], dpt[kBr / 2];
+      wg::Fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (kKReg)
+          wg::Mma<T, kBr>::template RS<0>(stt, ka[kk], wg::Desc(sQb + kk * 32, 16, 1024),
+                                          kk > 0 ? 1 : 0);
+        else
+          wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
+                                             wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+      }
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                           wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+      wg::Commit();
+      if (u > 0) sched_arrive(false);  // the turn began before tile it-1's dV/dK
+      wg::Wait<0>();
+      wg::FenceRegs(stt);
+      wg::FenceRegs(dpt);
+      wg::FenceRegs(dq);
+      wg::FenceRegs(dv);
+      wg::FenceRegs(dk);
+      wg::FenceRegs(pa);
+      wg::FenceRegs(da);
+      // tile it-1's dV, dK (its Q, dO) and dQ are complete
+      if (u > 0 && lane == 0) MbarArrive(empty((u - 1) % kQBuf));
+      const uint32_t dq_slot = sdQw + (u & 1) * kdQBytes;
+      if (u > 0) dq_stage(dq_slot);  // tile it-1's dQ
+
+      const bool need_mask =
+          (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+#pragma unroll
+      for (int i = 0; i < kBr / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+        const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float l = (e & 1) ? lv.y : lv.x;
+          const float dl = (e & 1) ? dd.y : dd.x;
+          float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          if (need_mask) {
+            const int q = m0 + col + (e & 1);
+            const int key = key_lo + (e >> 1) * 8;
+            if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+          }
+          stt[4 * i + e] = pv;
+          dpt[4 * i + e] = pv * (dpt[4 * i + e] - dl);
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks) {
+        PackA<T>(stt + 8 * ks, pa[ks]);
+        PackA<T>(dpt + 8 * ks, da[ks]);
+      }
+      sched_sync();
+      wg::Fence();
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+      // dSᵀ of this warpgroup's 64 keys [keys][64 queries] (swizzled 128-byte rows)
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = key_row_l + r * 8;
+            const int chunk = 2 * ks + c;
+            StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4,
+                       da[ks][2 * c + r]);
+          }
+      wg::FenceProxyAsync();
+      // the slot written next iteration was last read by the reduction issued
+      // in the previous iteration
+      if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      wg_barrier();
+      if (leader && u > 0) dq_reduce(dq_slot, m0 - kBr);
+      wg::Fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + (cw * 64 + ks * 16) * 128, 8192, 1024),
+                                         wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024),
+                                         ks > 0 ? 1 : 0);
+      wg::Commit();
+      if (it + 1 == n_q_tiles) sched_arrive(true);
+    }
+  } else {
+    // Pipelined across query tiles: tile u+1's Sᵀ/dPᵀ and tile u's dQ are issued
+    // together at the end of iteration u, so the elementwise work of tile u+1
+    // runs while dQ_u is on the tensor cores (wgmma groups in flight at the top
+    // of iteration u: [dV,dK]_{u-1}, [Sᵀ,dPᵀ]_u, dQ_{u-1}; wait_group 1 leaves
+    // only dQ_{u-1}). NB ptxas serialises this loop's wgmma (C7514: it does not
+    // track the wgmma groups carried over the back edge), so it is kept as a
+    // variant only.
     float stt[kBr / 2], dpt[kBr / 2];
-    wg::Fence();
+    auto issue_sdp = [&](int u) {
+      const int st = u % kQBuf;
+      MbarWait(full(st), (u / kQBuf) & 1);
+      const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
-                                         wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < D / 16; ++kk)
+        wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
+                                           wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
-                                         wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
-    wg::Commit();
-    wg::Wait<0>();
-    wg::FenceRegs(stt);
-    wg::FenceRegs(dpt);
+      for (int kk = 0; kk < D / 16; ++kk)
+        wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                           wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+      wg::Commit();
+    };
+    // pin the zero-initialised accumulators before the first wgmma: a zero
+    // moved past it would redefine accumulator registers inside an open wgmma
+    // stage (ptxas then serialises every wgmma, C7515)
     wg::FenceRegs(dq);
     wg::FenceRegs(dv);
     wg::FenceRegs(dk);
     wg::FenceRegs(pa);
     wg::FenceRegs(da);
-    // tile it-1's dV, dK (its Q, dO) and dQ are complete
-    if (u > 0 && lane == 0) MbarArrive(empty((u - 1) % kQBuf));
-    const uint32_t dq_slot = sdQw + (u & 1) * kdQBytes;
-    if (u > 0) dq_stage(dq_slot);  // tile it-1's dQ
+    if (n_it > 0) {
+      wg::Fence();
+      issue_sdp(0);
+      wg::Commit();  // an empty group in dQ_{-1}'s place: the loop always waits with wait_group 1
+    }
+    for (int u = 0; u < n_it; ++u) {
+      const int it = i_begin + u, st = u % kQBuf, m0 = it * kBr;
+      const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
+      const uint32_t sdSb = sdS + (u & 1) * kSBytes;
+      const float* Lb = Ls + st * kBr;
+      const float* Db = Dl + st * kBr;
+      wg::Wait<1>();
+      wg::FenceRegs(stt);
+      wg::FenceRegs(dpt);
+      wg::FenceRegs(dv);
+      wg::FenceRegs(dk);
+      wg::FenceRegs(pa);
+      wg::FenceRegs(da);
+      // tile u-1's dV, dK (its Q, dO) are complete
+      if (u > 0 && lane == 0) MbarArrive(empty((u - 1) % kQBuf));
 
-    const bool need_mask =
-        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+      const bool need_mask =
+          (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+      // P and dS into new registers, packed straight into the A fragments (the
+      // Sᵀ/dPᵀ accumulators are not redefined while dQ is in flight, so ptxas
+      // need not serialise the wgmma pipeline)
 #pragma unroll
-    for (int i = 0; i < kBr / 8; ++i) {
-      const int col = i * 8 + (lane % 4) * 2;
-      const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
-      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+      for (int ks = 0; ks < kBr / 16; ++ks) {
+        float pl[8], dsl[8];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float l = (e & 1) ? lv.y : lv.x;
-        const float dl = (e & 1) ? dd.y : dd.x;
-        float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
-        if (need_mask) {
-          const int q = m0 + col + (e & 1);
-          const int key = key_lo + (e >> 1) * 8;
-          if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+        for (int ii = 0; ii < 2; ++ii) {
+          const int i = 2 * ks + ii;
+          const int col = i * 8 + (lane % 4) * 2;
+          const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+          const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float l = (e & 1) ? lv.y : lv.x;
+            const float dl = (e & 1) ? dd.y : dd.x;
+            float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+            if (need_mask) {
+              const int q = m0 + col + (e & 1);
+              const int key = key_lo + (e >> 1) * 8;
+              if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+            }
+            pl[4 * ii + e] = pv;
+            dsl[4 * ii + e] = pv * (dpt[4 * i + e] - dl);
+          }
         }
-        stt[4 * i + e] = pv;
-        dpt[4 * i + e] = pv * (dpt[4 * i + e] - dl);
+        PackA<T>(pl, pa[ks]);
+        PackA<T>(dsl, da[ks]);
       }
+      sched_sync();
+      wg::Fence();
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+      const uint32_t dq_slot = sdQw + (u & 1) * kdQBytes;
+      // dQ_{u-1} is complete (only [dV,dK]_u may still be in flight); the wait
+      // is unconditional so that ptxas sees dq retired on every path (C7514)
+      wg::Wait<1>();
+      wg::FenceRegs(dq);
+      if (u > 0) dq_stage(dq_slot);
+        // dSᵀ of this warpgroup's 64 keys [keys][64 queries] (swizzled 128-byte rows)
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = key_row_l + r * 8;
+            const int chunk = 2 * ks + c;
+            StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4,
+                       da[ks][2 * c + r]);
+          }
+      wg::FenceProxyAsync();
+      // the slot staged next iteration was last read by the reduction issued in
+      // the previous iteration
+      if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      wg_barrier();
+      if (leader && u > 0) dq_reduce(dq_slot, m0 - kBr);
+      wg::FenceRegs(stt);
+      wg::FenceRegs(dpt);
+      wg::FenceRegs(dq);
+      wg::Fence();
+      if (u + 1 < n_it) issue_sdp(u + 1);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + (cw * 64 + ks * 16) * 128, 8192, 1024),
+                                         wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024),
+                                         ks > 0 ? 1 : 0);
+      wg::Commit();
+      sched_arrive(u + 1 == n_it);
     }
-#pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks) {
-      PackA<T>(stt + 8 * ks, pa[ks]);
-      PackA<T>(dpt + 8 * ks, da[ks]);
-    }
-    wg::Fence();
-#pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
-      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
-#pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
-      wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
-    wg::Commit();
-    // dSᵀ of this warpgroup's 64 keys [keys][64 queries] (swizzled 128-byte rows)
-#pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
-#pragma unroll
-      for (int c = 0; c < 2; ++c)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = key_row_l + r * 8;
-          const int chunk = 2 * ks + c;
-          StShared32(sdSb + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 4) * 4, da[ks][2 * c + r]);
-        }
-    wg::FenceProxyAsync();
-    // the slot written next iteration was last read by the reduction issued
-    // in the previous iteration
-    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-    wg_barrier();
-    if (leader && u > 0) dq_reduce(dq_slot, m0 - kBr);
-    wg::Fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + (cw * 64 + ks * 16) * 128, 8192, 1024),
-                                       wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024),
-                                       ks > 0 ? 1 : 0);
-    wg::Commit();
   }
   wg::Wait<0>();
   wg::FenceRegs(dq);
@@ -1089,31 +1280,59 @@ __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < D / 8; ++i) {
         *reinterpret_cast<uint32_t*>(dkr + i * 8) =
             Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
-        *reinterpret_cast<uint32_t*>(dvr + i * 8) = Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) =
+            Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
       }
     }
   }
 #endif
 }
 
-template <typename T, int D>
-const char* LaunchBwdWs(const Params& p, cudaStream_t stream) {
+template <typename T, int D, bool kPipe, bool kSched, bool kKReg>
+const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
+  Params p = p_in;
+  p.lpt = lpt;
   CUtensorMap tq, tk, tv, tdo;
-  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 64) || !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 64) ||
+      !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 64))
     return LaunchBwd<T, D>(p, stream);
   // K, V; Q and dO × 3; dSᵀ × 2; dQ staging 2 × 2 (float32); L and D × 3; barriers; alignment
-  constexpr size_t smem = (2 * 128 * D + 6 * 64 * D + 2 * 128 * 64) * 2 + 4 * 64 * D * 4 +
-                          6 * 64 * 4 + 8 * 7 + 1024;
-  auto kernel = BwdWsKernel<T, D>;
+  constexpr size_t smem =
+      (2 * 128 * D + 6 * 64 * D + 2 * 128 * 64) * 2 + 4 * 64 * D * 4 + 6 * 64 * 4 + 8 * 7 + 1024;
+  auto kernel = BwdWsKernel<T, D, kPipe, kSched, kKReg>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  dim3 grid((p.Sk + 127) / 128, p.H, p.B);
+  const unsigned n_blk = (p.Sk + 127) / 128;
+  const dim3 grid = p.lpt ? dim3(p.H * p.B, n_blk, 1) : dim3(n_blk, p.H, p.B);
   kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo);
   err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+// Backward variants (runs 11-12; none beat run 9's kernel, which stays the
+// default): 6 run 9's kernel, explicitly; 8 run 9's kernel in LPT grid order;
+// 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
+// tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
+// scheduler barrier, LPT; 11 K as the register A operand of Sᵀ.
+template <typename T>
+const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
+  switch (BackwardVariant()) {
+    case 6:
+      return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
+    case 8:
+      return LaunchBwdWs<T, 64, false, false, false>(p, true, stream);
+    case 9:
+      return LaunchBwdWs<T, 64, true, true, false>(p, true, stream);
+    case 10:
+      return LaunchBwdWs<T, 64, false, true, false>(p, true, stream);
+    case 11:
+      return LaunchBwdWs<T, 64, false, false, true>(p, false, stream);
+    default:
+      return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
+  }
 }
 
 // Variants (A/B timing in one process): 0 the default (warp-specialised, TMA,
@@ -1123,21 +1342,37 @@ const char* LaunchBwdWs(const Params& p, cudaStream_t stream) {
 // warpgroups, cp.async). Variant 1 (mma.sync) never gets here.
 template <typename T>
 const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
+  Params lpt = p;  // variant 7: the LPT grid order (every head's heaviest causal tile first)
+  lpt.lpt = true;
   if (p.D == 64) {
     switch (variant) {
-      case 2: return LaunchFwdWs<T, 64, 3, 128, 2, false>(p, stream);
-      case 3: return LaunchFwd<T, 64, 3, 128>(p, stream);
-      case 4: return LaunchFwdWs<T, 64, 2, 128, 2, true>(p, stream);
-      case 5: return LaunchFwd<T, 64, 2, 128>(p, stream);
-      default: return LaunchFwdWs<T, 64, 3, 128, 2, true>(p, stream);
+      case 2:
+        return LaunchFwdWs<T, 64, 3, 128, 2, false>(p, stream);
+      case 3:
+        return LaunchFwd<T, 64, 3, 128>(p, stream);
+      case 4:
+        return LaunchFwdWs<T, 64, 2, 128, 2, true>(p, stream);
+      case 5:
+        return LaunchFwd<T, 64, 2, 128>(p, stream);
+      case 7:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true>(lpt, stream);
+      default:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true>(p, stream);
     }
   }
   if (p.D == 128) {
     switch (variant) {
-      case 2: return LaunchFwdWs<T, 128, 2, 128, 2, false>(p, stream);
-      case 3: case 5: return LaunchFwd<T, 128, 2, 128>(p, stream);
-      case 4: return LaunchFwdWs<T, 128, 2, 128, 3, true>(p, stream);
-      default: return LaunchFwdWs<T, 128, 2, 128, 2, true>(p, stream);
+      case 2:
+        return LaunchFwdWs<T, 128, 2, 128, 2, false>(p, stream);
+      case 3:
+      case 5:
+        return LaunchFwd<T, 128, 2, 128>(p, stream);
+      case 4:
+        return LaunchFwdWs<T, 128, 2, 128, 3, true>(p, stream);
+      case 7:
+        return LaunchFwdWs<T, 128, 2, 128, 2, true>(lpt, stream);
+      default:
+        return LaunchFwdWs<T, 128, 2, 128, 2, true>(p, stream);
     }
   }
   return "flash attention: no wgmma forward for this head dim";
@@ -1159,7 +1394,8 @@ bool DeviceHasWgmma() {
   return cached[dev] == 1;
 }
 
-const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant, cudaStream_t stream) {
+const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant,
+                               cudaStream_t stream) {
   if (dtype == FlashDtype::kHalf) return FwdDtype<__half>(p, variant, stream);
   return FwdDtype<__nv_bfloat16>(p, variant, stream);
 }
@@ -1173,8 +1409,8 @@ const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStrea
     if (dtype == FlashDtype::kHalf) return LaunchBwd<__half, 64>(p, stream);
     return LaunchBwd<__nv_bfloat16, 64>(p, stream);
   }
-  if (dtype == FlashDtype::kHalf) return LaunchBwdWs<__half, 64>(p, stream);
-  return LaunchBwdWs<__nv_bfloat16, 64>(p, stream);
+  if (dtype == FlashDtype::kHalf) return BwdWsDtype<__half>(p, stream);
+  return BwdWsDtype<__nv_bfloat16>(p, stream);
 }
 
 }  // namespace benchd::worker::flash::detail
