@@ -45,7 +45,7 @@ v1::BenchmarkSpec TinySpec(v1::BenchmarkMode mode) {
   return b;
 }
 
-const WorkerDevice& Cpu() {
+const WorkerDevice& CpuWorker() {
   static const WorkerDevice d = *ParseWorkerDevice("cpu:0");
   return d;
 }
@@ -175,15 +175,15 @@ TEST(Tf32GuardTest, TurnsTf32OnForTheJobAndRestores) {
 
 TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
   auto spec = Resolved(TinySpec(v1::BENCHMARK_MODE_FORWARD));
-  EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok());
+  EXPECT_TRUE(CheckOptionsForDevice(spec, CpuWorker()).ok());
   for (auto a :
        {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_MATH}) {
     spec.set_attention(a);
-    EXPECT_TRUE(CheckOptionsForDevice(spec, Cpu()).ok()) << a;
+    EXPECT_TRUE(CheckOptionsForDevice(spec, CpuWorker()).ok()) << a;
   }
   for (auto a : {v1::ATTENTION_IMPL_SDPA_EFFICIENT, v1::ATTENTION_IMPL_SDPA_CUDNN}) {
     spec.set_attention(a);
-    const absl::Status s = CheckOptionsForDevice(spec, Cpu());
+    const absl::Status s = CheckOptionsForDevice(spec, CpuWorker());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.attention: the", std::string(s.message()));
     EXPECT_PRED_FORMAT2(IsSubstring, "is a CUDA kernel and cpu:0 is a CPU",
@@ -191,7 +191,7 @@ TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
   }
   spec.set_attention(v1::ATTENTION_IMPL_FAITHFUL);
   spec.set_cuda_graph(true);
-  const absl::Status s = CheckOptionsForDevice(spec, Cpu());
+  const absl::Status s = CheckOptionsForDevice(spec, CpuWorker());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.cuda_graph: CUDA graphs need a CUDA device",
                       std::string(s.message()));
@@ -199,7 +199,7 @@ TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
 
 class OptionsRunTest : public ::testing::Test {
  protected:
-  ModelCache cache_{Cpu()};
+  ModelCache cache_{CpuWorker()};
 };
 
 TEST_F(OptionsRunTest, RefusedOptionsAreInvalidArgumentBeforeAnyWork) {
@@ -278,7 +278,7 @@ TEST_F(OptionsRunTest, EveryOptimizerPathTrainsTheResidentModelTheSameWay) {
   std::vector<std::vector<double>> losses;
   for (auto impl :
        {v1::OPTIMIZER_IMPL_FAITHFUL, v1::OPTIMIZER_IMPL_FOREACH, v1::OPTIMIZER_IMPL_FUSED}) {
-    ModelCache cache(Cpu());
+    ModelCache cache(CpuWorker());
     auto b = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP);
     b.set_warmup_steps(0);
     b.set_measure_steps(4);

@@ -13,7 +13,7 @@
 namespace benchd::worker {
 namespace {
 
-v1::PrecisionSpec Resolved(const v1::PrecisionSpec& in) {
+v1::PrecisionSpec ResolvedPrecision(const v1::PrecisionSpec& in) {
   v1::JobSpec job;
   *job.mutable_precision() = in;
   auto resolved = ResolveJobSpec(job);
@@ -34,7 +34,7 @@ class PrecisionRunTest : public ::testing::Test {
 };
 
 TEST_F(PrecisionRunTest, TheDefaultRequestGivesTheWriteUpsFigures) {
-  const v1::PrecisionSpec spec = Resolved({});
+  const v1::PrecisionSpec spec = ResolvedPrecision({});
   std::vector<std::string> lines;
   PrecisionHooks hooks;
   hooks.log = [&](const std::string& line) { lines.push_back(line); };
@@ -124,7 +124,7 @@ TEST_F(PrecisionRunTest, CountAddendAndExperimentsAreHonoured) {
   in.add_experiments(v1::PRECISION_EXPERIMENT_ACCUMULATION);
   in.set_count(10);
   in.set_addend(0.5);  // exact in every dtype
-  auto r = RunPrecision(Resolved(in), cpu_);
+  auto r = RunPrecision(ResolvedPrecision(in), cpu_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->autocast_size(), 0);
   ASSERT_EQ(r->accumulation_size(), 4);
@@ -137,13 +137,13 @@ TEST_F(PrecisionRunTest, CountAddendAndExperimentsAreHonoured) {
   autocast.add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);
   autocast.add_autocast_dtypes(v1::PRECISION_FP16);
   autocast.set_seed(3);
-  auto a = RunPrecision(Resolved(autocast), cpu_);
+  auto a = RunPrecision(ResolvedPrecision(autocast), cpu_);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->accumulation_size(), 0);
   ASSERT_EQ(a->autocast_size(), 1);
   EXPECT_EQ(a->autocast(0).autocast_dtype(), v1::PRECISION_FP16);
   // The seed names the model and batch: the same loss again.
-  auto again = RunPrecision(Resolved(autocast), cpu_);
+  auto again = RunPrecision(ResolvedPrecision(autocast), cpu_);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->autocast(0).loss(), a->autocast(0).loss());
 }
@@ -151,7 +151,7 @@ TEST_F(PrecisionRunTest, CountAddendAndExperimentsAreHonoured) {
 TEST_F(PrecisionRunTest, CancelledBetweenRows) {
   PrecisionHooks hooks;
   hooks.cancelled = [] { return true; };
-  auto r = RunPrecision(Resolved({}), cpu_, hooks);
+  auto r = RunPrecision(ResolvedPrecision({}), cpu_, hooks);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
 }
 
