@@ -10,6 +10,7 @@
 #                            tests and the sanitizer build (scripts/test.sh)
 #   BENCHD_BUILD_DIR  build directory (default: build)
 #   BENCHD_PYTHON     python3 to make the venv with (default: python3)
+#   BENCHD_FUZZ_BUILD_LATER=1  with --test, configure the sanitizer build only
 #   BENCHD_FUZZ_BUILD_DIR  with --test, the sanitizer + fuzz build's folder
 #                     (clang: ASan+UBSan unit tests and the fuzz.* tests;
 #                     default build-fuzz; none: no sanitizer build)
@@ -118,6 +119,10 @@ if [ "$FUZZ_BUILD" != none ]; then
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
       -DBENCHD_BUILD_WORKER=OFF -DBENCHD_FUZZ=ON -DBENCHD_CLIENT_PYTEST=/nonexistent/pytest
   fi
-  cmake --build "$FUZZ_BUILD"
-  echo "setup: sanitizer and fuzz build in $FUZZ_BUILD"
+  # BENCHD_FUZZ_BUILD_LATER=1: configured only; scripts/test.sh builds it
+  # while the main suite runs.
+  if [ "${BENCHD_FUZZ_BUILD_LATER:-0}" != 1 ]; then
+    cmake --build "$FUZZ_BUILD"
+    echo "setup: sanitizer and fuzz build in $FUZZ_BUILD"
+  fi
 fi

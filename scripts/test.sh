@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# Sets up (packages, venv, build) and runs every test: unit tests and the
-# end-to-end tests against the real daemon and workers; then, in the
-# sanitizer build (build-fuzz, clang), the torch-free unit tests under
-# ASan+UBSan and each fuzzer for its bounded time (fuzz.*). Fails if either
-# run fails. Extra arguments go to both ctest runs (-R server: that suite in both).
+# Sets up (packages, venvs, the build with its tests) and runs every test:
+# unit tests and the end-to-end tests against the real daemon and workers;
+# then, in the sanitizer build (build-fuzz, clang), the torch-free unit tests
+# under ASan+UBSan and each fuzzer for its bounded time (fuzz.*). Fails if any
+# run fails. Extra arguments go to every ctest run (-R server: that suite in
+# each).
+#   BENCHD_TEST_JOBS       tests run side by side (default: one per core)
+#   BENCHD_FUZZ_BUILD_DIR  the sanitizer build (default build-fuzz; none: skip it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Tests run side by side, one per core (BENCHD_TEST_JOBS): every test makes its
-# own data dirs, ports and namespaces; the few that share something say so
-# with a ctest RESOURCE_LOCK.
+# Every test makes its own data dirs, ports and namespaces; the few that
+# share something say so with a ctest RESOURCE_LOCK.
 JOBS=${BENCHD_TEST_JOBS:-$(nproc)}
-FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}  # none: skip it
-BENCHD_FUZZ_BUILD_DIR=$FUZZ_BUILD scripts/setup.sh --test
+FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}
+BENCHD_FUZZ_BUILD_DIR=$FUZZ_BUILD BENCHD_FUZZ_BUILD_LATER=1 scripts/setup.sh --test
+
+# The sanitizer build compiles while the main suite runs, at the lowest CPU
+# priority: the suite leaves ~40% of the CPU idle (its tests wait on daemons,
+# workers and timeouts), and the tests keep the CPU they ask for.
+fuzz_pid=""
+if [ "$FUZZ_BUILD" != none ]; then
+  nice -n 19 cmake --build "$FUZZ_BUILD" > "$FUZZ_BUILD/build.log" 2>&1 &
+  fuzz_pid=$!
+fi
 rc=0
 ctest --test-dir "${BENCHD_BUILD_DIR:-build}" --output-on-failure --timeout 1800 -j "$JOBS" "$@" || rc=$?
-if [ "$FUZZ_BUILD" != none ]; then
+if [ -n "$fuzz_pid" ]; then
+  if ! wait "$fuzz_pid"; then
+    tail -50 "$FUZZ_BUILD/build.log"
+    echo "test: the sanitizer build failed (log: $FUZZ_BUILD/build.log)" >&2
+    exit 1
+  fi
+  echo "test: sanitizer and fuzz build in $FUZZ_BUILD"
   # The unit tests under ASan+UBSan (style.clang_format already ran above),
   # then the fuzzers side by side (each is one single-threaded process).
   ctest --test-dir "$FUZZ_BUILD" --output-on-failure --timeout 1800 -j "$JOBS" -E '^style\.' -LE fuzz "$@" ||
