@@ -44,7 +44,8 @@ std::vector<Batch> GlobalBatches() {
   std::vector<Batch> out;
   for (int s = 0; s < kSteps; ++s) {
     auto ids = torch::randint(0, 97, {kGlobalBatch, kContext + 1}, torch::kLong);
-    out.push_back({ids.narrow(1, 0, kContext).contiguous(), ids.narrow(1, 1, kContext).contiguous()});
+    out.push_back(
+        {ids.narrow(1, 0, kContext).contiguous(), ids.narrow(1, 1, kContext).contiguous()});
   }
   return out;
 }
@@ -157,7 +158,8 @@ class DdpTest : public ::testing::Test {
           sync.BeginStep();
           step.Forward(b.ids.narrow(0, r * local, local), b.targets.narrow(0, r * local, local),
                        /*keep_for_backward=*/true);
-          step.Backward([&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
+          step.Backward(
+              [&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
           sync.Finish();
           if (sharded) {
             sharded->Step();

@@ -12,7 +12,9 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int64_t BytesOf(const torch::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+int64_t BytesOf(const torch::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
 
 // The parameter's gradient; zeros when the step gave it none.
 torch::Tensor& FinalGrad(torch::Tensor& param) {

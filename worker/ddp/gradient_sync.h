@@ -22,8 +22,8 @@
 #ifndef BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
 #define BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
 #include <string>
@@ -90,9 +90,9 @@ class GradientSync {
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> index
   std::vector<std::vector<size_t>> buckets_;
   std::vector<Bucket> bucket_state_;
-  std::vector<size_t> bucket_of_;  // parameter index -> bucket (kBucketed)
+  std::vector<size_t> bucket_of_;                          // parameter index -> bucket (kBucketed)
   std::vector<c10::intrusive_ptr<c10d::Work>> per_param_;  // kOverlap
-  std::vector<bool> launched_;                              // kOverlap
+  std::vector<bool> launched_;                             // kOverlap
   SyncStats stats_;
 };
 

@@ -12,8 +12,8 @@
 #ifndef BENCHD_WORKER_DDP_SHARDED_ADAMW_H_
 #define BENCHD_WORKER_DDP_SHARDED_ADAMW_H_
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
 #include <memory>
