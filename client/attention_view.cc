@@ -53,9 +53,8 @@ absl::StatusOr<v1::JobSpec> BuildAttentionSpec(const AttentionOptions& o) {
   if (!o.implementation.empty()) {
     auto impl = ParseAttention(o.implementation);
     if (!impl.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--impl: unknown value '", o.implementation,
-                       "'; expected faithful, sdpa, flash, efficient, cudnn or math"));
+      return absl::InvalidArgumentError(absl::StrCat("--impl: unknown value '", o.implementation,
+                                                     "'; expected ", AttentionChoices()));
     }
     a->set_implementation(*impl);
   }

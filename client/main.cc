@@ -85,9 +85,9 @@ void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--warmup-max-steps", o.warmup_max_steps,
                   "with --warmup auto: at most this many warm-up steps (default 50)");
   cmd->add_option("--attention", o.attention,
-                  "faithful|sdpa|flash|efficient|cudnn|math: the course's attention (default), "
-                  "or at::scaled_dot_product_attention letting PyTorch pick (sdpa) or forcing one "
-                  "backend");
+                  "faithful|sdpa|flash|efficient|cudnn|math|tiled: the course's attention "
+                  "(default), at::scaled_dot_product_attention letting PyTorch pick (sdpa) or "
+                  "forcing one backend, or FlashAttention-2's tiled algorithm in ATen ops");
   cmd->add_option("--optimizer", o.optimizer,
                   "faithful|foreach|fused: the course's AdamW loop (default), or the same update "
                   "through torch's _foreach_ ops or its fused Adam kernel (train_step only)");
@@ -199,7 +199,8 @@ void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
   cmd->add_option(
       "--impl", o.implementation,
       "faithful (the course's ops, default) | sdpa (torch's pick) | flash | efficient "
-      "| cudnn | math (only that SDPA backend); flash and cudnn need bf16/fp16 on CUDA");
+      "| cudnn | math (only that SDPA backend; flash and cudnn need bf16/fp16 on CUDA) | tiled "
+      "(FlashAttention-2's algorithm in ATen ops, 64x64 tiles)");
   cmd->add_option("--warmup", o.warmup_passes, "warm-up passes, not measured (default 5)");
   cmd->add_option("--passes", o.passes,
                   "measured passes, each a forward and a backward (default 100)");

@@ -87,8 +87,8 @@ TEST(OptionFlags, BadValuesNameTheFlag) {
        },
        "--warmup: give --warmup (auto or N) or --warmup-steps N, not both"},
       {[](BenchmarkOptions& o) { o.attention = "flashy"; },
-       "--attention: unknown attention 'flashy'; expected faithful, sdpa, flash, efficient, cudnn "
-       "or math"},
+       "--attention: unknown attention 'flashy'; expected faithful, sdpa, flash, efficient, cudnn, "
+       "math or tiled"},
       {[](BenchmarkOptions& o) { o.optimizer = "lion"; },
        "--optimizer: unknown optimizer 'lion'; expected faithful, foreach or fused"},
   };

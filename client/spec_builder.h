@@ -27,13 +27,13 @@ struct BenchmarkOptions {
   // Options (docs/architecture.md "Options"); "" / unset / false = the faithful default.
   std::string warmup;                       // --warmup auto|N ("N" is --warmup-steps N)
   std::optional<int64_t> warmup_max_steps;  // --warmup-max-steps
-  std::string attention;                    // --attention faithful|sdpa|flash|efficient|cudnn|math
-  std::string optimizer;                    // --optimizer faithful|foreach|fused
-  bool allow_tf32 = false;                  // --tf32
-  bool cuda_graph = false;                  // --cuda-graph
-  bool weight_copies = false;               // --weight-copies
-  bool fused_ops = false;                   // --fused-ops
-  bool autograd = false;                    // --autograd
+  std::string attention;       // --attention faithful|sdpa|flash|efficient|cudnn|math|tiled
+  std::string optimizer;       // --optimizer faithful|foreach|fused
+  bool allow_tf32 = false;     // --tf32
+  bool cuda_graph = false;     // --cuda-graph
+  bool weight_copies = false;  // --weight-copies
+  bool fused_ops = false;      // --fused-ops
+  bool autograd = false;       // --autograd
 };
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision, --warmup, --attention,

@@ -282,9 +282,9 @@ absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) 
   }
   if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_FP32);
   if (!v1::AttentionImpl_IsValid(in.implementation())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention.implementation: unknown value ", in.implementation(),
-                     "; expected faithful, sdpa, flash, efficient, cudnn or math"));
+    return absl::InvalidArgumentError(absl::StrCat("attention.implementation: unknown value ",
+                                                   in.implementation(), "; expected ",
+                                                   AttentionChoices()));
   }
   if (out.implementation() == v1::ATTENTION_IMPL_UNSPECIFIED)
     out.set_implementation(v1::ATTENTION_IMPL_FAITHFUL);

@@ -18,7 +18,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-constexpr char kAttentionChoices[] = "faithful, sdpa, flash, efficient, cudnn or math";
 constexpr char kOptimizerChoices[] = "faithful, foreach or fused";
 
 }  // namespace
@@ -38,9 +37,23 @@ std::string AttentionName(v1::AttentionImpl a) {
       return "cudnn";
     case v1::ATTENTION_IMPL_SDPA_MATH:
       return "math";
+    case v1::ATTENTION_IMPL_TILED:
+      return "tiled";
     default:
       return absl::StrCat("unknown(", static_cast<int>(a), ")");
   }
+}
+
+std::string AttentionChoices() {
+  const auto* e = v1::AttentionImpl_descriptor();
+  std::string out;
+  for (int i = 0; i < e->value_count(); ++i) {
+    const auto a = static_cast<v1::AttentionImpl>(e->value(i)->number());
+    if (a == v1::ATTENTION_IMPL_UNSPECIFIED) continue;
+    if (!out.empty()) out += i + 1 == e->value_count() ? " or " : ", ";
+    out += AttentionName(a);
+  }
+  return out;
 }
 
 absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
@@ -53,8 +66,9 @@ absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
     return v1::ATTENTION_IMPL_SDPA_EFFICIENT;
   if (l == "cudnn") return v1::ATTENTION_IMPL_SDPA_CUDNN;
   if (l == "math") return v1::ATTENTION_IMPL_SDPA_MATH;
+  if (l == "tiled" || l == "flash_attention_2") return v1::ATTENTION_IMPL_TILED;
   return absl::InvalidArgumentError(
-      absl::StrCat("attention: unknown attention '", s, "'; expected ", kAttentionChoices));
+      absl::StrCat("attention: unknown attention '", s, "'; expected ", AttentionChoices()));
 }
 
 std::string OptimizerImplName(v1::OptimizerImpl o) {
@@ -105,7 +119,7 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
 
   if (!v1::AttentionImpl_IsValid(b.attention())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "benchmark.attention: unknown value ", b.attention(), "; expected ", kAttentionChoices));
+        "benchmark.attention: unknown value ", b.attention(), "; expected ", AttentionChoices()));
   }
   if (!v1::OptimizerImpl_IsValid(b.optimizer_impl())) {
     return absl::InvalidArgumentError(absl::StrCat("benchmark.optimizer_impl: unknown value ",

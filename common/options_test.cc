@@ -182,13 +182,18 @@ TEST(OptionsTest, GoodCombinationsPass) {
 }
 
 TEST(OptionsTest, NamesAndParsersRoundTrip) {
-  for (auto a : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA,
-                 v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_SDPA_EFFICIENT,
-                 v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_SDPA_MATH}) {
+  // Every value of the proto's enum: a new one without a name fails here.
+  const auto* e = v1::AttentionImpl_descriptor();
+  for (int i = 0; i < e->value_count(); ++i) {
+    const auto a = static_cast<v1::AttentionImpl>(e->value(i)->number());
+    if (a == v1::ATTENTION_IMPL_UNSPECIFIED) continue;
     auto parsed = ParseAttention(AttentionName(a));
     ASSERT_TRUE(parsed.ok()) << AttentionName(a);
     EXPECT_EQ(*parsed, a);
+    EXPECT_NE(AttentionChoices().find(AttentionName(a)), std::string::npos) << AttentionName(a);
   }
+  EXPECT_EQ(AttentionChoices(), "faithful, sdpa, flash, efficient, cudnn, math or tiled");
+  EXPECT_EQ(*ParseAttention("flash_attention_2"), v1::ATTENTION_IMPL_TILED);
   EXPECT_EQ(AttentionName(v1::ATTENTION_IMPL_SDPA_EFFICIENT), "efficient");
   EXPECT_EQ(*ParseAttention("SDPA-Flash"), v1::ATTENTION_IMPL_SDPA_FLASH);
   EXPECT_EQ(*ParseAttention("mem_efficient"), v1::ATTENTION_IMPL_SDPA_EFFICIENT);

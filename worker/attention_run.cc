@@ -17,6 +17,7 @@
 #include "common/stats.h"
 #include "worker/attention_backend.h"
 #include "worker/device_info.h"
+#include "worker/flash/tiled_attention.h"
 #include "worker/out_of_memory.h"
 #include "worker/phase_clock.h"
 #include "worker/transformer.h"
@@ -263,6 +264,9 @@ torch::Tensor AttentionForward(const v1::AttentionSpec& spec, const torch::Tenso
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& mask, CausalMaskCache* masks) {
   if (IsFaithful(spec.implementation())) return ScaledDotProductAttention(q, k, v, mask, masks);
+  if (spec.implementation() == v1::ATTENTION_IMPL_TILED) {
+    return TiledAttention(q, k, v, TiledAttentionOptions{.causal = spec.causal()});
+  }
   // SDPA's fused kernels take (B, H, T, d).
   const bool heads = spec.has_num_heads();
   SdpBackendGuard guard(spec.implementation());

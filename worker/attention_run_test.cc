@@ -96,7 +96,7 @@ TEST_F(AttentionRunTest, FaithfulAndSdpaAgreeForwardAndBackward) {
       const torch::Tensor mask = causal ? CausalMask(24, torch::kCPU) : torch::Tensor();
       std::vector<std::vector<torch::Tensor>> outs;
       for (auto impl : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA_MATH,
-                        v1::ATTENTION_IMPL_SDPA_FLASH}) {
+                        v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_TILED}) {
         v1::AttentionSpec spec;
         spec.set_implementation(impl);
         spec.set_causal(causal);
@@ -121,8 +121,9 @@ TEST_F(AttentionRunTest, FaithfulAndSdpaAgreeForwardAndBackward) {
 }
 
 TEST_F(AttentionRunTest, EveryCpuImplementationAndPrecisionRuns) {
-  for (auto impl : {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA,
-                    v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_SDPA_FLASH}) {
+  for (auto impl :
+       {v1::ATTENTION_IMPL_FAITHFUL, v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH,
+        v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_TILED}) {
     for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
       v1::AttentionSpec spec = Small(impl, /*causal=*/true);
       spec.set_precision(precision);

@@ -69,8 +69,8 @@ TEST(SdpaTest, EverySdpaChoiceGivesTheFaithfulLogitsAndGradients) {
   const torch::Tensor faithful_grad = lm->layers[0]->attn->q_proj->weight.grad().clone();
   ASSERT_GT(faithful.abs().max().item<double>(), 0.1);
 
-  for (auto a :
-       {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH, v1::ATTENTION_IMPL_SDPA_FLASH}) {
+  for (auto a : {v1::ATTENTION_IMPL_SDPA, v1::ATTENTION_IMPL_SDPA_MATH,
+                 v1::ATTENTION_IMPL_SDPA_FLASH, v1::ATTENTION_IMPL_TILED}) {
     SCOPED_TRACE(static_cast<int>(a));
     SdpBackendGuard guard(a);
     lm->SetAttention(a);

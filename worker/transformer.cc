@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/attention_backend.h"
+#include "worker/flash/tiled_attention.h"
 #include "worker/named_range.h"
 #include "worker/rope.h"
 
@@ -189,9 +190,13 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
   {
     // The attention core, after the projections and RoPE.
     NamedRange range("attention");
-    out = attention_ == v1::ATTENTION_IMPL_FAITHFUL
-              ? ScaledDotProductAttention(q, k, v, masks_->Mask(seq_len, x.device()), masks_.get())
-              : SdpaCausalAttention(q, k, v, attention_);
+    if (attention_ == v1::ATTENTION_IMPL_FAITHFUL) {
+      out = ScaledDotProductAttention(q, k, v, masks_->Mask(seq_len, x.device()), masks_.get());
+    } else if (attention_ == v1::ATTENTION_IMPL_TILED) {
+      out = TiledAttention(q, k, v, TiledAttentionOptions{.causal = true});
+    } else {
+      out = SdpaCausalAttention(q, k, v, attention_);
+    }
   }
   return output_proj->forward(out.transpose(1, 2).reshape({batch, seq_len, d_model}).contiguous());
 }

@@ -29,6 +29,22 @@ def kernel_refuses(nbytes):
     return total < nbytes
 
 
+def test_the_tiled_algorithm_through_benchctl(daemon):
+    """FlashAttention-2's tiled algorithm (ATen ops) runs as an implementation
+    of the request, causal on a length that is not a multiple of its tiles."""
+    args = ["--device", "cpu:0", "--batch-size", "2", "--seq-len", "100", "--head-dim", "16",
+            "--heads", "2", "--warmup", "1", "--passes", "2", "--causal"]
+    r = daemon.benchctl("submit", "attention", *args, "--impl", "flash_attention_2", "--watch",
+                        "--json", check=0)
+    job = json.loads(r.stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", r.stdout
+    res = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job["id"])).result.attention
+    assert res.spec.implementation == bench_pb2.ATTENTION_IMPL_TILED and res.spec.causal
+    assert res.forward.count == 2 and res.backward.count == 2 and res.backward.median > 0
+    r = daemon.benchctl("submit", "attention", *args, "--impl", "tiles", check=2)
+    assert "--impl: unknown value 'tiles'" in r.stderr and "math or tiled" in r.stderr, r.stderr
+
+
 def test_a_cell_through_benchctl(daemon):
     r = daemon.benchctl("submit", "attention", *SMALL, "--causal", "--impl", "faithful",
                         "--watch", check=0)

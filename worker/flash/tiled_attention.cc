@@ -9,6 +9,12 @@ namespace {
 
 using torch::indexing::Slice;
 
+// fp32 inside, whatever autocast the caller runs under (the model's bf16
+// step): autocast would otherwise run the tiles' matmuls in bf16.
+struct NoAutocast {
+  c10::impl::ExcludeDispatchKeyGuard guard{c10::autocast_dispatch_keyset};
+};
+
 double ScaleOf(const torch::Tensor& q, const TiledAttentionOptions& o) {
   return o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
@@ -50,6 +56,7 @@ TiledForward TiledAttentionForward(const torch::Tensor& q, const torch::Tensor& 
                                    const torch::Tensor& v, const TiledAttentionOptions& options) {
   Check(q, k, v, options);
   torch::NoGradGuard no_grad;
+  NoAutocast fp32_inside;
   const double scale = ScaleOf(q, options);
   const int64_t sq = q.size(-2), sk = k.size(-2), d = q.size(-1);
   auto lead = q.sizes().slice(0, q.dim() - 2).vec();
@@ -99,6 +106,7 @@ TiledGrads TiledAttentionBackward(const torch::Tensor& q, const torch::Tensor& k
   TORCH_CHECK(out.sizes() == q.sizes() && grad_out.sizes() == q.sizes(),
               "tiled attention backward: out and grad_out must have q's shape ", q.sizes());
   torch::NoGradGuard no_grad;
+  NoAutocast fp32_inside;
   const double scale = ScaleOf(q, options);
   const int64_t sq = q.size(-2), sk = k.size(-2);
   // D_i = rowsum(dO_i ∘ O_i), once for all key tiles.
@@ -133,6 +141,44 @@ TiledGrads TiledAttentionBackward(const torch::Tensor& q, const torch::Tensor& k
     dv.index_put_({"...", Slice(k0, k1), Slice()}, dvj);
   }
   return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type())};
+}
+
+namespace {
+
+class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v, int64_t q_tile,
+                               int64_t k_tile, bool causal, double scale) {
+    TiledAttentionOptions o{.q_tile = q_tile, .k_tile = k_tile, .causal = causal, .scale = scale};
+    TiledForward f = TiledAttentionForward(q, k, v, o);
+    ctx->save_for_backward({q, k, v, f.out, f.lse});
+    ctx->saved_data["q_tile"] = q_tile;
+    ctx->saved_data["k_tile"] = k_tile;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale;
+    return f.out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    TiledAttentionOptions o{.q_tile = ctx->saved_data["q_tile"].toInt(),
+                            .k_tile = ctx->saved_data["k_tile"].toInt(),
+                            .causal = ctx->saved_data["causal"].toBool(),
+                            .scale = ctx->saved_data["scale"].toDouble()};
+    TiledGrads g = TiledAttentionBackward(saved[0], saved[1], saved[2], saved[3], saved[4],
+                                          grads[0].contiguous(), o);
+    return {g.dq, g.dk, g.dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor TiledAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const TiledAttentionOptions& options) {
+  return TiledAttentionFunction::apply(q, k, v, options.q_tile, options.k_tile, options.causal,
+                                       ScaleOf(q, options));
 }
 
 }  // namespace benchd::worker

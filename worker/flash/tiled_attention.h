@@ -52,6 +52,12 @@ TiledGrads TiledAttentionBackward(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& lse, const torch::Tensor& grad_out,
                                   const TiledAttentionOptions& options);
 
+// The two as one differentiable op (a torch::autograd::Function): the
+// forward saves Q, K, V, O and L; the backward is TiledAttentionBackward.
+// The attention request's `tiled` implementation and the model's.
+torch::Tensor TiledAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const TiledAttentionOptions& options);
+
 }  // namespace benchd::worker
 
 #endif  // BENCHD_WORKER_FLASH_TILED_ATTENTION_H_

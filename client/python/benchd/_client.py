@@ -193,7 +193,7 @@ class Client(ClientBase):
         forward_backward, train_step), precision (fp32, bf16, fp16), batch_size,
         context_length, warmup_steps, seed, warmup ('auto' or N),
         warmup_max_steps, attention (faithful, sdpa, flash, efficient, cudnn,
-        math), optimizer (faithful, foreach, fused), tf32, weight_copies,
+        math, tiled), optimizer (faithful, foreach, fused), tf32, weight_copies,
         fused_ops, autograd, steps, export_parity, cuda_graph.
         Unset arguments take the daemon's defaults. Returns the Job.
 
@@ -241,7 +241,7 @@ class Client(ClientBase):
         device, batch_size (8), heads (none: inputs (batch, seq, d)), head_dim
         (64), seq_len (1024), causal, precision (fp32, bf16, fp16: Q, K, V in
         that dtype), impl (faithful = the course's ops, sdpa, flash, efficient,
-        cudnn, math), warmup (5), passes (100), seed, memory_cap (CUDA only,
+        cudnn, math, tiled = FlashAttention-2's algorithm in ATen ops), warmup (5), passes (100), seed, memory_cap (CUDA only,
         e.g. '2GiB'). A cell that runs out of memory fails with
         ResourceExhausted."""
         A.check_positionals("attention", args, A.ATTENTION_CHECKS)

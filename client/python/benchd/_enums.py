@@ -78,7 +78,8 @@ ATTENTION = EnumArg("AttentionImpl", {"course": "faithful", "auto": "sdpa",
                                        "efficient": "sdpa_efficient",
                                        "mem_efficient": "sdpa_efficient",
                                        "memory_efficient": "sdpa_efficient",
-                                       "cudnn": "sdpa_cudnn", "math": "sdpa_math"})
+                                       "cudnn": "sdpa_cudnn", "math": "sdpa_math",
+                                       "flash_attention_2": "tiled"})
 OPTIMIZER = EnumArg("OptimizerImpl", {"course": "faithful"})
 STACKS = EnumArg("MemoryStacks", {"c++": "cpp"})
 ACTIVITY = EnumArg("ProfilerActivity", {"gpu": "cuda"})

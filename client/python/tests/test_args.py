@@ -71,7 +71,8 @@ def test_wrong_type(offline: benchd.Client, kwargs: dict[str, object], argument:
     ("benchmark", dict(mode="trainstep"), "mode", ["forward", "forward_backward", "train_step"]),
     ("benchmark", dict(precision="fp8"), "precision", ["fp32", "bf16", "fp16"]),
     ("benchmark", dict(attention="flashy"), "attention",
-     ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math"]),
+     ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
+      "tiled"]),
     ("benchmark", dict(optimizer="sgd"), "optimizer", ["faithful", "foreach", "fused"]),
     ("profile", dict(activities=["cpu", "tpu"]), "activities[1]", ["cpu", "cuda"]),
     ("memory", dict(stacks="python3"), "stacks", ["none", "python", "cpp", "all"]),
@@ -81,7 +82,8 @@ def test_wrong_type(offline: benchd.Client, kwargs: dict[str, object], argument:
     ("collective", dict(backend="mpi"), "backend", ["nccl", "gloo"]),
     ("collective", dict(dtype="int8"), "dtype", ["fp32", "fp16", "bf16", "fp64", "int32"]),
     ("attention", dict(impl="fastest"), "impl",
-     ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math"]),
+     ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
+      "tiled"]),
     ("attention", dict(impl="flash", precision="bf16"), None, None),
 ])
 def test_unknown_enum_value_lists_the_descriptors_values(
