@@ -15,6 +15,8 @@ std::string AttentionText(v1::AttentionImpl a) {
       return "faithful";
     case v1::ATTENTION_IMPL_SDPA:
       return "sdpa (PyTorch picks the kernel)";
+    case v1::ATTENTION_IMPL_TILED:
+      return "tiled (FlashAttention-2's algorithm in ATen ops)";
     default:
       return fmt::format("sdpa ({} only)", AttentionName(a));
   }

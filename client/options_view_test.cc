@@ -142,6 +142,11 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
                               "cap 50) + 2 measured\n"));
   EXPECT_THAT(view, HasSubstr("Options      attention sdpa (math only), optimizer fused, tf32 "
                               "matmuls, autograd engine\n"));
+  r->set_attention(v1::ATTENTION_IMPL_TILED);
+  EXPECT_THAT(JobView(job),
+              HasSubstr("Options      attention tiled (FlashAttention-2's algorithm in "
+                        "ATen ops), optimizer fused"));
+  r->set_attention(v1::ATTENTION_IMPL_SDPA_MATH);
 
   result->set_warmup_converged(false);
   result->set_warmup_steps_run(50);
