@@ -50,25 +50,28 @@ std::vector<Batch> GlobalBatches() {
   return out;
 }
 
-TransformerLM Build(uint64_t seed) {
+TransformerLM Build(uint64_t seed, torch::Device device = torch::kCPU) {
   torch::manual_seed(seed);
-  return TransformerLM(SmallModel(), torch::TensorOptions().dtype(torch::kFloat32));
+  TransformerLM model(SmallModel(), torch::TensorOptions().dtype(torch::kFloat32));
+  model->to(device);
+  return model;
 }
 
 std::vector<torch::Tensor> Snapshot(const TransformerLM& model) {
   std::vector<torch::Tensor> out;
-  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  for (const auto& p : model->parameters()) out.push_back(p.detach().to(torch::kCPU).clone());
   return out;
 }
 
 // One process on the whole batch: the reference.
-std::vector<torch::Tensor> TrainAlone(const std::vector<Batch>& batches) {
-  TransformerLM model = Build(7);
+std::vector<torch::Tensor> TrainAlone(const std::vector<Batch>& batches,
+                                      torch::Device device = torch::kCPU) {
+  TransformerLM model = Build(7, device);
   AdamW optimizer(model->parameters());
   ExplicitStep step(*model);
   for (const auto& b : batches) {
     model->zero_grad();
-    step.Forward(b.ids, b.targets, /*keep_for_backward=*/true);
+    step.Forward(b.ids.to(device), b.targets.to(device), /*keep_for_backward=*/true);
     step.Backward();
     optimizer.Step();
   }
@@ -88,13 +91,19 @@ std::string Name(const Variant& v) {
   return s;
 }
 
-// N members of one Gloo group in this process.
+// N members of one group in this process: Gloo on the CPU, or NCCL with rank
+// r on cuda:r.
 class DdpTest : public ::testing::Test {
  protected:
+  WorkerDevice DeviceOf(int rank) const {
+    if (backend_ != v1::COLLECTIVE_BACKEND_NCCL) return cpu_;
+    return {"cuda:" + std::to_string(rank), torch::Device(torch::kCUDA, rank), "gpu"};
+  }
+
   std::vector<std::unique_ptr<ProcessGroups>> Group(const std::string& id, int world) {
     // One process group object per simulated worker.
     std::vector<std::unique_ptr<ProcessGroups>> groups;
-    for (int r = 0; r < world; ++r) groups.push_back(std::make_unique<ProcessGroups>(cpu_));
+    for (int r = 0; r < world; ++r) groups.push_back(std::make_unique<ProcessGroups>(DeviceOf(r)));
     internal::PrepareGroupRequest prep;
     prep.set_group(id);
     prep.set_world_size(world);
@@ -107,7 +116,7 @@ class DdpTest : public ::testing::Test {
       t.emplace_back([&, r] {
         internal::JoinGroupRequest j;
         j.set_group(id);
-        j.set_backend(v1::COLLECTIVE_BACKEND_GLOO);
+        j.set_backend(backend_);
         j.set_rank(r);
         j.set_world_size(world);
         j.set_store_host(p->store_host());
@@ -135,12 +144,16 @@ class DdpTest : public ::testing::Test {
     // Rank 0 has the reference's weights; the others start elsewhere and get
     // rank 0's by broadcast.
     std::vector<TransformerLM> models;
-    for (int r = 0; r < world; ++r) models.push_back(Build(r == 0 ? 7 : 100 + r));
+    for (int r = 0; r < world; ++r) {
+      models.push_back(Build(r == 0 ? 7 : 100 + r, DeviceOf(r).device));
+    }
     std::vector<std::thread> t;
     for (int r = 0; r < world; ++r) {
       t.emplace_back([&, r] {
         auto member = groups[r]->Get(id);
         ASSERT_TRUE(member);
+        const torch::Device device = DeviceOf(r).device;
+        c10::DeviceGuard on_device(device);
         TransformerLM& model = models[r];
         BroadcastFromRankZero(model->parameters(), *member->pg);
         GradientSync sync(variant.sync, model->parameters(), member->pg, variant.bucket_bytes);
@@ -156,7 +169,8 @@ class DdpTest : public ::testing::Test {
         for (const auto& b : batches) {
           model->zero_grad();
           sync.BeginStep();
-          step.Forward(b.ids.narrow(0, r * local, local), b.targets.narrow(0, r * local, local),
+          step.Forward(b.ids.narrow(0, r * local, local).to(device),
+                       b.targets.narrow(0, r * local, local).to(device),
                        /*keep_for_backward=*/true);
           step.Backward(
               [&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
@@ -176,6 +190,21 @@ class DdpTest : public ::testing::Test {
   }
 
   WorkerDevice cpu_{"cpu:0", torch::Device(torch::kCPU), "cpu"};
+  v1::CollectiveBackend backend_ = v1::COLLECTIVE_BACKEND_GLOO;
+};
+
+// The same on two GPUs with NCCL, against one GPU on the global batch
+// (skipped without two GPUs; on a 2-GPU machine: source .gpu-debs/unpack.sh &&
+// source scripts/gpu-lib.sh && gpu_setup && gpu_ctest ddp "" Ddp).
+class CudaDdpTest : public DdpTest {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available() || torch::cuda::device_count() < 2 ||
+        !BackendAvailable(v1::COLLECTIVE_BACKEND_NCCL)) {
+      GTEST_SKIP() << "needs two GPUs and NCCL";
+    }
+    backend_ = v1::COLLECTIVE_BACKEND_NCCL;
+  }
 };
 
 void ExpectSameAsAlone(const std::vector<std::vector<torch::Tensor>>& ranks,
@@ -250,6 +279,20 @@ TEST_F(DdpTest, EveryVariantTrainsAsOneProcessOnTheGlobalBatch) {
         EXPECT_EQ(stats[0].calls, 1) << Name(v);
       }
     }
+  }
+}
+
+TEST_F(CudaDdpTest, EveryVariantOnTwoGpusTrainsAsOneGpuOnTheGlobalBatch) {
+  const auto alone = TrainAlone(GlobalBatches(), torch::Device(torch::kCUDA, 0));
+  for (const Variant& v : std::vector<Variant>{{SyncVariant::kNaive},
+                                               {SyncVariant::kFlat},
+                                               {SyncVariant::kOverlap},
+                                               {SyncVariant::kBucketed, 16 << 10},
+                                               {SyncVariant::kBucketed, 16 << 10, true}}) {
+    std::vector<std::vector<torch::Tensor>> params;
+    std::vector<SyncStats> stats;
+    Train(2, v, &params, &stats);
+    ExpectSameAsAlone(params, alone, Name(v) + " on 2 GPUs (NCCL)");
   }
 }
 
