@@ -83,7 +83,10 @@ TEST(PeerCheckedListenerTest, AnotherUserIsClosedAndLoggedEvenWhenTheModeLetsItC
     // gRPC's client preface; a server that took the connection would answer
     // with its SETTINGS frame. Closed: read() sees end of file.
     const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    (void)!write(fd, preface, sizeof(preface) - 1);
+    // MSG_NOSIGNAL: the listener may have closed the connection already, and
+    // a plain write() would then kill the child with SIGPIPE (seen when the
+    // tests ran side by side).
+    (void)!send(fd, preface, sizeof(preface) - 1, MSG_NOSIGNAL);
     char buf[64];
     ssize_t n = read(fd, buf, sizeof(buf));
     _exit(n <= 0 ? 0 : 12);
