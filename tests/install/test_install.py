@@ -67,6 +67,14 @@ def runpath(binary):
     return m.group(1) if m else ""
 
 
+@pytest.fixture
+def tmp_path(tmp_path):
+    """pytest's tmp_path, emptied after the test: an install holds ~3.6 GB of
+    LibTorch and CUDA libraries, too much to leave for pytest's rotation."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 def test_cmake_install_runs_a_job_without_the_checkout(tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["cmake", "--install", BUILD, "--prefix", str(prefix)], check=True,
