@@ -80,12 +80,32 @@ def test_daemon_gone_for_good_wait_gives_up(own_daemon: Daemon) -> None:
     c.close()
 
 
+def wait_until_stopped(pid: int, timeout: float = 10) -> None:
+    """Until every thread of pid is in state T (stopped), as /proc says."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                continue
+        if states and all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"benchd {pid} did not stop within {timeout} s")
+
+
 def test_a_silent_daemon_hits_the_call_deadline(own_daemon: Daemon) -> None:
     c = benchd.Client(own_daemon.address, timeout=1)
     c.node()  # connected
     assert own_daemon.proc is not None
     os.kill(own_daemon.proc.pid, signal.SIGSTOP)
     try:
+        # kill() returns before every thread has stopped; a thread still
+        # running can answer the call (seen once with the tests side by side).
+        wait_until_stopped(own_daemon.proc.pid)
         t = time.monotonic()
         with pytest.raises(benchd.DeadlineExceeded) as e:
             c.jobs()
