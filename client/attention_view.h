@@ -18,7 +18,7 @@ struct AttentionOptions {
   std::optional<int64_t> batch_size, num_heads, head_dim, seq_len, warmup_passes, passes;
   bool causal = false;
   std::string precision;       // --precision fp32|bf16|fp16
-  std::string implementation;  // --impl faithful|sdpa|flash|efficient|cudnn|math|tiled
+  std::string implementation;  // --impl faithful|sdpa|flash|efficient|cudnn|math|tiled|fused
   std::optional<uint64_t> seed;
   std::string memory_cap;  // --memory-cap 2GiB (CUDA only)
 };

@@ -105,14 +105,7 @@ std::string CollectiveResultView(const v1::CollectiveResult& r) {
       CollectiveOpName(r.spec().op()), DtypeName(r.spec().dtype()),
       r.spec().in_place() ? "in place" : "out of place", r.spec().warmup_iters(), r.spec().iters());
   out += CollectiveTable(r);
-  for (const auto& g : r.groups()) {
-    out += fmt::format("group {} ({} on {}): {}\n", g.group(), BackendName(g.backend()),
-                       absl::StrJoin(g.devices(), ","),
-                       g.was_resident()
-                           ? "resident, no set-up in this job"
-                           : fmt::format("set up for this job in {:.3f} s{}", g.setup_seconds(),
-                                         g.transient() ? " (transient, destroyed after)" : ""));
-  }
+  for (const auto& g : r.groups()) out += "group " + GroupUseText(g) + "\n";
   out += fmt::format("wrong elements: {}{}\n", r.wrong_elements(),
                      r.wrong_elements() == 0 ? " (all results exact)" : " (CHECK FAILED)");
   for (const auto& p : r.plots()) {
@@ -125,6 +118,14 @@ std::string CollectiveRowLine(const v1::CollectiveRow& row) {
   return fmt::format("{} x{} {}: median {:.1f} µs, busbw {:.3f} GB/s, wrong {}",
                      BackendName(row.backend()), row.world_size(), FormatBytes(row.size_bytes()),
                      row.duration().median() * 1e6, row.busbw_gbps(), row.wrong_elements());
+}
+
+std::string GroupUseText(const v1::CollectiveGroupUse& g) {
+  return fmt::format(
+      "{} ({} on {}): {}", g.group(), BackendName(g.backend()), absl::StrJoin(g.devices(), ","),
+      g.was_resident() ? "resident, no set-up in this job"
+                       : fmt::format("set up for this job in {:.3f} s{}", g.setup_seconds(),
+                                     g.transient() ? " (transient, destroyed after)" : ""));
 }
 
 std::string GroupStateName(v1::GroupState s) {

@@ -42,6 +42,10 @@ std::string CollectiveTable(const v1::CollectiveResult& result);
 std::string CollectiveResultView(const v1::CollectiveResult& result);
 // One live line for a row as it completes.
 std::string CollectiveRowLine(const v1::CollectiveRow& row);
+// How a job used a group: "g1 (gloo on cpu:0,cpu:1): resident, no set-up in
+// this job", or "...: set up for this job in 0.123 s (transient, destroyed
+// after)".
+std::string GroupUseText(const v1::CollectiveGroupUse& use);
 
 std::string GroupsTable(const std::vector<v1::Group>& groups);
 std::string GroupView(const v1::Group& group);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
+#include "client/ddp_view.h"
 #include "client/estimate_view.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -78,6 +79,9 @@ int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput&
     std::string row;
     if (o.rows && e.has_collective_row()) row = CollectiveRowLine(e.collective_row()) + "\n";
     if (o.rows && e.has_sweep_cell()) row = SweepCellLine(e.sweep_cell(), o.sweep_cells) + "\n";
+    // A data-parallel job's runs are its progress (a few, each many steps
+    // long): shown by `watch` too, not only by `submit --watch`.
+    if (e.has_ddp_row()) row = DdpRowLine(e.ddp_row()) + "\n";
     if (tty) {
       // "\r\x1b[K": back to column 0 and clear, so the bar redraws in place.
       std::string out;
@@ -255,10 +259,8 @@ absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
       v1::JobKind_Parse("JOB_KIND_" + absl::AsciiStrToUpper(name), &kind)) {
     return kind;
   }
-  return absl::InvalidArgumentError(fmt::format(
-      "--kind: unknown kind '{}'; expected benchmark, profile, memory, collective, attention or "
-      "precision",
-      name));
+  return absl::InvalidArgumentError(
+      fmt::format("--kind: unknown kind '{}'; expected {}", name, ChoicesText(JobKindNames())));
 }
 
 std::string ErrorMessage(const absl::Status& status) {
@@ -405,6 +407,12 @@ int RunSubmitPrecision(const GlobalOptions& g, const PrecisionOptions& options,
   return s.code;
 }
 
+int RunSubmitDdp(const GlobalOptions& g, const DdpOptions& options, const SubmitFlags& flags) {
+  Submitted s = Submit(g, BuildDdpSpec(options), flags);
+  if (s.done) PrintFinished(*s.done, flags, JobView(*s.done));
+  return s.code;
+}
+
 int RunArtifactsList(const GlobalOptions& g, const std::string& job_id, bool json) {
   BenchClient client = MakeClient(g);
   absl::StatusOr<v1::ListArtifactsResponse> response = client.ListArtifacts(job_id);
@@ -463,6 +471,7 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
   } else if (csv) {
     Print(job->spec().has_sweep()         ? SweepCsv(*job)
           : job->result().has_precision() ? PrecisionCsv(*job)
+          : job->result().has_ddp()       ? DdpCsv(*job)
                                           : StepsCsv(*job));
   } else {
     Print(JobView(*job));

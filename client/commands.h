@@ -31,7 +31,7 @@ struct GlobalOptions {
 
 // "queued", "running", ... (any case) for list --state.
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& name);
-// "benchmark", "profile", "memory", "collective", "attention", "precision" (any case) for
+// A JobKind's name, "benchmark" ... "ddp" (any case; JobKindNames), for
 // list --kind.
 absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name);
 // The message an error gets on stderr (without the "benchctl: " prefix):
@@ -99,6 +99,10 @@ int RunSubmitAttention(const GlobalOptions& g, const AttentionOptions& options,
 int RunSubmitPrecision(const GlobalOptions& g, const PrecisionOptions& options,
                        const SubmitFlags& flags);
 
+// With --watch: each run as it ends (progress), then the table
+// (client/ddp_view.h).
+int RunSubmitDdp(const GlobalOptions& g, const DdpOptions& options, const SubmitFlags& flags);
+
 // INVALID_ARGUMENT "--trace needs --watch ..." for the first of `given`
 // (flag name, whether it was given) that was given without --watch.
 absl::Status CheckWatchOnlyFlags(bool watch,
@@ -124,8 +128,9 @@ int RunArtifactsGet(const GlobalOptions& g, const std::string& job_id, const std
                     const std::string& out_path);
 int RunWatch(const GlobalOptions& g, const std::string& job_id, bool json);
 // Exit 1 for a job that failed, was cancelled or interrupted, as for watch.
-// A sweep's --csv is one row per cell; `pivot` (with a sweep) prints the
-// pivot instead of the view (as CSV with --csv).
+// A sweep's --csv is one row per cell, a data-parallel job's one per run;
+// `pivot` (with a sweep) prints the pivot instead of the view (as CSV with
+// --csv).
 int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool csv,
            const PivotFlags& pivot = {});
 
@@ -133,7 +138,7 @@ int RunGet(const GlobalOptions& g, const std::string& job_id, bool json, bool cs
 struct ListOptions {
   int limit = 50;      // --limit: jobs shown in all, fetched in pages of min(limit, 1000)
   std::string state;   // --state queued|running|succeeded|failed|cancelled|interrupted
-  std::string kind;    // --kind benchmark|profile|memory|collective|attention|precision
+  std::string kind;    // --kind benchmark|profile|...|ddp (JobKindNames)
   std::string device;  // --device cuda:0 (a collective matches any of its devices)
 };
 inline constexpr int kMaxListPageSize = 1000;  // ListJobsRequest.page_size's maximum

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "benchd/v1/bench.grpc.pb.h"
+#include "client/ddp_view.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/job_view.h"
@@ -51,11 +52,12 @@ TEST(ParseJobKind, NamesInAnyCase) {
   EXPECT_EQ(*ParseJobKind("collective"), v1::JOB_KIND_COLLECTIVE);
   EXPECT_EQ(*ParseJobKind("Attention"), v1::JOB_KIND_ATTENTION);
   EXPECT_EQ(*ParseJobKind("precision"), v1::JOB_KIND_PRECISION);
+  EXPECT_EQ(*ParseJobKind("DDP"), v1::JOB_KIND_DDP);
   const absl::Status bad = ParseJobKind("train").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.message(),
             "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective, "
-            "attention or precision");
+            "attention, precision or ddp");
   EXPECT_FALSE(ParseJobKind("unspecified").ok());
 }
 
@@ -80,8 +82,8 @@ TEST(CheckWatchOnlyFlags, NamesTheFirstFlagGivenWithoutWatch) {
 // ------------------------------------------------------------ a fake daemon
 
 // A Bench service that queues every submission as `finished`'s id, streams
-// queued, started, (a collective row,) then `finished` as the terminal
-// event, and pages through `jobs` with the offset as the page token.
+// queued, started, (a collective's or a data-parallel job's rows,) then
+// `finished` as the terminal event, and pages through `jobs` with the offset as the page token.
 class FakeBench final : public v1::Bench::Service {
  public:
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest* request,
@@ -107,6 +109,14 @@ class FakeBench final : public v1::Bench::Service {
     if (finished.result().has_collective()) {
       for (const v1::CollectiveRow& row : finished.result().collective().rows()) {
         *e.mutable_collective_row() = row;
+        writer->Write(e);
+      }
+    }
+    if (finished.result().has_ddp()) {
+      *e.mutable_ddp_row() = finished.result().ddp().compute_only();
+      writer->Write(e);
+      for (const v1::DdpRow& row : finished.result().ddp().rows()) {
+        *e.mutable_ddp_row() = row;
         writer->Write(e);
       }
     }
@@ -378,6 +388,66 @@ TEST_F(CommandsTest, CollectiveWatchShowsRowsAsTheyCompleteThenTheTable) {
   EXPECT_THAT(o.err, HasSubstr(CollectiveRowLine(*row) + "\n"));
 }
 
+// A data-parallel job on cpu:0,cpu:1: compute only, then naive.
+v1::Job MakeDdpJob() {
+  v1::Job job = testing::MakeSucceededJob();
+  job.set_kind(v1::JOB_KIND_DDP);
+  job.clear_devices();
+  job.add_devices("cpu:0");
+  job.add_devices("cpu:1");
+  job.clear_spec();
+  job.mutable_spec()->mutable_ddp()->mutable_target()->add_devices("cpu:0");
+  job.mutable_spec()->mutable_ddp()->mutable_target()->add_devices("cpu:1");
+  v1::DdpResult* r = job.mutable_result()->mutable_ddp();
+  r->set_world_size(2);
+  r->mutable_compute_only()->mutable_step()->set_median(0.010);
+  v1::DdpRow* naive = r->add_rows();
+  naive->set_variant(v1::DDP_VARIANT_NAIVE);
+  naive->set_optimizer(v1::DDP_OPTIMIZER_ADAMW);
+  naive->mutable_step()->set_median(0.012);
+  naive->set_exposed_comm_seconds(0.002);
+  naive->set_ranks_agree(true);
+  return job;
+}
+
+TEST_F(CommandsTest, DdpWatchShowsEachRunAsItEndsThenTheView) {
+  fake_.finished = MakeDdpJob();
+  DdpOptions ddp;
+  ddp.devices = "cpu:0,cpu:1";
+  ddp.variants = "naive";
+  const Output o = Run([&] { return RunSubmitDdp(g_, ddp, {.watch = true}); });
+  EXPECT_EQ(o.code, kExitOk) << o.err;
+  EXPECT_EQ(o.out, JobView(fake_.finished));
+  EXPECT_THAT(o.out, HasSubstr("naive"));
+  const v1::DdpResult& r = fake_.finished.result().ddp();
+  EXPECT_THAT(o.err, HasSubstr(DdpRowLine(r.compute_only()) + "\n"));
+  EXPECT_THAT(o.err, HasSubstr(DdpRowLine(r.rows(0)) + "\n"));
+  EXPECT_THAT(o.err, HasSubstr(FinalStateLine(fake_.finished) + "\n"));
+  ASSERT_EQ(fake_.submitted.size(), 1u);
+  ASSERT_TRUE(fake_.submitted[0].has_ddp());
+  EXPECT_EQ(fake_.submitted[0].ddp().variants_size(), 1);
+}
+
+TEST_F(CommandsTest, DdpRunsShowInWatchAndGetCsvIsOneRowPerRun) {
+  fake_.finished = MakeDdpJob();
+  const Output watched = Run([&] { return RunWatch(g_, "j42", false); });
+  EXPECT_EQ(watched.code, kExitOk);
+  EXPECT_THAT(watched.out, HasSubstr(DdpRowLine(fake_.finished.result().ddp().rows(0)) + "\n"));
+  const Output csv = Run([&] { return RunGet(g_, "j42", false, true); });
+  EXPECT_EQ(csv.code, kExitOk);
+  EXPECT_EQ(csv.out, DdpCsv(fake_.finished));
+}
+
+TEST_F(CommandsTest, DdpBadFlagsAreUsageErrorsBeforeAnythingIsSent) {
+  DdpOptions ddp;
+  ddp.devices = "cpu:0,cpu:1";
+  ddp.variants = "ring";
+  const Output o = Run([&] { return RunSubmitDdp(g_, ddp, {}); });
+  EXPECT_EQ(o.code, kExitUsage);
+  EXPECT_THAT(o.err, HasSubstr("benchctl: --variants: unknown variant 'ring'"));
+  EXPECT_TRUE(fake_.submitted.empty());
+}
+
 // ------------------------------------------------------------ list
 
 // `n` jobs, newest (highest id) first.
@@ -483,8 +553,8 @@ TEST_F(CommandsTest, ListBadValuesAreUsageErrorsNamingTheFlag) {
        "--state: unknown state 'done'; expected queued, running, succeeded, failed, cancelled or "
        "interrupted"},
       {{.kind = "train"},
-       "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective, attention "
-       "or precision"},
+       "--kind: unknown kind 'train'; expected benchmark, profile, memory, collective, attention, "
+       "precision or ddp"},
   };
   for (const Case& c : cases) {
     const Output o = Run([&] { return RunList(g_, c.options, false); });

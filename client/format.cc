@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/job_spec.h"
@@ -105,6 +106,22 @@ std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 std::string JobKindText(const v1::Job& job) {
   return OrDash(
       JobKindName(job.kind() == v1::JOB_KIND_UNSPECIFIED ? JobKindOf(job.spec()) : job.kind()));
+}
+
+std::vector<std::string> JobKindNames() {
+  const google::protobuf::EnumDescriptor* kinds = v1::JobKind_descriptor();
+  std::vector<std::string> names;
+  for (int i = 0; i < kinds->value_count(); ++i) {
+    const google::protobuf::EnumValueDescriptor* kind = kinds->value(i);
+    if (kind->number() == v1::JOB_KIND_UNSPECIFIED) continue;
+    names.push_back(absl::AsciiStrToLower(absl::StripPrefix(kind->name(), "JOB_KIND_")));
+  }
+  return names;
+}
+
+std::string ChoicesText(const std::vector<std::string>& choices) {
+  if (choices.size() < 2) return absl::StrJoin(choices, "");
+  return absl::StrJoin(choices.begin(), choices.end() - 1, ", ") + " or " + choices.back();
 }
 
 std::string JobDevicesText(const v1::Job& job) {

@@ -1,7 +1,10 @@
 #include "client/format.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -72,6 +75,21 @@ TEST(Names, CodesStatesVersions) {
   v.set_cuda_driver("13.0");
   v.set_nccl("2.28.3");
   EXPECT_EQ(FormatVersions(v), "benchd 0.1.0, torch 2.11.0, CUDA 13.0 (driver 13.0), NCCL 2.28.3");
+}
+
+TEST(JobKindNames, EveryKindOfTheEnumInItsOrder) {
+  const std::vector<std::string> names = JobKindNames();
+  ASSERT_EQ(names.size(), static_cast<size_t>(v1::JobKind_descriptor()->value_count() - 1));
+  EXPECT_EQ(names.front(), "benchmark");
+  EXPECT_EQ(names.back(), "ddp");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "unspecified"), 0);
+}
+
+TEST(ChoicesText, CommasThenOr) {
+  EXPECT_EQ(ChoicesText({}), "");
+  EXPECT_EQ(ChoicesText({"a"}), "a");
+  EXPECT_EQ(ChoicesText({"a", "b"}), "a or b");
+  EXPECT_EQ(ChoicesText({"a", "b", "c"}), "a, b or c");
 }
 
 }  // namespace

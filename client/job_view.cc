@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/attention_view.h"
 #include "client/collective_view.h"
+#include "client/ddp_view.h"
 #include "client/format.h"
 #include "client/memory_view.h"
 #include "client/options_view.h"
@@ -49,6 +50,12 @@ KeyValueList RooflineLines(const v1::Roofline& r) {
   return {{"Roofline", floor}, {"Peaks", peaks}};
 }
 
+// For list: the preset, or "d768/L12" for a custom model.
+std::string ShortModelName(const v1::ModelConfig& m) {
+  if (!m.preset().empty()) return m.preset();
+  return fmt::format("d{}/L{}", m.d_model(), m.num_layers());
+}
+
 std::string ErrorText(const v1::Job& job) {
   if (job.error_message().empty()) return CodeName(job.error_code());
   return CodeName(job.error_code()) + ": " + job.error_message();
@@ -74,6 +81,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
   if (spec.has_profile()) return ProfileSpecSummary(spec.profile());
   if (spec.has_attention()) return AttentionSpecSummary(spec.attention());
   if (spec.has_precision()) return PrecisionSpecSummary(spec.precision());
+  if (spec.has_ddp()) return DdpSpecSummary(spec.ddp());
   if (!spec.has_benchmark()) {
     const std::string kind = JobKindName(spec);
     return kind.empty() ? "-" : kind;
@@ -111,13 +119,18 @@ std::string ShortSpecSummary(const v1::JobSpec& spec) {
   }
   if (spec.has_memory()) return "memory " + MemorySpecSummary(spec.memory());
   if (spec.has_profile()) return "profile " + ProfileSpecSummary(spec.profile());
+  if (spec.has_ddp()) {
+    const v1::DdpSpec& d = spec.ddp();
+    const std::string ranks = d.target().group().empty()
+                                  ? fmt::format("{} ranks", d.target().devices_size())
+                                  : "group " + d.target().group();
+    return fmt::format("ddp {} {} {}", ShortModelName(d.step().model()),
+                       PrecisionName(d.step().precision()), ranks);
+  }
   if (!spec.has_benchmark()) return JobKindName(spec);
   const v1::BenchmarkSpec& b = spec.benchmark();
-  const v1::ModelConfig& m = b.model();
-  std::string model = m.preset();
-  if (model.empty()) model = fmt::format("d{}/L{}", m.d_model(), m.num_layers());
-  std::string out =
-      fmt::format("{} {} {}", model, ModeName(b.mode()), PrecisionName(b.precision()));
+  std::string out = fmt::format("{} {} {}", ShortModelName(b.model()), ModeName(b.mode()),
+                                PrecisionName(b.precision()));
   if (b.batch_size() != 0 && b.context_length() != 0) {
     out += fmt::format(" {}x{}", b.batch_size(), b.context_length());
   }
@@ -244,6 +257,7 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
   if (job.result().has_sweep()) out += "\n" + SweepTable(job.spec().sweep(), job.result().sweep());
   if (job.result().has_attention()) out += "\n" + AttentionResultView(job.result().attention());
   if (job.result().has_precision()) out += "\n" + PrecisionResultView(job.result().precision());
+  if (job.result().has_ddp()) out += "\n" + DdpResultView(job.result().ddp());
   return out;
 }
 
@@ -285,6 +299,7 @@ std::string FinalStateLine(const v1::Job& job) {
                             FormatRate(r.forward_tflops_per_second()),
                             FormatRate(r.backward_tflops_per_second()));
       }
+      if (job.result().has_ddp()) line += ": " + DdpFinalSummary(job.result().ddp());
       if (job.result().has_precision()) {
         const v1::PrecisionResult& r = job.result().precision();
         std::vector<std::string> parts;

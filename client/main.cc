@@ -1,5 +1,6 @@
 // benchctl: wires CLI11 subcommands to client/commands.h. Nothing here talks
 // to the daemon or formats output.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "client/commands.h"
 #include "client/credentials.h"
 #include "client/exit_codes.h"
+#include "client/format.h"
 #include "client/rpc.h"
 #include "client/spec_builder.h"
 #include "client/token_command.h"
@@ -51,11 +53,8 @@ std::string PresetHelp() {
   return "model preset: " + absl::StrJoin(names, ", ") + " (size flags override its values)";
 }
 
-// The flags that say what one step is: model, mode, precision, batch,
-// warm-up and the speed options (shared by `submit benchmark`, `profile`
-// and `memory`).
-// The model and the step's shape: shared by every step request and `estimate`.
-void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
+// The model alone, preset and sizes: every step request, `estimate` and `submit ddp`.
+void AddModelSizeFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--preset", o.preset, PresetHelp());
   cmd->add_option("--vocab-size", o.vocab_size, "vocabulary size");
   cmd->add_option("--d-model", o.d_model, "model width");
@@ -63,12 +62,20 @@ void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option("--num-layers", o.num_layers, "number of layers");
   cmd->add_option("--num-heads", o.num_heads, "attention heads");
   cmd->add_option("--rope-theta", o.rope_theta, "RoPE theta (default 10000)");
+}
+
+// The model and the step's shape: shared by every step request and `estimate`.
+void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o) {
+  AddModelSizeFlags(cmd, o);
   cmd->add_option("--mode", o.mode, "forward|forward_backward|train_step (default forward)");
   cmd->add_option("--precision", o.precision, "fp32|bf16|fp16 (default fp32)");
   cmd->add_option("--batch-size", o.batch_size, "batch size (default 4)");
   cmd->add_option("--context-length", o.context_length, "tokens per sequence (default 128)");
 }
 
+// The flags that say what one step is: model, mode, precision, batch,
+// warm-up and the speed options (shared by `submit benchmark`, `profile`
+// and `memory`).
 void AddStepFlags(CLI::App* cmd, BenchmarkOptions& o) {
   cmd->add_option(
       "--device", o.device,
@@ -186,6 +193,52 @@ void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
                   "seconds after which a hung collective is aborted (default 300)");
 }
 
+// `submit ddp`: the target as `submit collective`'s, the step as `submit
+// benchmark`'s less what a data-parallel step does not run (common/ddp_spec.cc
+// refuses them: --device, the ranks being the devices; --mode, always a
+// train_step; --warmup auto, every rank must run the same steps; --attention,
+// --fused-ops, --weight-copies, --autograd, the gradients coming from the
+// explicit backward layer by layer; --optimizer, --optimizers instead; and
+// --cuda-graph, --export-parity), the batch, and which runs.
+void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
+  cmd->add_option("--group", o.group, "a resident group id (`benchctl groups create`)");
+  cmd->add_option("--devices", o.devices,
+                  "or devices, rank order: cuda:0,cuda:1,... or cpu:0,cpu:1,... (the job's own "
+                  "group unless a resident one has exactly these devices and backend)");
+  cmd->add_option("--backend", o.backend,
+                  "with --devices: nccl|gloo (default: nccl on cuda, gloo on cpu)");
+  AddModelSizeFlags(cmd, o.step);
+  cmd->add_option("--precision", o.step.precision, "fp32|bf16|fp16 (default fp32)");
+  cmd->add_option("--global-batch", o.global_batch,
+                  "sequences of all ranks together, split evenly over them (default 8; not with "
+                  "--batch-size)");
+  cmd->add_option("--batch-size", o.step.batch_size,
+                  "sequences per rank instead (default: --global-batch / ranks)");
+  cmd->add_option("--context-length", o.step.context_length, "tokens per sequence (default 128)");
+  cmd->add_option("--warmup-steps", o.step.warmup_steps,
+                  "warm-up steps of each run, timed but not in the statistics (default 5)");
+  cmd->add_option("--steps", o.step.measure_steps, "measured steps of each run (default 10)");
+  cmd->add_option("--seed", o.step.seed, "seed of weights and batches (default 0)")
+      ->check(kNonNegative);
+  cmd->add_flag("--tf32", o.step.allow_tf32, "allow TF32 for fp32 matmuls for this job");
+  cmd->add_option("--variants", o.variants,
+                  "how gradients are averaged, one run each: naive (an all_reduce per parameter "
+                  "after the backward), flat (one of them all flattened), overlap (per parameter "
+                  "as its gradient is ready), bucketed (in buckets of --bucket-mb); default all "
+                  "four");
+  cmd->add_option("--bucket-mb", o.bucket_mb,
+                  "bucketed: bucket sizes in MB (10^6 bytes), one run each, e.g. 1,10,100 "
+                  "(default 1,10,100,1000)");
+  cmd->add_option("--optimizers", o.optimizers,
+                  "adamw (every rank keeps all of AdamW's state) and/or sharded_adamw (ZeRO "
+                  "stage 1: each rank keeps and steps its shard, then broadcasts it); both = "
+                  "every variant twice (default adamw)");
+  cmd->add_flag("--sharded-optimizer", o.sharded_optimizer, "--optimizers sharded_adamw");
+  cmd->add_option("--group-timeout", o.timeout_seconds,
+                  "seconds after which a hung collective fails the job and breaks the group "
+                  "(default 300; a transient group's rendezvous too)");
+}
+
 void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
   cmd->add_option("--device", o.device, "cpu:N or cuda:N (default: the node's first device)");
   cmd->add_option("--batch-size", o.batch_size, "batch (default 8)");
@@ -200,7 +253,8 @@ void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
       "--impl", o.implementation,
       "faithful (the course's ops, default) | sdpa (torch's pick) | flash | efficient "
       "| cudnn | math (only that SDPA backend; flash and cudnn need bf16/fp16 on CUDA) | tiled "
-      "(FlashAttention-2's algorithm in ATen ops, 64x64 tiles)");
+      "(FlashAttention-2's algorithm in ATen ops, 64x64 tiles) | fused (benchd's "
+      "FlashAttention-2 CUDA kernels; CUDA, head dims 16/32/64/128)");
   cmd->add_option("--warmup", o.warmup_passes, "warm-up passes, not measured (default 5)");
   cmd->add_option("--passes", o.passes,
                   "measured passes, each a forward and a backward (default 100)");
@@ -273,9 +327,9 @@ int main(int argc, char** argv) {
 
   // submit KIND: every request kind is queued the same way.
   CLI::App* submit = app.add_subcommand(
-      "submit",
-      "queue a job: benchmark, profile, memory or collective; prints the job id and returns "
-      "(--watch: follows the job, then prints its result)");
+      "submit", "queue a job (" + bc::ChoicesText(bc::JobKindNames()) +
+                    "); prints the job id and returns (--watch: follows the job, then prints "
+                    "its result)");
   submit->require_subcommand(1);
   bc::SubmitFlags submit_flags;
   auto add_submit_flags = [&submit_flags](CLI::App* cmd) {
@@ -365,6 +419,15 @@ int main(int argc, char** argv) {
   bc::PrecisionOptions prec;
   AddPrecisionFlags(precision_cmd, prec);
   add_submit_flags(precision_cmd);
+  CLI::App* ddp_cmd = submit->add_subcommand(
+      "ddp",
+      "data-parallel training of the CS336 LM over a group (CS336 Systems 2.2-2.4): a "
+      "compute-only run, then each gradient synchronisation (naive, flat, overlap, bucketed) x "
+      "optimizer (adamw, sharded_adamw): step time, exposed communication, memory, and whether "
+      "the ranks stay identical");
+  bc::DdpOptions ddp;
+  AddDdpFlags(ddp_cmd, ddp);
+  add_submit_flags(ddp_cmd);
   CLI::App* estimate_cmd = app.add_subcommand(
       "estimate",
       "memory by formula: bytes of parameters, gradients, AdamW state and activations, term by "
@@ -398,7 +461,8 @@ int main(int argc, char** argv) {
   get->add_flag("--csv", csv,
                 "print one CSV row per step: job_id,index,warmup,step_s,host_s,forward_s,"
                 "backward_s,optimizer_s,loss (a sweep: one row per cell; with --pivot the pivot; "
-                "a precision job: its two tables, a blank line between)")
+                "a precision job: its two tables, a blank line between; a ddp job: one row per "
+                "run)")
       ->excludes(get_json);
   bc::PivotFlags get_pivot;
   get->add_option("--pivot", get_pivot.pivot,
@@ -418,8 +482,7 @@ int main(int argc, char** argv) {
                    "only jobs in this state: queued, running, succeeded, failed, cancelled, "
                    "interrupted");
   list->add_option("--kind", list_opts.kind,
-                   "only jobs of this kind: benchmark, profile, memory, collective, attention, "
-                   "precision");
+                   "only jobs of this kind: " + bc::ChoicesText(bc::JobKindNames()));
   list->add_option(
       "--device", list_opts.device,
       "only jobs that run on this device, e.g. cuda:0 (a collective: any of its); in a "
@@ -513,12 +576,12 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("evict", "give a model KEY, --device D or --all");
     }
   } catch (const CLI::ParseError& e) {
-    // The request kinds were top-level verbs once: say where they went.
+    // Some request kinds were top-level verbs once: say where every kind is.
     if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
+      const std::vector<std::string> kinds = bc::JobKindNames();
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "memory" || arg == "profile" || arg == "collective" || arg == "attention" ||
-            arg == "precision") {
+        if (std::find(kinds.begin(), kinds.end(), arg) != kinds.end()) {
           std::fprintf(stderr,
                        "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
                        "follow the job and print its result)\n",
@@ -553,6 +616,7 @@ int main(int argc, char** argv) {
   if (*collective_cmd) return bc::RunSubmitCollective(g, coll, submit_flags, coll_svg_dir);
   if (*attention_cmd) return bc::RunSubmitAttention(g, attn, submit_flags);
   if (*precision_cmd) return bc::RunSubmitPrecision(g, prec, submit_flags);
+  if (*ddp_cmd) return bc::RunSubmitDdp(g, ddp, submit_flags);
   if (*artifacts_list) return bc::RunArtifactsList(g, job_id, json);
   if (*artifacts_get) return bc::RunArtifactsGet(g, job_id, artifact_name, artifact_out);
   if (*watch_cmd) return bc::RunWatch(g, job_id, json);

@@ -17,6 +17,8 @@ std::string AttentionText(v1::AttentionImpl a) {
       return "sdpa (PyTorch picks the kernel)";
     case v1::ATTENTION_IMPL_TILED:
       return "tiled (FlashAttention-2's algorithm in ATen ops)";
+    case v1::ATTENTION_IMPL_FUSED:
+      return "fused (benchd's FlashAttention-2 CUDA kernels)";
     default:
       return fmt::format("sdpa ({} only)", AttentionName(a));
   }

@@ -88,7 +88,7 @@ TEST(OptionFlags, BadValuesNameTheFlag) {
        "--warmup: give --warmup (auto or N) or --warmup-steps N, not both"},
       {[](BenchmarkOptions& o) { o.attention = "flashy"; },
        "--attention: unknown attention 'flashy'; expected faithful, sdpa, flash, efficient, cudnn, "
-       "math or tiled"},
+       "math, tiled or fused"},
       {[](BenchmarkOptions& o) { o.optimizer = "lion"; },
        "--optimizer: unknown optimizer 'lion'; expected faithful, foreach or fused"},
   };
@@ -146,6 +146,10 @@ TEST(OptionsView, ShowsTheOptionsAndTheAutoWarmupOutcome) {
   EXPECT_THAT(JobView(job),
               HasSubstr("Options      attention tiled (FlashAttention-2's algorithm in "
                         "ATen ops), optimizer fused"));
+  r->set_attention(v1::ATTENTION_IMPL_FUSED);
+  EXPECT_THAT(JobView(job),
+              HasSubstr("Options      attention fused (benchd's FlashAttention-2 CUDA kernels), "
+                        "optimizer fused"));
   r->set_attention(v1::ATTENTION_IMPL_SDPA_MATH);
 
   result->set_warmup_converged(false);

@@ -1,11 +1,17 @@
 #include "client/spec_builder.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/collective_math.h"
+#include "common/ddp_spec.h"
 #include "common/model_config.h"
 #include "common/options.h"
 
@@ -55,6 +61,90 @@ absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (o.weight_copies) b.set_weight_copies(true);
   if (o.fused_ops) b.set_fused_ops(true);
   if (o.autograd) b.set_autograd(true);
+  return absl::OkStatus();
+}
+
+// "a, b,c" -> {"a", "b", "c"}; empty items (",,", a trailing comma) dropped.
+std::vector<std::string> ListItems(const std::string& text) {
+  std::vector<std::string> items;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    items.emplace_back(absl::StripAsciiWhitespace(item));
+  }
+  return items;
+}
+
+// --group, or --devices with --backend.
+absl::Status ApplyDdpTarget(const DdpOptions& o, v1::CollectiveTarget& t) {
+  if (!o.group.empty() && !o.devices.empty()) {
+    return absl::InvalidArgumentError(
+        "--group and --devices: give one (a resident group, or devices and a backend)");
+  }
+  if (o.group.empty() && ListItems(o.devices).empty()) {
+    return absl::InvalidArgumentError(
+        "--devices: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), "
+        "or --group ID for a resident group");
+  }
+  if (!o.group.empty() && !o.backend.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend: a resident group has its own backend; give --backend with --devices, not "
+        "with --group (got --backend ",
+        o.backend, ")"));
+  }
+  t.set_group(o.group);
+  for (const std::string& d : ListItems(o.devices)) t.add_devices(d);
+  if (!o.backend.empty()) {
+    auto b = ParseBackend(o.backend);
+    if (!b.ok()) return FlagError(b.status(), "backend");
+    t.set_backend(*b);
+  }
+  return absl::OkStatus();
+}
+
+// --variants, --bucket-mb, --optimizers and --sharded-optimizer.
+absl::Status ApplyDdpRuns(const DdpOptions& o, v1::DdpSpec& d) {
+  for (const std::string& item : ListItems(o.variants)) {
+    auto v = ParseDdpVariant(item);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--variants: unknown variant '", item,
+                                                     "'; expected ", DdpVariantChoices(),
+                                                     ", separated by commas"));
+    }
+    d.add_variants(*v);
+  }
+  for (const std::string& item : ListItems(o.bucket_mb)) {
+    double mb = 0;
+    if (!absl::SimpleAtod(item, &mb) || !std::isfinite(mb) || mb <= 0 || mb > kMaxDdpBucketMb) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--bucket-mb: expected bucket sizes in MB (10^6 bytes), above 0 and at "
+          "most ",
+          static_cast<int64_t>(kMaxDdpBucketMb), ", separated by commas; got '", item, "'"));
+    }
+    d.add_bucket_mb(mb);
+  }
+  // No --variants runs every variant, bucketed among them.
+  const bool bucketed =
+      d.variants().empty() || std::find(d.variants().begin(), d.variants().end(),
+                                        v1::DDP_VARIANT_BUCKETED) != d.variants().end();
+  if (!d.bucket_mb().empty() && !bucketed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bucket-mb: only the bucketed variant has buckets, and --variants ",
+                     o.variants, " leaves it out (add bucketed, or drop --bucket-mb)"));
+  }
+  if (o.sharded_optimizer && !o.optimizers.empty()) {
+    return absl::InvalidArgumentError(
+        "--sharded-optimizer and --optimizers: give one (--sharded-optimizer is --optimizers "
+        "sharded_adamw)");
+  }
+  if (o.sharded_optimizer) d.add_optimizers(v1::DDP_OPTIMIZER_SHARDED_ADAMW);
+  for (const std::string& item : ListItems(o.optimizers)) {
+    auto opt = ParseDdpOptimizer(item);
+    if (!opt.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--optimizers: unknown optimizer '", item,
+                                                     "'; expected ", DdpOptimizerChoices(),
+                                                     ", separated by commas"));
+    }
+    d.add_optimizers(*opt);
+  }
   return absl::OkStatus();
 }
 
@@ -211,6 +301,32 @@ absl::StatusOr<v1::EstimateRequest> BuildEstimateRequest(const EstimateOptions& 
   sh->set_zero_stage(o.zero_stage);
   sh->set_fsdp(o.fsdp);
   return r;
+}
+
+absl::StatusOr<v1::JobSpec> BuildDdpSpec(const DdpOptions& o) {
+  // The one step field the daemon would never see (a JobSpec's device, not
+  // the step's): refused rather than dropped.
+  if (!o.step.device.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device: a data-parallel job runs on --devices (rank order) or a --group; got --device ",
+        o.step.device));
+  }
+  if (o.global_batch && o.step.batch_size) {
+    return absl::InvalidArgumentError(
+        "--global-batch and --batch-size: give one (the batch of all ranks together, split "
+        "evenly, or each rank's)");
+  }
+  // The step's flags mean what they mean for a benchmark: build one, take its part.
+  auto bench = BuildBenchmarkSpec(o.step);
+  if (!bench.ok()) return bench.status();
+  v1::JobSpec spec;
+  v1::DdpSpec* d = spec.mutable_ddp();
+  *d->mutable_step() = bench->benchmark();
+  if (absl::Status s = ApplyDdpTarget(o, *d->mutable_target()); !s.ok()) return s;
+  if (o.global_batch) d->set_global_batch_size(*o.global_batch);
+  if (absl::Status s = ApplyDdpRuns(o, *d); !s.ok()) return s;
+  if (o.timeout_seconds) d->set_timeout_seconds(*o.timeout_seconds);
+  return spec;
 }
 
 }  // namespace benchd::client

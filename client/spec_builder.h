@@ -1,6 +1,7 @@
-// Turns `submit benchmark` flags into a JobSpec. Mode and precision are parsed
-// here so a typo is a usage error before any RPC; ranges and presets are the
-// daemon's to check (it names the field in INVALID_ARGUMENT).
+// Turns `submit benchmark` (and the other step requests') flags into a
+// JobSpec. Mode and precision are parsed here so a typo is a usage error
+// before any RPC; ranges and presets are the daemon's to check (it names the
+// field in INVALID_ARGUMENT).
 #ifndef BENCHD_CLIENT_SPEC_BUILDER_H_
 #define BENCHD_CLIENT_SPEC_BUILDER_H_
 
@@ -27,7 +28,7 @@ struct BenchmarkOptions {
   // Options (docs/architecture.md "Options"); "" / unset / false = the faithful default.
   std::string warmup;                       // --warmup auto|N ("N" is --warmup-steps N)
   std::optional<int64_t> warmup_max_steps;  // --warmup-max-steps
-  std::string attention;       // --attention faithful|sdpa|flash|efficient|cudnn|math|tiled
+  std::string attention;       // --attention faithful|sdpa|flash|efficient|cudnn|math|tiled|fused
   std::string optimizer;       // --optimizer faithful|foreach|fused
   bool allow_tf32 = false;     // --tf32
   bool cuda_graph = false;     // --cuda-graph
@@ -84,6 +85,35 @@ struct EstimateOptions {
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision).
 absl::StatusOr<v1::EstimateRequest> BuildEstimateRequest(const EstimateOptions& options);
+
+// `benchctl submit ddp`: data-parallel training (v1::DdpSpec). The step is
+// `submit benchmark`'s model, precision, batch (per rank), context, warm-up,
+// steps, seed and options, always a train_step; the target a resident group
+// or devices with a backend, as `submit collective`'s. Lists are
+// comma-separated ("naive,bucketed", "1,10,100"); unset = the daemon's
+// defaults (every variant, buckets of 1, 10, 100 and 1000 MB, adamw, 300 s).
+struct DdpOptions {
+  // The step, as `submit benchmark`'s. `submit ddp` has flags for the model,
+  // precision, batch_size (per rank), context_length, warmup_steps,
+  // measure_steps, seed and allow_tf32 only; the daemon refuses the options a
+  // data-parallel step does not run (naming ddp.step.<field>), and a device
+  // is refused here (the ranks are --devices or a --group).
+  BenchmarkOptions step;
+  std::string group;                      // --group ID, or
+  std::string devices;                    // --devices cpu:0,cpu:1 (rank order)
+  std::string backend;                    // --backend nccl|gloo ("" = by device kind)
+  std::optional<int64_t> global_batch;    // --global-batch N (not with --batch-size)
+  std::string variants;                   // --variants naive,flat,overlap,bucketed
+  std::string bucket_mb;                  // --bucket-mb 1,10,100
+  std::string optimizers;                 // --optimizers adamw,sharded_adamw
+  bool sharded_optimizer = false;         // --sharded-optimizer: --optimizers sharded_adamw
+  std::optional<double> timeout_seconds;  // --group-timeout S
+};
+
+// INVALID_ARGUMENT naming the flag, what came and what it accepts, for what
+// benchctl can tell by itself (names, lists, flags that exclude each other);
+// the daemon checks the rest (sizes, batch splits, devices).
+absl::StatusOr<v1::JobSpec> BuildDdpSpec(const DdpOptions& options);
 
 }  // namespace benchd::client
 

@@ -3,6 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/ddp_spec.h"
+
 namespace benchd::client {
 namespace {
 
@@ -191,6 +197,188 @@ TEST(BuildEstimateRequest, UnsetStaysUnsetAndBadEnumsNameTheFlag) {
   r = BuildEstimateRequest(o);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--precision"));
+}
+
+}  // namespace
+}  // namespace benchd::client
+
+namespace benchd::client {
+namespace {
+
+// Devices and nothing else: the smallest request `submit ddp` sends.
+DdpOptions TwoCpuRanks() {
+  DdpOptions o;
+  o.devices = "cpu:0,cpu:1";
+  return o;
+}
+
+TEST(BuildDdpSpec, FlagsFillEveryField) {
+  DdpOptions o = TwoCpuRanks();
+  o.devices = "cpu:0, cpu:1";
+  o.backend = "GLOO";
+  o.step.vocab_size = 97;
+  o.step.d_model = 32;
+  o.step.num_layers = 2;
+  o.step.num_heads = 4;
+  o.step.precision = "bf16";
+  o.step.context_length = 16;
+  o.step.warmup_steps = 0;
+  o.step.measure_steps = 2;
+  o.step.seed = 7;
+  o.step.allow_tf32 = true;
+  o.global_batch = 8;
+  o.variants = "naive, DDP_VARIANT_FLAT,overlap,bucketed";
+  o.bucket_mb = "1,2.5,100";
+  o.optimizers = "adamw,sharded_adamw";
+  o.timeout_seconds = 30;
+  absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device(), "");
+  ASSERT_TRUE(spec->has_ddp());
+  const v1::DdpSpec& d = spec->ddp();
+  EXPECT_EQ(d.target().group(), "");
+  ASSERT_EQ(d.target().devices_size(), 2);
+  EXPECT_EQ(d.target().devices(0), "cpu:0");
+  EXPECT_EQ(d.target().devices(1), "cpu:1");
+  EXPECT_EQ(d.target().backend(), v1::COLLECTIVE_BACKEND_GLOO);
+  const v1::BenchmarkSpec& step = d.step();
+  EXPECT_EQ(step.model().vocab_size(), 97);
+  EXPECT_EQ(step.model().d_model(), 32);
+  EXPECT_EQ(step.model().num_layers(), 2);
+  EXPECT_EQ(step.model().num_heads(), 4);
+  EXPECT_EQ(step.precision(), v1::PRECISION_BF16);
+  EXPECT_EQ(step.context_length(), 16);
+  EXPECT_TRUE(step.has_warmup_steps());  // an explicit 0 stays explicit
+  EXPECT_EQ(step.warmup_steps(), 0);
+  EXPECT_EQ(step.measure_steps(), 2);
+  EXPECT_EQ(step.seed(), 7u);
+  EXPECT_TRUE(step.allow_tf32());
+  EXPECT_FALSE(step.has_batch_size());
+  EXPECT_EQ(d.global_batch_size(), 8);
+  EXPECT_THAT(d.variants(),
+              ::testing::ElementsAre(v1::DDP_VARIANT_NAIVE, v1::DDP_VARIANT_FLAT,
+                                     v1::DDP_VARIANT_OVERLAP, v1::DDP_VARIANT_BUCKETED));
+  EXPECT_THAT(d.bucket_mb(), ::testing::ElementsAre(1.0, 2.5, 100.0));
+  EXPECT_THAT(d.optimizers(),
+              ::testing::ElementsAre(v1::DDP_OPTIMIZER_ADAMW, v1::DDP_OPTIMIZER_SHARDED_ADAMW));
+  EXPECT_EQ(d.timeout_seconds(), 30.0);
+}
+
+TEST(BuildDdpSpec, UnsetFlagsLeaveTheDaemonsDefaults) {
+  absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(TwoCpuRanks());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::DdpSpec& d = spec->ddp();
+  EXPECT_EQ(d.target().backend(), v1::COLLECTIVE_BACKEND_UNSPECIFIED);
+  EXPECT_FALSE(d.has_global_batch_size());
+  EXPECT_FALSE(d.step().has_batch_size());
+  EXPECT_FALSE(d.step().has_warmup_steps());
+  EXPECT_EQ(d.step().mode(), v1::BENCHMARK_MODE_UNSPECIFIED);
+  EXPECT_TRUE(d.variants().empty());
+  EXPECT_TRUE(d.bucket_mb().empty());
+  EXPECT_TRUE(d.optimizers().empty());
+  EXPECT_FALSE(d.has_timeout_seconds());
+}
+
+TEST(BuildDdpSpec, GroupPerRankBatchAndTheShardedShortcut) {
+  DdpOptions o;
+  o.group = "g1";
+  o.step.preset = "small";
+  o.step.batch_size = 4;
+  o.sharded_optimizer = true;
+  absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::DdpSpec& d = spec->ddp();
+  EXPECT_EQ(d.target().group(), "g1");
+  EXPECT_TRUE(d.target().devices().empty());
+  EXPECT_EQ(d.step().model().preset(), "small");
+  EXPECT_EQ(d.step().batch_size(), 4);
+  EXPECT_FALSE(d.has_global_batch_size());
+  EXPECT_THAT(d.optimizers(), ::testing::ElementsAre(v1::DDP_OPTIMIZER_SHARDED_ADAMW));
+}
+
+TEST(BuildDdpSpec, BucketSizesWithTheDefaultVariantsWhichIncludeBucketed) {
+  DdpOptions o = TwoCpuRanks();
+  o.bucket_mb = "25";
+  absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->ddp().bucket_mb(), ::testing::ElementsAre(25.0));
+}
+
+TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
+  struct Case {
+    std::function<void(DdpOptions&)> set;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](DdpOptions& o) { o.group = "g1"; },
+       "--group and --devices: give one (a resident group, or devices and a backend)"},
+      {[](DdpOptions& o) { o.devices = " , "; },
+       "--devices: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), or "
+       "--group ID for a resident group"},
+      {[](DdpOptions& o) {
+         o.devices.clear();
+         o.group = "g1";
+         o.backend = "nccl";
+       },
+       "--backend: a resident group has its own backend; give --backend with --devices, not with "
+       "--group (got --backend nccl)"},
+      {[](DdpOptions& o) { o.backend = "mpi"; },
+       "--backend: unknown backend 'mpi'; expected nccl or gloo"},
+      {[](DdpOptions& o) { o.step.device = "cuda:0"; },
+       "--device: a data-parallel job runs on --devices (rank order) or a --group; got --device "
+       "cuda:0"},
+      {[](DdpOptions& o) {
+         o.global_batch = 8;
+         o.step.batch_size = 4;
+       },
+       "--global-batch and --batch-size: give one (the batch of all ranks together, split evenly, "
+       "or each rank's)"},
+      {[](DdpOptions& o) { o.variants = "naive,ring"; },
+       "--variants: unknown variant 'ring'; expected naive, flat, overlap or bucketed, separated "
+       "by commas"},
+      {[](DdpOptions& o) { o.bucket_mb = "10,ten"; },
+       "--bucket-mb: expected bucket sizes in MB (10^6 bytes), above 0 and at most 1000000, "
+       "separated by commas; got 'ten'"},
+      {[](DdpOptions& o) { o.bucket_mb = "0"; }, "got '0'"},
+      {[](DdpOptions& o) { o.bucket_mb = "-5"; }, "got '-5'"},
+      {[](DdpOptions& o) { o.bucket_mb = "2000000"; }, "got '2000000'"},
+      {[](DdpOptions& o) { o.bucket_mb = "inf"; }, "got 'inf'"},
+      {[](DdpOptions& o) { o.bucket_mb = "nan"; }, "got 'nan'"},
+      {[](DdpOptions& o) {
+         o.variants = "naive,flat";
+         o.bucket_mb = "25";
+       },
+       "--bucket-mb: only the bucketed variant has buckets, and --variants naive,flat leaves it "
+       "out (add bucketed, or drop --bucket-mb)"},
+      {[](DdpOptions& o) {
+         o.sharded_optimizer = true;
+         o.optimizers = "adamw";
+       },
+       "--sharded-optimizer and --optimizers: give one (--sharded-optimizer is --optimizers "
+       "sharded_adamw)"},
+      {[](DdpOptions& o) { o.optimizers = "sgd"; },
+       "--optimizers: unknown optimizer 'sgd'; expected adamw or sharded_adamw, separated by "
+       "commas"},
+      {[](DdpOptions& o) { o.step.precision = "fp8"; }, "--precision: "},
+  };
+  for (const Case& c : cases) {
+    DdpOptions o = TwoCpuRanks();
+    c.set(o);
+    absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
+    ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.message));
+  }
+}
+
+TEST(BuildDdpSpec, ChoicesInMessagesComeFromTheEnums) {
+  DdpOptions o = TwoCpuRanks();
+  o.variants = "ring";
+  EXPECT_THAT(std::string(BuildDdpSpec(o).status().message()),
+              HasSubstr("expected " + DdpVariantChoices()));
+  o.variants.clear();
+  o.optimizers = "sgd";
+  EXPECT_THAT(std::string(BuildDdpSpec(o).status().message()),
+              HasSubstr("expected " + DdpOptimizerChoices()));
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ SavedByFormula AttentionSavedByFormula(const v1::AttentionSpec& spec) {
     case v1::ATTENTION_IMPL_SDPA_FLASH:
     case v1::ATTENTION_IMPL_SDPA_CUDNN:
     case v1::ATTENTION_IMPL_TILED:
+    case v1::ATTENTION_IMPL_FUSED:
       f.bytes = output + rows * 4;  // logsumexp (cudnn's softmax stats), fp32
       break;
     case v1::ATTENTION_IMPL_SDPA_EFFICIENT: {

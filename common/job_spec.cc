@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/collective_math.h"
+#include "common/ddp_spec.h"
 #include "common/model_config.h"
 #include "common/options.h"
 #include "common/sweep_spec.h"
@@ -40,6 +41,8 @@ absl::Status NotFinite(absl::string_view field, double v) {
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": expected a finite number, got ", NumberText(v)));
 }
+
+}  // namespace
 
 absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) {
   v1::BenchmarkSpec out = in;
@@ -82,6 +85,8 @@ absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in) 
   }
   return out;
 }
+
+namespace {
 
 // The step is a benchmark's (ResolveBenchmark: same defaults, same checks);
 // the fields that only mean something to a timed benchmark are refused.
@@ -348,6 +353,8 @@ absl::StatusOr<v1::PrecisionSpec> ResolvePrecision(const v1::PrecisionSpec& in) 
   return out;
 }
 
+}  // namespace
+
 // A devices target: names well formed, no repeats, one kind of device, a
 // backend that can run there (nccl needs CUDA devices).
 absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t) {
@@ -391,6 +398,8 @@ absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::StatusOr<v1::CollectiveSpec> ResolveCollective(const v1::CollectiveSpec& in) {
   v1::CollectiveSpec out = in;
@@ -766,8 +775,26 @@ absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double val
 }
 
 absl::Status CheckAttentionImplForDevice(v1::AttentionImpl a, v1::Precision precision,
-                                         const std::string& device, absl::string_view field) {
+                                         int64_t head_dim, const std::string& device,
+                                         absl::string_view field) {
   const bool cuda = device.rfind("cuda:", 0) == 0;
+  if (a == v1::ATTENTION_IMPL_FUSED) {
+    // benchd's own kernels (worker/flash/flash_attention_kernel.h): CUDA only,
+    // built for four head dims; float32 runs on their CUDA-core kernels.
+    if (!cuda) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": fused is benchd's FlashAttention-2 CUDA kernels and ", device,
+          " is a CPU; on a CPU use tiled (the same algorithm in ATen ops), faithful, sdpa, "
+          "flash or math"));
+    }
+    if (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       ": fused (benchd's FlashAttention-2 kernels) takes head dims 16, "
+                       "32, 64 or 128 and this job's is ",
+                       head_dim, "; use tiled, sdpa or faithful for it"));
+    }
+  }
   if (!cuda && (a == v1::ATTENTION_IMPL_SDPA_EFFICIENT || a == v1::ATTENTION_IMPL_SDPA_CUDNN)) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": the ", AttentionName(a), " SDPA backend is a CUDA kernel and ", device,
@@ -791,7 +818,9 @@ absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std:
     return absl::InvalidArgumentError(absl::StrCat(
         prefix, "cuda_graph: CUDA graphs need a CUDA device; this worker serves ", device));
   }
-  return CheckAttentionImplForDevice(step.attention(), step.precision(), device,
+  const v1::ModelConfig& m = step.model();
+  const int64_t head_dim = m.num_heads() > 0 ? m.d_model() / m.num_heads() : 0;
+  return CheckAttentionImplForDevice(step.attention(), step.precision(), head_dim, device,
                                      absl::StrCat(prefix, "attention"));
 }
 
@@ -833,9 +862,9 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
       }
       break;
     case v1::JobSpec::kAttention:
-      if (auto s = CheckAttentionImplForDevice(spec.attention().implementation(),
-                                               spec.attention().precision(), device,
-                                               "attention.implementation");
+      if (auto s = CheckAttentionImplForDevice(
+              spec.attention().implementation(), spec.attention().precision(),
+              spec.attention().head_dim(), device, "attention.implementation");
           !s.ok())
         return s;
       if (spec.attention().has_memory_cap_bytes() && !cuda) {
@@ -881,6 +910,8 @@ v1::JobKind JobKindOf(const v1::JobSpec& spec) {
       return v1::JOB_KIND_ATTENTION;
     case v1::JobSpec::kPrecision:
       return v1::JOB_KIND_PRECISION;
+    case v1::JobSpec::kDdp:
+      return v1::JOB_KIND_DDP;
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
@@ -901,6 +932,8 @@ std::string JobKindName(v1::JobKind kind) {
       return "attention";
     case v1::JOB_KIND_PRECISION:
       return "precision";
+    case v1::JOB_KIND_DDP:
+      return "ddp";
     default:
       return "";
   }
@@ -994,12 +1027,28 @@ absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec) {
       *out.mutable_precision() = *p;
       return out;
     }
+    case v1::JobSpec::kDdp: {
+      if (!spec.device().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.device: ", QuotedForError(spec.device()),
+                         " is not used by a data-parallel request; it names its devices in "
+                         "ddp.target.devices (or a group)"));
+      }
+      auto d = ResolveDdp(spec.ddp());
+      if (!d.ok()) return d.status();
+      *out.mutable_ddp() = *d;
+      return out;
+    }
     case v1::JobSpec::KIND_NOT_SET:
       break;
   }
+  std::vector<std::string> kinds;
+  for (int i = 0; i < v1::JobKind_descriptor()->value_count(); ++i) {
+    const auto kind = static_cast<v1::JobKind>(v1::JobKind_descriptor()->value(i)->number());
+    if (kind != v1::JOB_KIND_UNSPECIFIED) kinds.push_back(JobKindName(kind));
+  }
   return absl::InvalidArgumentError(
-      "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
-      "attention, precision");
+      absl::StrCat("spec: no request kind set; expected one of ", absl::StrJoin(kinds, ", ")));
 }
 
 }  // namespace benchd

@@ -58,6 +58,17 @@ absl::StatusOr<v1::PrecisionExperiment> ParsePrecisionExperiment(const std::stri
 // comes back as given: each cell is resolved when it runs.
 absl::StatusOr<v1::JobSpec> ResolveJobSpec(const v1::JobSpec& spec);
 
+// The benchmark request alone (ResolveJobSpec's part for JobSpec.benchmark):
+// every default written out, or INVALID_ARGUMENT naming "benchmark.<field>".
+// Requests that embed a step (memory, profile, ddp) rename the prefix.
+absl::StatusOr<v1::BenchmarkSpec> ResolveBenchmark(const v1::BenchmarkSpec& in);
+
+// A devices target of a collective or data-parallel request: 2+ device
+// names of one kind, each once; the backend written out (nccl on cuda, gloo
+// on cpu) and checked against the devices. INVALID_ARGUMENT naming
+// "<where>.devices" or "<where>.backend".
+absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t);
+
 // The runs of a resolved memory request, in sweep order (context lengths,
 // then modes, then precisions), each a benchmark step with measure_steps =
 // record_steps. `step` is the request's resolved step.
@@ -86,19 +97,23 @@ absl::Status CheckKindForDevice(const v1::JobSpec& spec, const std::string& devi
 
 // INVALID_ARGUMENT naming the field (`prefix` + "cuda_graph", "attention")
 // when `device` ("cpu:0", "cuda:1") cannot honour an option of the resolved
-// step: cuda_graph on a CPU; efficient or cudnn attention on a CPU (CUDA
-// kernels; flash and math have CPU kernels); flash or cudnn attention in fp32
-// on CUDA (fp16/bf16 kernels only). The same rule as the worker's
-// CheckOptionsForDevice (worker/job_options.cc), from the device's name.
+// step: cuda_graph on a CPU; efficient, cudnn or fused attention on a CPU
+// (CUDA kernels; flash and math have CPU kernels); flash or cudnn attention in
+// fp32 on CUDA (fp16/bf16 kernels only); fused attention with a head dim
+// (d_model / num_heads) other than 16, 32, 64 or 128. The same rule as the
+// worker's CheckOptionsForDevice (worker/job_options.cc), from the device's name.
 absl::Status CheckStepOptionsForDevice(const v1::BenchmarkSpec& step, const std::string& device,
                                        absl::string_view prefix = "benchmark.");
 
 // The attention rule inside CheckStepOptionsForDevice, for any request that
 // picks an implementation (`field` names it: "benchmark.attention",
-// "attention.implementation"): efficient and cudnn need CUDA; flash and cudnn
-// refuse fp32 on CUDA. INVALID_ARGUMENT naming `field`.
+// "attention.implementation"): efficient, cudnn and fused need CUDA; flash and
+// cudnn refuse fp32 on CUDA; fused (benchd's kernels, which run fp32 too)
+// refuses head dims other than 16, 32, 64 and 128. INVALID_ARGUMENT naming
+// `field`.
 absl::Status CheckAttentionImplForDevice(v1::AttentionImpl attention, v1::Precision precision,
-                                         const std::string& device, absl::string_view field);
+                                         int64_t head_dim, const std::string& device,
+                                         absl::string_view field);
 
 // The one range check of every integer field of a request: INVALID_ARGUMENT
 // "<field>: expected lo..hi, got value".

@@ -217,7 +217,7 @@ TEST(JobSpecTest, KindNames) {
   EXPECT_EQ(JobKindName(in), "");
   EXPECT_EQ(ResolveJobSpec(in).status().message(),
             "spec: no request kind set; expected one of benchmark, profile, memory, collective, "
-            "attention, precision");
+            "attention, precision, ddp");
   EXPECT_EQ(JobKindOf(Benchmark()), v1::JOB_KIND_BENCHMARK);
   EXPECT_EQ(JobKindName(Benchmark()), "benchmark");
   in.mutable_collective();
@@ -606,6 +606,69 @@ TEST(OptionsForDeviceTest, HalfPrecisionKernelsAreRefusedInFp32OnCuda) {
   s = ForDevice(memory, "cuda:0");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_PRED_FORMAT2(IsSubstring, "fp32): memory.step.attention", std::string(s.message()));
+}
+
+// benchd's fused kernels: CUDA only (float32 included: they have fp32
+// kernels), head dims 16, 32, 64 and 128 only; every request that picks an
+// attention names its own field.
+TEST(OptionsForDeviceTest, FusedNeedsCudaAndAHeadDimItsKernelsHave) {
+  for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16, v1::PRECISION_FP16}) {
+    v1::JobSpec spec = Benchmark();  // tiny: d_model 64 / 4 heads = 16
+    spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_FUSED);
+    spec.mutable_benchmark()->set_precision(precision);
+    EXPECT_TRUE(ForDevice(spec, "cuda:0").ok()) << static_cast<int>(precision);
+    absl::Status s = ForDevice(spec, "cpu:0");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(),
+              "benchmark.attention: fused is benchd's FlashAttention-2 CUDA kernels and cpu:0 is a "
+              "CPU; on a CPU use tiled (the same algorithm in ATen ops), faithful, sdpa, flash or "
+              "math");
+    v1::JobSpec profile;
+    *profile.mutable_profile()->mutable_step() = spec.benchmark();
+    s = ForDevice(profile, "cpu:0");
+    EXPECT_PRED_FORMAT2(IsSubstring, "profile.step.attention: fused is", std::string(s.message()));
+  }
+  for (int64_t heads : {1, 2, 4}) {  // d_model 128: head dims 128, 64, 32
+    v1::JobSpec spec = Benchmark();
+    spec.mutable_benchmark()->mutable_model()->set_d_model(128);
+    spec.mutable_benchmark()->mutable_model()->set_num_heads(heads);
+    spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_FUSED);
+    EXPECT_TRUE(ForDevice(spec, "cuda:1").ok()) << heads;
+  }
+  v1::JobSpec spec = Benchmark();
+  spec.mutable_benchmark()->mutable_model()->set_d_model(160);
+  spec.mutable_benchmark()->mutable_model()->set_num_heads(2);  // head dim 80
+  spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_FUSED);
+  spec.mutable_benchmark()->set_precision(v1::PRECISION_BF16);
+  absl::Status s = ForDevice(spec, "cuda:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "benchmark.attention: fused (benchd's FlashAttention-2 kernels) takes head dims 16, "
+            "32, 64 or 128 and this job's is 80; use tiled, sdpa or faithful for it");
+  spec.mutable_benchmark()->set_attention(v1::ATTENTION_IMPL_TILED);
+  EXPECT_TRUE(ForDevice(spec, "cuda:0").ok());
+
+  // The attention request: its head_dim, causal or not.
+  v1::JobSpec a;
+  a.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_FUSED);
+  a.mutable_attention()->set_head_dim(128);
+  for (bool causal : {false, true}) {
+    a.mutable_attention()->set_causal(causal);
+    EXPECT_TRUE(ForDevice(a, "cuda:0").ok()) << causal;  // fp32 (the default) too
+  }
+  s = ForDevice(a, "cpu:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring,
+                      "attention.implementation: fused is benchd's FlashAttention-2 CUDA kernels "
+                      "and cpu:0 is a CPU",
+                      std::string(s.message()));
+  a.mutable_attention()->set_head_dim(96);
+  s = ForDevice(a, "cuda:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring,
+                      "attention.implementation: fused (benchd's FlashAttention-2 kernels) takes "
+                      "head dims 16, 32, 64 or 128 and this job's is 96",
+                      std::string(s.message()));
 }
 
 }  // namespace
@@ -1146,6 +1209,14 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
     return s;
   };
   auto P = [](v1::JobSpec* s) { return s->mutable_precision(); };
+  auto ddp = [] {
+    v1::JobSpec s;
+    s.mutable_ddp()->mutable_target()->add_devices("cpu:0");
+    s.mutable_ddp()->mutable_target()->add_devices("cpu:1");
+    s.mutable_ddp()->mutable_step()->mutable_model()->set_preset("tiny");
+    return s;
+  };
+  auto D = [](v1::JobSpec* s) { return s->mutable_ddp(); };
   const int64_t big = kMaxContext * 2;  // over every model size's limit, divisible by heads
   const std::vector<Case> cases = {
       {"progress_timeout_seconds", [](v1::JobSpec* s) { s->set_progress_timeout_seconds(86401); },
@@ -1284,6 +1355,13 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
       {"precision.count", [&](v1::JobSpec* s) { P(s)->set_count(kMaxPrecisionCount + 1); },
        precision},
       {"precision.addend", [&](v1::JobSpec* s) { P(s)->set_addend(1e9); }, precision},
+      {"ddp.global_batch_size", [&](v1::JobSpec* s) { D(s)->set_global_batch_size(0); }, ddp},
+      {"ddp.variants[0]", [&](v1::JobSpec* s) { D(s)->add_variants(v1::DdpVariant(9)); }, ddp},
+      {"ddp.bucket_mb[0]", [&](v1::JobSpec* s) { D(s)->add_bucket_mb(0); }, ddp},
+      {"ddp.optimizers[0]", [&](v1::JobSpec* s) { D(s)->add_optimizers(v1::DdpOptimizer(9)); },
+       ddp},
+      {"ddp.timeout_seconds",
+       [&](v1::JobSpec* s) { D(s)->set_timeout_seconds(kMaxTimeoutSeconds + 1); }, ddp},
   };
   std::set<const FieldDescriptor*> covered;
   for (const Case& c : cases) {

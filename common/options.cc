@@ -39,6 +39,8 @@ std::string AttentionName(v1::AttentionImpl a) {
       return "math";
     case v1::ATTENTION_IMPL_TILED:
       return "tiled";
+    case v1::ATTENTION_IMPL_FUSED:
+      return "fused";
     default:
       return absl::StrCat("unknown(", static_cast<int>(a), ")");
   }
@@ -67,6 +69,7 @@ absl::StatusOr<v1::AttentionImpl> ParseAttention(const std::string& s) {
   if (l == "cudnn") return v1::ATTENTION_IMPL_SDPA_CUDNN;
   if (l == "math") return v1::ATTENTION_IMPL_SDPA_MATH;
   if (l == "tiled" || l == "flash_attention_2") return v1::ATTENTION_IMPL_TILED;
+  if (l == "fused") return v1::ATTENTION_IMPL_FUSED;
   return absl::InvalidArgumentError(
       absl::StrCat("attention: unknown attention '", s, "'; expected ", AttentionChoices()));
 }

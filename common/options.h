@@ -21,10 +21,10 @@ namespace benchd {
 // without running them; the second is a steady-state eager step.
 inline constexpr int64_t kGraphEagerSteps = 2;
 
-// "faithful", "sdpa", "flash", "efficient", "cudnn", "math", "tiled".
+// "faithful", "sdpa", "flash", "efficient", "cudnn", "math", "tiled", "fused".
 std::string AttentionName(v1::AttentionImpl a);
 // Every name AttentionName gives, for error messages: "faithful, sdpa, ...
-// or tiled" (derived from the proto's enum).
+// or fused" (derived from the proto's enum).
 std::string AttentionChoices();
 // The course's attention / AdamW: faithful, or unspecified (which means it).
 inline bool IsFaithful(v1::AttentionImpl a) {

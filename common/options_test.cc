@@ -192,8 +192,10 @@ TEST(OptionsTest, NamesAndParsersRoundTrip) {
     EXPECT_EQ(*parsed, a);
     EXPECT_NE(AttentionChoices().find(AttentionName(a)), std::string::npos) << AttentionName(a);
   }
-  EXPECT_EQ(AttentionChoices(), "faithful, sdpa, flash, efficient, cudnn, math or tiled");
+  EXPECT_EQ(AttentionChoices(), "faithful, sdpa, flash, efficient, cudnn, math, tiled or fused");
   EXPECT_EQ(*ParseAttention("flash_attention_2"), v1::ATTENTION_IMPL_TILED);
+  EXPECT_EQ(*ParseAttention("Fused"), v1::ATTENTION_IMPL_FUSED);
+  EXPECT_EQ(AttentionName(v1::ATTENTION_IMPL_FUSED), "fused");
   EXPECT_EQ(AttentionName(v1::ATTENTION_IMPL_SDPA_EFFICIENT), "efficient");
   EXPECT_EQ(*ParseAttention("SDPA-Flash"), v1::ATTENTION_IMPL_SDPA_FLASH);
   EXPECT_EQ(*ParseAttention("mem_efficient"), v1::ATTENTION_IMPL_SDPA_EFFICIENT);

@@ -233,6 +233,11 @@ absl::StatusOr<std::vector<SweepCellSpec>> ExpandSweep(const v1::JobSpec& spec) 
                    "min_bytes/max_bytes/factor), collective.world_sizes and collective.backends; "
                    "leave sweep unset");
   }
+  if (spec.has_ddp()) {
+    return Invalid("sweep",
+                   "a data-parallel request runs its own lists: ddp.variants, ddp.bucket_mb and "
+                   "ddp.optimizers, one job; leave sweep unset");
+  }
   const FieldDescriptor* kind = KindField(spec.kind_case());
   if (kind == nullptr) {
     return Invalid("sweep", "no request kind set; expected benchmark, profile or memory to sweep");

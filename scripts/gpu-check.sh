@@ -38,7 +38,8 @@ for _ in $(seq 1 180); do
 done
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
-CONFIGS=${GPU_CHECK_CONFIGS:-"small train_step bf16 4 128"}
+# The default: the faithful step, and the same step on benchd's fused attention kernels.
+CONFIGS=${GPU_CHECK_CONFIGS:-$'small train_step bf16 4 128\nsmall train_step bf16 4 128 --attention fused'}
 i=0
 while read -r preset mode precision batch ctx extra; do
   [ -n "$preset" ] || continue

@@ -14,6 +14,7 @@
 
 #include "benchd/v1/bench.pb.h"
 #include "server/group_registry.h"
+#include "server/group_run.h"
 #include "server/worker_client.h"
 
 namespace benchd::server {
@@ -27,15 +28,8 @@ struct CollectiveJobDeps {
   std::string artifacts_dir;  // plots go to <artifacts_dir>/<job id>/<name>.svg; "" = none
 };
 
-struct CollectiveJobCallbacks {
+struct CollectiveJobCallbacks : GroupJobCallbacks {
   std::function<void(const v1::CollectiveRow&)> on_row;
-  std::function<void(const std::string&)> log;
-  // The handle of the member calls in flight (nullptr when none), so that a
-  // cancel reaches them. Returns false when the job is already to stop (the
-  // caller cancels them).
-  std::function<bool(CancelHandle*)> set_calls;
-  std::function<bool()> cancel_requested;
-  std::function<bool()> stopping;
 };
 
 // Runs a RUNNING collective job; sets its final state, result or error.

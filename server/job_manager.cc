@@ -13,6 +13,7 @@
 #include "server/artifact_owner.h"
 #include "server/collective_job.h"
 #include "server/config.h"
+#include "server/ddp_job.h"
 #include "server/job_summary.h"
 #include "server/memory_admission.h"
 #include "server/model_calls.h"
@@ -207,6 +208,24 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
           absl::StrCat("collective: every device [", absl::StrJoin(job_devices, ", "),
                        "] is another node's; submit it to one of those nodes"));
     }
+  } else if (spec->has_ddp()) {
+    if (groups_ == nullptr) {
+      return absl::UnimplementedError("ddp: this daemon runs no process groups");
+    }
+    std::vector<std::string> served = devices_;
+    for (auto& d : workers_->RemoteDevices()) served.push_back(std::move(d));
+    for (std::string& d : *spec->mutable_ddp()->mutable_target()->mutable_devices()) {
+      d = workers_->CanonicalDevice(d);
+    }
+    auto devices = DdpJobDevices(spec->mutable_ddp(), groups_, served);
+    if (!devices.ok()) return devices.status();
+    job_devices = *std::move(devices);
+    if (std::none_of(job_devices.begin(), job_devices.end(),
+                     [](const std::string& d) { return d.find('/') == std::string::npos; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ddp: every device [", absl::StrJoin(job_devices, ", "),
+                       "] is another node's; submit it to one of those nodes"));
+    }
   } else {
     if (spec->device().empty()) spec->set_device(devices_.front());
     spec->set_device(workers_->CanonicalDevice(spec->device()));  // "node0/cpu:0" on node0
@@ -318,6 +337,8 @@ void JobManager::Dispatch(const std::string& device) {
     }
     if (job->spec().has_collective()) {
       RunCollective(*job);
+    } else if (job->spec().has_ddp()) {
+      RunDdp(*job);
     } else if (job->spec().has_sweep()) {
       RunSweep(*job);
     } else {
@@ -328,7 +349,7 @@ void JobManager::Dispatch(const std::string& device) {
       std::lock_guard<std::mutex> lock(mu_);
       running_.erase(key);
     }
-    if (!job->spec().has_collective()) RefreshResidentModels(device);
+    if (!job->spec().has_collective()) RefreshResidentModels(device);  // a ddp job's models too
   }
 }
 
@@ -547,22 +568,7 @@ void JobManager::RunCollective(v1::Job job) {
   cb.on_row = [&](const v1::CollectiveRow& row) {
     Publish(job, [&](v1::JobEvent* e) { *e->mutable_collective_row() = row; });
   };
-  cb.log = [&](const std::string& line) {
-    Publish(job, [&](v1::JobEvent* e) { e->set_log(line); });
-  };
-  cb.set_calls = [&](CancelHandle* calls) {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_[key].calls = calls;
-    return !(stopping_ || running_[key].cancel_requested);
-  };
-  cb.cancel_requested = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return running_[key].cancel_requested;
-  };
-  cb.stopping = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stopping_;
-  };
+  SetGroupJobCallbacks(job, key, &cb);
   RunCollectiveJob({groups_, workers_, metrics_, artifacts_dir_}, &job, cb);
   if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
     job.set_error_message("cancelled while running");
@@ -571,6 +577,58 @@ void JobManager::RunCollective(v1::Job job) {
     for (const auto& d : devices) metrics_->SetRunning(d, false);
   }
   Finish(job);
+}
+
+void JobManager::RunDdp(v1::Job job) {
+  const std::string key = RunningKey(job);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || draining_) return;  // stays QUEUED
+    if (running_[key].cancel_requested) {
+      job.set_state(v1::JOB_STATE_CANCELLED);
+      job.set_error_message("cancelled before it started");
+      Finish(job);
+      return;
+    }
+  }
+  if (!MarkRunning(job)) return;
+  const auto devices = JobDevices(job);
+  if (metrics_) {
+    for (const auto& d : devices) metrics_->SetRunning(d, true);
+  }
+  DdpJobCallbacks cb;
+  SetGroupJobCallbacks(job, key, &cb);
+  cb.on_row = [&](const v1::DdpRow& row) {
+    Publish(job, [&](v1::JobEvent* e) { *e->mutable_ddp_row() = row; });
+  };
+  RunDdpJob(groups_, workers_, &job, cb);
+  if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
+    job.set_error_message("cancelled while running");
+  }
+  if (metrics_) {
+    for (const auto& d : devices) metrics_->SetRunning(d, false);
+  }
+  Finish(job);
+}
+
+void JobManager::SetGroupJobCallbacks(const v1::Job& job, const std::string& key,
+                                      GroupJobCallbacks* cb) {
+  cb->log = [this, job](const std::string& line) {
+    Publish(job, [&](v1::JobEvent* e) { e->set_log(line); });
+  };
+  cb->set_calls = [this, key](CancelHandle* calls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[key].calls = calls;
+    return !(stopping_ || running_[key].cancel_requested);
+  };
+  cb->cancel_requested = [this, key] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_[key].cancel_requested;
+  };
+  cb->stopping = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  };
 }
 
 bool JobManager::MarkRunning(v1::Job& job) {

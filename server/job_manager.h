@@ -20,6 +20,7 @@
 #include "server/device_tickets.h"
 #include "server/event_hub.h"
 #include "server/group_registry.h"
+#include "server/group_run.h"
 #include "server/job_queue.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
@@ -124,6 +125,10 @@ class JobManager {
   void RunSweep(v1::Job job);
   // A collective job (server/collective_job.cc) on all its devices.
   void RunCollective(v1::Job job);
+  // A data-parallel job (server/ddp_job.cc) on all its devices.
+  void RunDdp(v1::Job job);
+  // A group job's log, cancel and stop hooks for the job running under `key`.
+  void SetGroupJobCallbacks(const v1::Job& job, const std::string& key, GroupJobCallbacks* cb);
   // Writes the final state, publishes the terminal event, counts it.
   // RUNNING, stored and published as started; false when the store refused
   // it (the job is then FAILED and finished).

@@ -17,6 +17,7 @@
 #include "common/stats.h"
 #include "worker/attention_backend.h"
 #include "worker/device_info.h"
+#include "worker/flash/fused_attention.h"
 #include "worker/flash/tiled_attention.h"
 #include "worker/out_of_memory.h"
 #include "worker/phase_clock.h"
@@ -267,8 +268,13 @@ torch::Tensor AttentionForward(const v1::AttentionSpec& spec, const torch::Tenso
   if (spec.implementation() == v1::ATTENTION_IMPL_TILED) {
     return TiledAttention(q, k, v, TiledAttentionOptions{.causal = spec.causal()});
   }
-  // SDPA's fused kernels take (B, H, T, d).
+  // SDPA's fused kernels and benchd's take (B, H, T, d).
   const bool heads = spec.has_num_heads();
+  if (spec.implementation() == v1::ATTENTION_IMPL_FUSED) {
+    torch::Tensor out = FusedAttention(heads ? q : q.unsqueeze(1), heads ? k : k.unsqueeze(1),
+                                       heads ? v : v.unsqueeze(1), spec.causal());
+    return heads ? out : out.squeeze(1);
+  }
   SdpBackendGuard guard(spec.implementation());
   torch::Tensor out =
       SdpaCausalAttention(heads ? q : q.unsqueeze(1), heads ? k : k.unsqueeze(1),

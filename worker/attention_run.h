@@ -26,14 +26,16 @@ struct AttentionHooks {
 // warm-up then measured passes, each a forward then a backward timed apart
 // (CUDA events, or the host clock on a CPU), with the allocator's figures
 // around them on CUDA. Returns the result, CANCELLED, INVALID_ARGUMENT when
-// a forced SDPA backend cannot run these inputs, RESOURCE_EXHAUSTED when the
+// a forced SDPA backend or the fused kernels cannot run these inputs, RESOURCE_EXHAUSTED when the
 // device (or the spec's memory cap) ran out of memory, after every tensor
 // of the run is freed and cached device memory released, or INTERNAL.
 // One forward of the spec's implementation on q, k, v ((B, T, d), or
 // (B, H, T, d) with heads): faithful is the course's ScaledDotProductAttention
 // (worker/transformer.h) with `mask` (CausalMask, or undefined without
-// causal); the SDPA ones go through SdpaCausalAttention under an
-// SdpBackendGuard, with a head dimension of 1 added (a view) when there is none.
+// causal); tiled is TiledAttention; the SDPA ones go through
+// SdpaCausalAttention under an SdpBackendGuard, and fused through
+// FusedAttention (worker/flash/fused_attention.h), both with a head dimension
+// of 1 added (a view) when there is none.
 torch::Tensor AttentionForward(const v1::AttentionSpec& spec, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& mask, CausalMaskCache* masks);

@@ -147,6 +147,26 @@ TEST_F(AttentionRunTest, AForcedBackendThatCannotRunIsInvalidArgument) {
       << r.status();
 }
 
+TEST_F(AttentionRunTest, TheFusedKernelsOnACpuAreInvalidArgument) {
+  // The daemon refuses fused for a CPU at Submit; a run that gets this far
+  // says so too, naming the field, before a pass is timed.
+  AttentionHooks hooks;
+  int passes = 0;
+  hooks.on_step = [&](const v1::StepTiming&, int64_t) { ++passes; };
+  for (bool heads : {false, true}) {
+    v1::AttentionSpec spec = Small(v1::ATTENTION_IMPL_FUSED, /*causal=*/true);
+    if (heads) spec.set_num_heads(2);
+    auto r = RunAttention(spec, cpu_, hooks);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find("attention.implementation: attention fused (benchd's "
+                                        "FlashAttention-2 kernels) cannot run on cpu"),
+              std::string::npos)
+        << r.status();
+    EXPECT_NE(r.status().message().find("they are CUDA kernels"), std::string::npos) << r.status();
+  }
+  EXPECT_EQ(passes, 0);
+}
+
 TEST_F(AttentionRunTest, CancelledBeforeAPassStops) {
   AttentionHooks hooks;
   int passes = 0;

@@ -95,35 +95,6 @@ c10::intrusive_ptr<c10d::Work> Launch(v1::CollectiveOp op, Buffers& b, GroupMemb
   }
 }
 
-// Raised when the device has not finished by the deadline.
-struct Timeout {
-  std::string what;
-};
-
-// Waits for `work`: on a CPU through Work::wait (Gloo's own timeout throws);
-// on CUDA the current stream waits for it, then the host polls an event on
-// the stream until it completes or the deadline passes (then the backend is
-// aborted, which ends NCCL's kernels).
-void Complete(const c10::intrusive_ptr<c10d::Work>& work, GroupMember& m,
-              Clock::time_point deadline) {
-  work->wait(m.timeout);
-#if BENCHD_WITH_CUDA
-  if (m.tensor_device.is_cuda()) {
-    at::cuda::CUDAEvent done;
-    done.record(at::cuda::getCurrentCUDAStream(m.tensor_device.index()));
-    while (!done.query()) {
-      if (Clock::now() > deadline) {
-        m.pg->abort();
-        throw Timeout{"the device did not finish it"};
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-#else
-  (void)deadline;
-#endif
-}
-
 bool LooksLikeTimeout(const std::string& what) {
   for (const char* s : {"imed out", "imeout", "DEADLINE"}) {
     if (what.find(s) != std::string::npos) return true;
@@ -150,7 +121,7 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
       last = Launch(op, b, m);
       last->wait();
     }
-    if (last) Complete(last, m, deadline());
+    if (last) CompleteWork(last, m, deadline());
     std::vector<at::cuda::CUDAEvent> start, end;
     start.reserve(iters);
     end.reserve(iters);
@@ -164,7 +135,7 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
       last->wait();
       end[i].record(stream);
     }
-    Complete(last, m, deadline());
+    CompleteWork(last, m, deadline());
     for (int64_t i = 0; i < iters; ++i) seconds.push_back(start[i].elapsed_time(end[i]) / 1e3);
     return seconds;
   }
@@ -173,7 +144,7 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
   for (int64_t i = 0; i < warmup + iters; ++i) {
     const auto t0 = Clock::now();
     auto work = Launch(op, b, m);
-    Complete(work, m, deadline());
+    CompleteWork(work, m, deadline());
     const auto t1 = Clock::now();
     if (i >= warmup) seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
@@ -181,6 +152,42 @@ std::vector<double> TimeIterations(v1::CollectiveOp op, Buffers& b, GroupMember&
 }
 
 }  // namespace
+
+// Waits for `work`: on a CPU through Work::wait (Gloo's own timeout throws);
+// on CUDA the current stream waits for it, then WaitForDevice.
+void CompleteWork(const c10::intrusive_ptr<c10d::Work>& work, GroupMember& m,
+                  std::chrono::steady_clock::time_point deadline) {
+  work->wait(m.timeout);
+  WaitForDevice(m, deadline);
+}
+
+void WaitForDevice(GroupMember& m, std::chrono::steady_clock::time_point deadline) {
+#if BENCHD_WITH_CUDA
+  if (m.tensor_device.is_cuda()) {
+    at::cuda::CUDAEvent done;
+    done.record(at::cuda::getCurrentCUDAStream(m.tensor_device.index()));
+    while (!done.query()) {
+      if (Clock::now() > deadline) {
+        m.pg->abort();
+        throw CollectiveTimeout{"the device did not finish it"};
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+#else
+  (void)m;
+  (void)deadline;
+#endif
+}
+
+bool AgreeToStop(GroupMember& m, bool stop) {
+  std::vector<at::Tensor> flag{torch::full(
+      {1}, stop ? 1 : 0, torch::TensorOptions().dtype(torch::kInt32).device(m.tensor_device))};
+  c10d::AllreduceOptions max;
+  max.reduceOp = c10d::ReduceOp::MAX;
+  CompleteWork(m.pg->allreduce(flag, max), m, Clock::now() + m.timeout);
+  return flag[0].item<int>() != 0;
+}
 
 torch::Tensor CheckInput(v1::CollectiveOp op, int rank, int world, int64_t count,
                          torch::Device device) {
@@ -234,13 +241,9 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m,
       size_now = requested;
       // Every rank agrees whether to go on.
       stage = "the agreement to go on";
-      std::vector<at::Tensor> flag{
-          torch::full({1}, hooks.cancelled && hooks.cancelled() ? 1 : 0,
-                      torch::TensorOptions().dtype(torch::kInt32).device(m.tensor_device))};
-      c10d::AllreduceOptions max;
-      max.reduceOp = c10d::ReduceOp::MAX;
-      Complete(m.pg->allreduce(flag, max), m, Clock::now() + m.timeout);
-      if (flag[0].item<int>() != 0) return absl::CancelledError("cancelled");
+      if (AgreeToStop(m, hooks.cancelled && hooks.cancelled())) {
+        return absl::CancelledError("cancelled");
+      }
 
       const CollectiveShape shape = ShapeFor(op, requested, element_bytes, m.world_size);
       Buffers b = Allocate(op, in_place, shape, m, dtype);
@@ -260,7 +263,7 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m,
       b.output.fill_(-1);
       // Made on the device itself (a 1 GiB check would be seconds of host work).
       b.input.copy_(CheckInput(op, m.rank, m.world_size, shape.count, b.input.device()));
-      Complete(Launch(op, b, m), m, Clock::now() + m.timeout);
+      CompleteWork(Launch(op, b, m), m, Clock::now() + m.timeout);
       const torch::Tensor expected =
           CheckExpected(op, m.rank, m.world_size, shape.count, b.output.device())
               .to(torch::kFloat64);
@@ -268,7 +271,7 @@ absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& m,
       out.set_checked_elements(b.output.numel());
       if (hooks.on_size) hooks.on_size(out);
     }
-  } catch (const Timeout& t) {
+  } catch (const CollectiveTimeout& t) {
     *broken = true;
     return absl::DeadlineExceededError(
         absl::StrCat(CollectiveOpName(op), " of ", FormatBytes(size_now), " on group ", m.id,

@@ -24,7 +24,9 @@
 #ifndef BENCHD_WORKER_COLLECTIVE_RUN_H_
 #define BENCHD_WORKER_COLLECTIVE_RUN_H_
 
+#include <chrono>
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "benchd/internal/worker.pb.h"
@@ -43,6 +45,24 @@ struct CollectiveHooks {
 // did not finish within the group's timeout: the backend was aborted);
 // ABORTED (the backend failed, e.g. a peer died). With the last two `*broken`
 // is set: the group cannot be used again and the caller drops it.
+// Raised by the waits below when the device has not finished by the
+// deadline (the backend was aborted, which ends NCCL's kernels).
+struct CollectiveTimeout {
+  std::string what;
+};
+
+// Waits for `work`: on a CPU through Work::wait (Gloo's own timeout throws);
+// on CUDA the current stream waits for it, then WaitForDevice.
+void CompleteWork(const c10::intrusive_ptr<c10d::Work>& work, GroupMember& m,
+                  std::chrono::steady_clock::time_point deadline);
+// On CUDA: polls an event recorded now on the current stream until the
+// device reaches it, or aborts the backend and throws CollectiveTimeout at
+// the deadline. Nothing on a CPU.
+void WaitForDevice(GroupMember& m, std::chrono::steady_clock::time_point deadline);
+// Every rank agrees whether to stop (an all_reduce MAX of `stop`), so a
+// cancel ends every rank at the same point. Waits within the group's timeout.
+bool AgreeToStop(GroupMember& m, bool stop);
+
 absl::Status RunCollective(const internal::CollectiveRun& run, GroupMember& member,
                            const CollectiveHooks& hooks, bool* broken);
 

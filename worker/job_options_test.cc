@@ -189,6 +189,18 @@ TEST(CheckOptionsForDeviceTest, ACpuRefusesCudaOnlyOptionsNamingTheField) {
     EXPECT_PRED_FORMAT2(IsSubstring, "is a CUDA kernel and cpu:0 is a CPU",
                         std::string(s.message()));
   }
+  // benchd's fused kernels: CUDA only, in any precision.
+  for (auto precision : {v1::PRECISION_FP32, v1::PRECISION_BF16}) {
+    spec.set_attention(v1::ATTENTION_IMPL_FUSED);
+    spec.set_precision(precision);
+    const absl::Status s = CheckOptionsForDevice(spec, CpuWorker());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_PRED_FORMAT2(IsSubstring,
+                        "benchmark.attention: fused is benchd's FlashAttention-2 CUDA kernels and "
+                        "cpu:0 is a CPU; on a CPU use tiled",
+                        std::string(s.message()));
+  }
+  spec.set_precision(v1::PRECISION_FP32);
   spec.set_attention(v1::ATTENTION_IMPL_FAITHFUL);
   spec.set_cuda_graph(true);
   const absl::Status s = CheckOptionsForDevice(spec, CpuWorker());
@@ -203,11 +215,32 @@ class OptionsRunTest : public ::testing::Test {
 };
 
 TEST_F(OptionsRunTest, RefusedOptionsAreInvalidArgumentBeforeAnyWork) {
-  auto b = TinySpec(v1::BENCHMARK_MODE_FORWARD);
-  b.set_attention(v1::ATTENTION_IMPL_SDPA_CUDNN);
-  auto r = RunBenchmark(Resolved(b), cache_);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-  EXPECT_TRUE(cache_.List().empty());  // refused before a model was built
+  for (auto a : {v1::ATTENTION_IMPL_SDPA_CUDNN, v1::ATTENTION_IMPL_FUSED}) {
+    auto b = TinySpec(v1::BENCHMARK_MODE_FORWARD);
+    b.set_attention(a);
+    auto r = RunBenchmark(Resolved(b), cache_);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.attention: ", std::string(r.status().message()));
+    EXPECT_TRUE(cache_.List().empty());  // refused before a model was built
+  }
+}
+
+// Past the checks (a caller that skipped them), the model's fused attention
+// on a CPU throws the backend's refusal, which the step reports naming the
+// field, not as an internal error.
+TEST(FusedAttentionTest, TheModelOnACpuRefusesNamingTheReason) {
+  TransformerLM lm(Tiny(), torch::TensorOptions().dtype(torch::kFloat32));
+  lm->SetAttention(v1::ATTENTION_IMPL_FUSED);
+  const auto ids = torch::randint(0, 1000, {2, 8}, torch::kInt64);
+  try {
+    lm->forward(ids);
+    FAIL() << "fused attention ran on a CPU";
+  } catch (const AttentionBackendUnavailable& e) {
+    EXPECT_PRED_FORMAT2(IsSubstring,
+                        "attention fused (benchd's FlashAttention-2 kernels) cannot run on cpu",
+                        std::string(e.what()));
+    EXPECT_PRED_FORMAT2(IsSubstring, "they are CUDA kernels", std::string(e.what()));
+  }
 }
 
 TEST_F(OptionsRunTest, OptionsAreEchoedAndTheModelGoesBackToFaithful) {

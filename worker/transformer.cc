@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/attention_backend.h"
+#include "worker/flash/fused_attention.h"
 #include "worker/flash/tiled_attention.h"
 #include "worker/named_range.h"
 #include "worker/rope.h"
@@ -194,6 +195,8 @@ torch::Tensor CausalMultiHeadSelfAttentionImpl::forward(const torch::Tensor& x) 
       out = ScaledDotProductAttention(q, k, v, masks_->Mask(seq_len, x.device()), masks_.get());
     } else if (attention_ == v1::ATTENTION_IMPL_TILED) {
       out = TiledAttention(q, k, v, TiledAttentionOptions{.causal = true});
+    } else if (attention_ == v1::ATTENTION_IMPL_FUSED) {
+      out = FusedAttention(q, k, v, /*causal=*/true);
     } else {
       out = SdpaCausalAttention(q, k, v, attention_);
     }

@@ -126,7 +126,10 @@ class CausalMultiHeadSelfAttentionImpl : public torch::nn::Module {
   // ATTENTION_IMPL_FAITHFUL (the default): ScaledDotProductAttention above. Any
   // ATTENTION_IMPL_SDPA*: at::scaled_dot_product_attention(is_causal) on the same
   // q, k, v (worker/attention_backend.h); which kernel runs is chosen by the
-  // process-wide SDPA switches (SdpBackendGuard). A per-job runtime switch.
+  // process-wide SDPA switches (SdpBackendGuard). ATTENTION_IMPL_TILED:
+  // TiledAttention (worker/flash/tiled_attention.h); ATTENTION_IMPL_FUSED:
+  // benchd's CUDA kernels, FusedAttention (worker/flash/fused_attention.h).
+  // A per-job runtime switch.
   void set_attention(v1::AttentionImpl attention) { attention_ = attention; }
   v1::AttentionImpl attention() const { return attention_; }
   RotaryEmbeddingImpl& rope() { return *rope_; }

@@ -14,6 +14,7 @@
 #include "worker/attention_run.h"
 #include "worker/benchmark.h"
 #include "worker/collective_run.h"
+#include "worker/ddp/ddp_run.h"
 #include "worker/device_info.h"
 #include "worker/memory_run.h"
 #include "worker/parity_export.h"
@@ -152,6 +153,8 @@ internal::WorkerEvent WorkerService::RunJob(grpc::ServerContext* context,
       break;
     case v1::JobSpec::kCollective:
       return RunCollectiveJob(context, request, writer);
+    case v1::JobSpec::kDdp:
+      return RunDdpJob(context, request, writer, *spec);
     default:
       return Failure(absl::StatusCode::kUnimplemented,
                      absl::StrCat("spec.", JobKindName(*spec), ": not implemented by this worker"));
@@ -243,6 +246,61 @@ internal::WorkerEvent WorkerService::RunCollectiveJob(
   if (status.ok()) {
     internal::WorkerEvent e;
     *e.mutable_result()->mutable_collective()->mutable_versions() = WorkerVersions();
+    return e;
+  }
+  if (absl::IsCancelled(status)) {
+    internal::WorkerEvent e;
+    e.set_cancelled(true);
+    return e;
+  }
+  return Failure(status);
+}
+
+internal::WorkerEvent WorkerService::RunDdpJob(grpc::ServerContext* context,
+                                               const internal::RunRequest& request,
+                                               grpc::ServerWriter<internal::WorkerEvent>* writer,
+                                               const v1::JobSpec& spec) {
+  if (!request.has_ddp()) {
+    return Failure(
+        absl::StatusCode::kInvalidArgument,
+        "a data-parallel job reaches a worker with its part (RunRequest.ddp); none came");
+  }
+  auto member = groups_.Get(request.ddp().group());
+  if (!member) {
+    return Failure(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("group ", request.ddp().group(), " has no member on ", device_.name,
+                     " (the worker restarted, or the group was dropped); re-create the group"));
+  }
+  if (!spec.ddp().step().has_batch_size()) {
+    return Failure(absl::StatusCode::kInvalidArgument,
+                   "ddp.step.batch_size: the daemon sends the batch per rank; none came");
+  }
+  c10::OptionalDeviceGuard device_guard;
+  if (device_.is_cuda()) device_guard.reset_device(device_.device);
+  bool stream_broken = false;
+  auto write = [&](const internal::WorkerEvent& e) {
+    if (!stream_broken && !writer->Write(e)) stream_broken = true;
+    return !stream_broken;
+  };
+  ddp::DdpHooks hooks;
+  hooks.on_run = [&](const internal::DdpRankRun& run) {
+    internal::WorkerEvent e;
+    *e.mutable_ddp_run() = run;
+    return write(e);
+  };
+  hooks.log = [&](const std::string& line) {
+    internal::WorkerEvent e;
+    e.set_log(line);
+    write(e);
+  };
+  hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
+  bool broken = false;
+  const absl::Status status = ddp::RunDdp(spec.ddp(), *member, cache_, device_, hooks, &broken);
+  if (broken) groups_.Leave(request.ddp().group(), /*abort=*/true);
+  if (status.ok()) {
+    internal::WorkerEvent e;
+    *e.mutable_result()->mutable_ddp()->mutable_versions() = WorkerVersions();
     return e;
   }
   if (absl::IsCancelled(status)) {

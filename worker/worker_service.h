@@ -60,6 +60,10 @@ class WorkerService final : public internal::Worker::Service {
   internal::WorkerEvent RunCollectiveJob(grpc::ServerContext* context,
                                          const internal::RunRequest& request,
                                          grpc::ServerWriter<internal::WorkerEvent>* writer);
+  // A data-parallel job's part on this member (worker/ddp/ddp_run.h).
+  internal::WorkerEvent RunDdpJob(grpc::ServerContext* context, const internal::RunRequest& request,
+                                  grpc::ServerWriter<internal::WorkerEvent>* writer,
+                                  const v1::JobSpec& spec);
 
   const WorkerDevice device_;
   const std::string artifacts_dir_;

@@ -42,7 +42,7 @@ def test_the_tiled_algorithm_through_benchctl(daemon):
     assert res.spec.implementation == bench_pb2.ATTENTION_IMPL_TILED and res.spec.causal
     assert res.forward.count == 2 and res.backward.count == 2 and res.backward.median > 0
     r = daemon.benchctl("submit", "attention", *args, "--impl", "tiles", check=2)
-    assert "--impl: unknown value 'tiles'" in r.stderr and "math or tiled" in r.stderr, r.stderr
+    assert "--impl: unknown value 'tiles'" in r.stderr and "tiled or fused" in r.stderr, r.stderr
 
 
 def test_a_cell_through_benchctl(daemon):
@@ -87,6 +87,8 @@ def test_a_cell_through_benchctl(daemon):
 @pytest.mark.parametrize("flags, message", [
     (["--impl", "efficient"], "attention.implementation: the efficient SDPA backend is a CUDA "
                               "kernel and cpu:0 is a CPU"),
+    (["--impl", "fused", "--precision", "bf16"],
+     "attention.implementation: fused is benchd's FlashAttention-2 CUDA kernels and cpu:0 is a CPU"),
     (["--memory-cap", "1GiB"], "attention.memory_cap_bytes: a cap is the CUDA caching allocator"),
     (["--seq-len", "0"], "attention.seq_len: expected 1..1048576, got 0"),
     (["--seq-len", "1048576", "--batch-size", "64"], "attention.seq_len: one score matrix"),

@@ -40,7 +40,7 @@ def test_grpc_status_codes(daemon):
         s.Submit(bench_pb2.SubmitRequest(spec=bench_pb2.JobSpec()))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details() == ("spec: no request kind set; expected one of benchmark, profile, "
-                                 "memory, collective, attention, precision")
+                                 "memory, collective, attention, precision, ddp")
     with pytest.raises(grpc.RpcError) as e:
         spec = bench_pb2.JobSpec(benchmark=bench_pb2.BenchmarkSpec(
             model=bench_pb2.ModelConfig(preset="tiny"), precision=42))
@@ -115,6 +115,8 @@ def test_non_finite_numbers_are_refused_at_submit(daemon, value, text):
      "benchmark.attention: the"),
     (dict(attention=bench_pb2.ATTENTION_IMPL_SDPA_CUDNN, precision=bench_pb2.PRECISION_BF16),
      "benchmark.attention: the"),
+    (dict(attention=bench_pb2.ATTENTION_IMPL_FUSED, precision=bench_pb2.PRECISION_BF16),
+     "benchmark.attention: fused is benchd's FlashAttention-2 CUDA kernels"),
 ])
 def test_cuda_only_options_are_refused_at_submit_on_a_cpu(daemon, options, field):
     spec = bench_pb2.JobSpec(device="cpu:0", benchmark=bench_pb2.BenchmarkSpec(

@@ -83,7 +83,7 @@ def test_a_result_that_meets_a_full_disk_is_kept_and_stored_when_space_returns(t
 
         def watch():
             try:
-                for e in d.stub.Watch(bench_pb2.WatchRequest(job_id=job_id), timeout=120):
+                for e in d.stub.Watch(bench_pb2.WatchRequest(job_id=job_id), timeout=400):
                     events.append((time.time(), e))
             except grpc.RpcError as err:
                 errors.append(err)
@@ -91,7 +91,7 @@ def test_a_result_that_meets_a_full_disk_is_kept_and_stored_when_space_returns(t
         watcher.start()
         fill(filler)
 
-        pending = wait(lambda: get(d, job_id).result_pending, 60, "the job to end unstored")
+        pending = wait(lambda: get(d, job_id).result_pending, 240, "the job to end unstored")
         assert "ended succeeded" in pending and data in pending, pending
         job = get(d, job_id)
         assert job.state == bench_pb2.JOB_STATE_RUNNING and not job.HasField("result")
@@ -123,7 +123,7 @@ def test_a_result_that_meets_a_full_disk_is_kept_and_stored_when_space_returns(t
         second = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec(3000)), timeout=30).id
         first_step(d, second)
         fill(filler)
-        wait(lambda: get(d, second).result_pending, 60, "the second job to end unstored")
+        wait(lambda: get(d, second).result_pending, 240, "the second job to end unstored")
         d.stop()
         os.remove(filler)
         d.start()

@@ -69,6 +69,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "worker/flash/flash_attention_kernel.h"
@@ -235,6 +236,106 @@ __device__ __forceinline__ void LoadTile(T* dst, const T* src, int64_t stride, i
     const bool valid = gr < n_rows;
     const T* s = valid ? src + static_cast<int64_t>(gr) * stride + col : src;
     CpAsync16(SmemAddr(dst + r * (D + 8) + col), s, valid);
+  }
+}
+
+// The forward's online softmax and its end, for scores and O in the m16n8
+// accumulator layout of mma.sync's C fragments, which is also a warp's part
+// of a wgmma accumulator: kN blocks of 8 columns, 4 values each; thread
+// `lane` holds row r_lo (values 0, 1) and row r_lo + 8 (values 2, 3), columns
+// 8i + 2(lane % 4) + (0, 1) of block i. Both Hopper forward kernels use them
+// (the PTX is the same as with their former copies). The mma.sync forward
+// (flash_attention_fwd.cu) does the same math on [kMT][kN][4] fragments and
+// keeps its own copy: calling these there changed ptxas's register
+// allocation (133 registers to 128 plus 8 bytes of spills at sm_90a).
+
+// FlashAttention-2's online softmax over one tile of scores s (keys n0..):
+// keys past Sk and (causal) keys past the row are masked, the mask worked out
+// only where the tile reaches past Sk or past the warp's first row
+// warp_row0; the running row max m_r and the thread's partial row sum l_r
+// move one tile on; s becomes exp2(S·scale·log2e − m) (the log2 domain: one
+// FFMA and one ex2 per score; sl2 is p.scale_log2, read once by the caller),
+// and alpha the factors by which the O rows accumulated so far must be
+// rescaled.
+template <int kN>
+__device__ __forceinline__ void OnlineSoftmax(float (&s)[4 * kN], const Params& p, float sl2,
+                                              int n0, int warp_row0, int r_lo, int lane,
+                                              float (&m_r)[2], float (&l_r)[2], float (&alpha)[2]) {
+  constexpr int kBc = 8 * kN;
+  const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
+  if (need_mask) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
+        const int row = r_lo + (e >> 1) * 8;
+        if (key >= p.Sk || (p.causal && key > row)) s[4 * i + e] = -INFINITY;
+      }
+  }
+  float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+  }
+  float ms[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    ms[r] = (mx[r] == -INFINITY) ? 0.f : mx[r] * sl2;
+    alpha[r] = Ex2(m_r[r] * sl2 - ms[r]);
+    m_r[r] = mx[r];
+  }
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
+    s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
+    s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
+    s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
+    rs[0] += s[4 * i] + s[4 * i + 1];
+    rs[1] += s[4 * i + 2] + s[4 * i + 3];
+  }
+  l_r[0] = l_r[0] * alpha[0] + rs[0];
+  l_r[1] = l_r[1] * alpha[1] + rs[1];
+}
+
+// O's rows times OnlineSoftmax's alpha.
+template <int kN>
+__device__ __forceinline__ void RescaleRows(float (&o)[4 * kN], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    o[4 * i] *= alpha[0];
+    o[4 * i + 1] *= alpha[0];
+    o[4 * i + 2] *= alpha[1];
+    o[4 * i + 3] *= alpha[1];
+  }
+}
+
+// The forward's end for one fragment's rows: the quad's partial sums added,
+// L = m·scale + ln l (+inf for a row that saw no key) and O / l in T, for
+// rows below Sq. og and lse point at the (batch, head)'s O and L.
+template <typename T, int kN>
+__device__ __forceinline__ void StoreRows(const float (&o)[4 * kN], const float (&m_r)[2],
+                                          const float (&l_r)[2], const Params& p, int r_lo,
+                                          int lane, T* og, float* lse) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_r[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = r_lo + r * 8;
+    if (row < p.Sq) {
+      if (lane % 4 == 0) lse[row] = l > 0.f ? m_r[r] * p.scale + logf(l) : INFINITY;
+      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < kN; ++i)
+        *reinterpret_cast<uint32_t*>(orow + i * 8) =
+            Tc<T>::Pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    }
   }
 }
 

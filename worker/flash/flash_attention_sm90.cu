@@ -46,6 +46,9 @@ __device__ __forceinline__ void PackA(const float* s, uint32_t (&a)[4]) {
   a[3] = Tc<T>::Pack(s[6], s[7]);
 }
 
+// Raw shared-memory and barrier wrappers, used by the kernels' sm_90a bodies
+// only (compiled for another target those bodies are empty, and so is this).
+#ifdef BENCHD_FLASH_WGMMA
 __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -57,6 +60,7 @@ __device__ __forceinline__ uint16_t LdShared16(uint32_t addr) {
 __device__ __forceinline__ void StShared16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // Forward. kWG warpgroups, each owning 64 query rows (kBr = 64·kWG per CTA);
@@ -126,44 +130,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
 
   // S (in place) -> exp2(S·scale·log2e − m); returns the rescale factors.
   auto softmax = [&](float(&s)[kBc / 2], int n0, float(&alpha)[2]) {
-    const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
-    if (need_mask) {
-#pragma unroll
-      for (int i = 0; i < kBc / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
-          const int row = r_lo + (e >> 1) * 8;
-          if (key >= p.Sk || (p.causal && key > row)) s[4 * i + e] = -INFINITY;
-        }
-    }
-    float mx[2] = {m_r[0], m_r[1]};
-#pragma unroll
-    for (int i = 0; i < kBc / 8; ++i) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
-    }
-    float ms[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      ms[r] = (mx[r] == -INFINITY) ? 0.f : mx[r] * sl2;
-      alpha[r] = Ex2(m_r[r] * sl2 - ms[r]);
-      m_r[r] = mx[r];
-    }
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < kBc / 8; ++i) {
-      s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
-      s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
-      s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
-      s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
-      rs[0] += s[4 * i] + s[4 * i + 1];
-      rs[1] += s[4 * i + 2] + s[4 * i + 3];
-    }
-    l_r[0] = l_r[0] * alpha[0] + rs[0];
-    l_r[1] = l_r[1] * alpha[1] + rs[1];
+    OnlineSoftmax<kBc / 8>(s, p, sl2, n0, warp_row0, r_lo, lane, m_r, l_r, alpha);
   };
 
   {
@@ -204,13 +171,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
       softmax(s, j * kBc, alpha);
       wg::Wait<0>();
       wg::FenceRegs(o);
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[4 * i] *= alpha[0];
-        o[4 * i + 1] *= alpha[0];
-        o[4 * i + 2] *= alpha[1];
-        o[4 * i + 3] *= alpha[1];
-      }
+      RescaleRows<D / 8>(o, alpha);
 #pragma unroll
       for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
     } else {
@@ -223,22 +184,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) FwdWgmmaKernel(const Params p) {
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_r[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = r_lo + r * 8;
-    if (row < p.Sq) {
-      if (lane % 4 == 0) lse[row] = l > 0.f ? m_r[r] * p.scale + logf(l) : INFINITY;
-      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t*>(orow + i * 8) =
-            Tc<T>::Pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-    }
-  }
+  StoreRows<T, D / 8>(o, m_r, l_r, p, r_lo, lane, og, lse);
 #endif
 }
 
@@ -269,6 +215,7 @@ const char* LaunchFwd(const Params& p, cudaStream_t stream) {
 // additionally ordered round-robin by named barriers (FA3's warp-scheduler
 // barrier), so one warpgroup's softmax runs while another's GEMMs do.
 // setmaxnreg: producer 24/32 registers, consumers 240/160 (2/3 consumers).
+#ifdef BENCHD_FLASH_WGMMA
 __device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -295,6 +242,7 @@ __device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, 
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+#endif
 template <int N>
 __device__ __forceinline__ void SetMaxNRegDec() {
 #ifdef BENCHD_FLASH_WGMMA
@@ -417,44 +365,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
   const float sl2 = p.scale_log2;
 
   auto softmax = [&](float(&s)[kBc / 2], int n0, float(&alpha)[2]) {
-    const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
-    if (need_mask) {
-#pragma unroll
-      for (int i = 0; i < kBc / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
-          const int row = r_lo + (e >> 1) * 8;
-          if (key >= p.Sk || (p.causal && key > row)) s[4 * i + e] = -INFINITY;
-        }
-    }
-    float mx[2] = {m_r[0], m_r[1]};
-#pragma unroll
-    for (int i = 0; i < kBc / 8; ++i) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
-    }
-    float ms[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      ms[r] = (mx[r] == -INFINITY) ? 0.f : mx[r] * sl2;
-      alpha[r] = Ex2(m_r[r] * sl2 - ms[r]);
-      m_r[r] = mx[r];
-    }
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < kBc / 8; ++i) {
-      s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
-      s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
-      s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
-      s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
-      rs[0] += s[4 * i] + s[4 * i + 1];
-      rs[1] += s[4 * i + 2] + s[4 * i + 3];
-    }
-    l_r[0] = l_r[0] * alpha[0] + rs[0];
-    l_r[1] = l_r[1] * alpha[1] + rs[1];
+    OnlineSoftmax<kBc / 8>(s, p, sl2, n0, warp_row0, r_lo, lane, m_r, l_r, alpha);
   };
 
   MbarWait(barQ, 0);
@@ -497,13 +408,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
     wg::Wait<0>();
     wg::FenceRegs(o);
     if (lane == 0) MbarArrive(empty_v(sv));
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      o[4 * i] *= alpha[0];
-      o[4 * i + 1] *= alpha[0];
-      o[4 * i + 2] *= alpha[1];
-      o[4 * i + 3] *= alpha[1];
-    }
+    RescaleRows<D / 8>(o, alpha);
 #pragma unroll
     for (int ks = 0; ks < kBc / 16; ++ks) PackA<T>(s + 8 * ks, pf[ks]);
   }
@@ -518,22 +423,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
     wg::FenceRegs(o);
   }
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_r[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = r_lo + r * 8;
-    if (row < p.Sq) {
-      if (lane % 4 == 0) lse[row] = l > 0.f ? m_r[r] * p.scale + logf(l) : INFINITY;
-      T* orow = og + static_cast<int64_t>(row) * p.so.s + (lane % 4) * 2;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t*>(orow + i * 8) =
-            Tc<T>::Pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-    }
-  }
+  StoreRows<T, D / 8>(o, m_r, l_r, p, r_lo, lane, og, lse);
 #endif
 }
 
@@ -1317,9 +1207,13 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
 // tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
 // scheduler barrier, LPT; 11 K as the register A operand of Sᵀ.
+// The worker's build (BENCHD_FLASH_DEFAULT_VARIANTS_ONLY, worker/CMakeLists.txt)
+// compiles the defaults and their cp.async fallbacks only: the variants are
+// bench/flash_attention's, and leaving them out halves this file's compile.
 template <typename T>
 const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
   switch (BackwardVariant()) {
+#ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
     case 6:
       return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
     case 8:
@@ -1330,6 +1224,7 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs<T, 64, false, true, false>(p, true, stream);
     case 11:
       return LaunchBwdWs<T, 64, false, false, true>(p, false, stream);
+#endif
     default:
       return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
   }
@@ -1342,10 +1237,13 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
 // warpgroups, cp.async). Variant 1 (mma.sync) never gets here.
 template <typename T>
 const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
+#ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
   Params lpt = p;  // variant 7: the LPT grid order (every head's heaviest causal tile first)
   lpt.lpt = true;
+#endif
   if (p.D == 64) {
     switch (variant) {
+#ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
       case 2:
         return LaunchFwdWs<T, 64, 3, 128, 2, false>(p, stream);
       case 3:
@@ -1356,12 +1254,14 @@ const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
         return LaunchFwd<T, 64, 2, 128>(p, stream);
       case 7:
         return LaunchFwdWs<T, 64, 3, 128, 2, true>(lpt, stream);
+#endif
       default:
         return LaunchFwdWs<T, 64, 3, 128, 2, true>(p, stream);
     }
   }
   if (p.D == 128) {
     switch (variant) {
+#ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
       case 2:
         return LaunchFwdWs<T, 128, 2, 128, 2, false>(p, stream);
       case 3:
@@ -1371,6 +1271,7 @@ const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
         return LaunchFwdWs<T, 128, 2, 128, 3, true>(p, stream);
       case 7:
         return LaunchFwdWs<T, 128, 2, 128, 2, true>(lpt, stream);
+#endif
       default:
         return LaunchFwdWs<T, 128, 2, 128, 2, true>(p, stream);
     }
@@ -1381,6 +1282,9 @@ const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
 }  // namespace
 
 bool DeviceHasWgmma() {
+#ifdef BENCHD_FLASH_NO_SM90A
+  return false;  // built without sm_90a code: the kernels above are empty
+#endif
   static int cached[64];  // 0 unknown, 1 yes, 2 no
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;

@@ -12,7 +12,7 @@
     sw.to_pandas(); sw.pivot("model.preset", "precision")  # a sweep: one row per cell
 
 Request kinds (keywords are benchctl's flags): benchmark, profile, memory,
-collective, attention, precision; and jobs/job/cancel, models/evict, node,
+collective, attention, precision, ddp; and jobs/job/cancel, models/evict, node,
 nodes/wait_for_nodes (a cluster), create_group/groups/
 destroy_group, artifacts/download. Plots: benchd.plots (pip install
 'benchd[plot]'). Errors: benchd.BenchdError and its subclasses.
@@ -26,9 +26,9 @@ from ._errors import (Aborted, ArgumentError, ArgumentTypeError, BenchdError, Ca
                       DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, JobFailed,
                       JobNotDone, NotFound, PermissionDenied, ResourceExhausted, RpcError,
                       Unauthenticated, Unavailable, Unimplemented, WaitTimeout)
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
-                       Result, SweepResult)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, DdpResult,
+                       MemoryEstimate, MemoryResult, Node, Nodes, PrecisionResult, ProfileResult,
+                       Records, Result, SweepResult)
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,7 @@ __all__ = [
     "Client", "AsyncClient", "Job", "AsyncJob", "JobList", "JobState", "Event",
     "Credentials", "TokenFileWarning", "CredentialsError",
     "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult", "AttentionResult",
-    "PrecisionResult", "SweepResult",
+    "PrecisionResult", "DdpResult", "SweepResult",
     "Result", "Node", "Nodes", "MemoryEstimate",
     "Records", "load_snapshot", "DEFAULT_ADDRESS",
     "BenchdError", "ArgumentError", "ArgumentTypeError", "RpcError", "InvalidArgument",

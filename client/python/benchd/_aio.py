@@ -19,8 +19,9 @@ from ._common import (Event, JobState, Progress, load_snapshot, show_progress, s
                       write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, DdpResult,
+                       MemoryEstimate, MemoryResult, Node, Nodes, PrecisionResult, ProfileResult,
+                       Records,
                        Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
@@ -158,6 +159,10 @@ class AsyncClient(ClientBase):
         A.check_positionals("precision", args, A.PRECISION_CHECKS)
         return await self._submit(A.precision_spec(kwargs))
 
+    async def ddp(self, *args: object, **kwargs: Unpack[A.DdpArgs]) -> "AsyncJob[DdpResult]":
+        A.check_positionals("ddp", args, A.DDP_CHECKS)
+        return await self._submit(A.ddp_spec(kwargs))
+
     # ------------------------------------------------------------ jobs
 
     async def _get_job(self, job_id: str, timeout: float | None = None) -> pb.Job:
@@ -277,7 +282,8 @@ class AsyncClient(ClientBase):
 # The blocking client's docstrings serve both.
 def _share_docs() -> None:
     from ._client import Client
-    for name in ("benchmark", "profile", "memory", "collective", "attention", "precision", "job",
+    for name in ("benchmark", "profile", "memory", "collective", "attention", "precision", "ddp",
+                 "job",
                  "jobs_page", "iter_jobs",
                  "jobs", "cancel", "models", "evict", "node", "estimate", "create_group", "groups",
                  "destroy_group", "artifacts", "fetch_artifact", "download"):

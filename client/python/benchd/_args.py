@@ -117,6 +117,34 @@ class CollectiveArgs(TypedDict, total=False):
     group_timeout: float     # seconds before a hung collective is aborted (default 300)
 
 
+class DdpArgs(TypedDict, total=False):
+    """Data-parallel training (`benchctl submit ddp`): a compute-only run, then
+    every variant x bucket size x optimizer."""
+    group: str               # a resident group id, or:
+    devices: Union[str, Sequence[str]]      # rank order: ["cpu:0", "cpu:1"] or "cpu:0,cpu:1"
+    backend: str             # with devices: nccl | gloo (default: nccl on cuda, gloo on cpu)
+    preset: str              # tiny, mini, small, medium, large, xl, 2.7B
+    vocab_size: int
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    rope_theta: float
+    precision: str           # fp32 | bf16 | fp16
+    global_batch: int        # sequences of all ranks together, split evenly (default 8)
+    batch_size: int          # or sequences per rank (not with global_batch)
+    context_length: int      # default 128
+    warmup_steps: int        # per run (default 5)
+    steps: int               # measured steps per run (default 10)
+    seed: int
+    tf32: bool
+    variants: Union[str, Sequence[str]]     # naive | flat | overlap | bucketed (default all four)
+    bucket_mb: Union[float, str, Sequence[float]]  # bucketed: MB (10^6 bytes), one run each
+    optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw (default adamw)
+    sharded_optimizer: bool  # = optimizers="sharded_adamw"
+    group_timeout: float     # seconds before a hung collective fails the job (default 300)
+
+
 class AttentionArgs(TypedDict, total=False):
     """One cell of the CS336 pytorch_attention benchmark (`benchctl submit attention`)."""
     device: str              # "cuda:0", "cpu:0"; default: the node's first device
@@ -191,6 +219,17 @@ def as_list(argument: str, value: object, item: Callable[[str, object], Any]) ->
     else:
         parts = [value]
     return [item(f"{argument}[{i}]", p) for i, p in enumerate(parts)]
+
+
+def _number_or_text(argument: str, value: object) -> float:
+    """A number, or one written as text ("2.5"), as a comma-separated flag gives it."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ArgumentError(argument, value, "a number",
+                                f"{argument}: expected a number, got {value!r}") from None
+    return as_float(argument, value)
 
 
 def _int_or_digits(argument: str, value: object) -> int:
@@ -308,6 +347,17 @@ COLLECTIVE_CHECKS: dict[str, Checker] = {
     "sizes": lambda a, v: as_list(a, v, as_size), "warmup": as_int, "iters": as_int,
     "in_place": as_bool, "group_timeout": as_float,
 }
+DDP_CHECKS: dict[str, Checker] = {
+    "group": as_str, "devices": lambda a, v: as_list(a, v, as_str), "backend": _enum(E.BACKEND),
+    "preset": as_str, "vocab_size": as_int, "d_model": as_int, "d_ff": as_int,
+    "num_layers": as_int, "num_heads": as_int, "rope_theta": as_float,
+    "precision": _enum(E.PRECISION), "global_batch": as_int, "batch_size": as_int,
+    "context_length": as_int, "warmup_steps": as_int, "steps": as_int, "seed": as_int,
+    "tf32": as_bool, "variants": _enum_list(E.DDP_VARIANT),
+    "bucket_mb": lambda a, v: as_list(a, v, _number_or_text),
+    "optimizers": _enum_list(E.DDP_OPTIMIZER), "sharded_optimizer": as_bool,
+    "group_timeout": as_float,
+}
 ATTENTION_CHECKS: dict[str, Checker] = {
     "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
     "seq_len": as_int, "causal": as_bool, "precision": _enum(E.PRECISION),
@@ -339,6 +389,19 @@ _HINTS: dict[str, dict[str, str]] = {
         "attention": "give impl",
         "steps": "give passes (each a forward and a backward)",
         "warmup_passes": "give warmup",
+    },
+    "ddp": {
+        "device": "give devices (rank order) or group",
+        "global_batch_size": "give global_batch",
+        "measure_steps": "give steps",
+        "timeout": "give group_timeout",
+        "timeout_seconds": "give group_timeout",
+        "optimizer": "give optimizers (adamw, sharded_adamw) or sharded_optimizer=True",
+        "mode": "a data-parallel step is always a train_step",
+        "warmup": "give warmup_steps (every rank runs the same steps)",
+        **{name: "data-parallel training takes its gradients from benchd's explicit backward, "
+                 "so it runs without this option"
+           for name in ("attention", "fused_ops", "weight_copies", "autograd")},
     },
     "profile": {
         "export_parity": "only benchmark() writes parity bundles",
@@ -506,6 +569,63 @@ def collective_spec(given: Mapping[str, object]) -> pb.JobSpec:
         if name in a:
             setattr(c, field, a[name])
     return pb.JobSpec(collective=c)
+
+
+# Bucket sizes are 0 < MB <= this (common/ddp_spec.h kMaxDdpBucketMb).
+MAX_BUCKET_MB = 1e6
+
+
+def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
+    """What `benchctl submit ddp` sends for the same flags; refused here as
+    there (naming the argument) when the arguments exclude each other."""
+    a = check("ddp", DDP_CHECKS, given)
+    if a.get("group") and a.get("devices"):
+        raise ArgumentError("group", a["group"], ["group", "devices"],
+                            "group and devices: give one (a resident group, or devices and a "
+                            "backend)")
+    if not a.get("group") and not a.get("devices"):
+        raise ArgumentError("devices", given.get("devices"), "devices in rank order, or group",
+                            "devices: give the ranks' devices in rank order (e.g. "
+                            "['cpu:0', 'cpu:1']), or group= for a resident group")
+    if a.get("group") and "backend" in a:
+        raise ArgumentError("backend", given["backend"], "with devices",
+                            "backend: a resident group has its own backend; give backend with "
+                            "devices, not with group")
+    if "global_batch" in a and "batch_size" in a:
+        raise ArgumentError("global_batch", a["global_batch"], ["global_batch", "batch_size"],
+                            "global_batch and batch_size: give one (the batch of all ranks "
+                            "together, split evenly, or each rank's)")
+    for i, mb in enumerate(a.get("bucket_mb", [])):
+        if not 0 < mb <= MAX_BUCKET_MB:
+            raise ArgumentError(f"bucket_mb[{i}]", mb, f"0 < MB <= {MAX_BUCKET_MB:g}",
+                                f"bucket_mb[{i}]: expected a bucket size in MB (10^6 bytes), "
+                                f"above 0 and at most {MAX_BUCKET_MB:g}, got {mb!r}")
+    variants = a.get("variants", [])
+    if a.get("bucket_mb") and variants and pb.DDP_VARIANT_BUCKETED not in variants:
+        raise ArgumentError("bucket_mb", given["bucket_mb"], "with the bucketed variant",
+                            "bucket_mb: only the bucketed variant has buckets, and variants "
+                            "leaves it out (add 'bucketed', or drop bucket_mb)")
+    if a.get("sharded_optimizer") and "optimizers" in a:
+        raise ArgumentError("sharded_optimizer", True, ["sharded_optimizer", "optimizers"],
+                            "sharded_optimizer and optimizers: give one (sharded_optimizer=True "
+                            "is optimizers='sharded_adamw')")
+    step_keys = ("preset", "vocab_size", "d_model", "d_ff", "num_layers", "num_heads",
+                 "rope_theta", "precision", "batch_size", "context_length", "warmup_steps",
+                 "steps", "seed", "tf32")
+    step: dict[str, Any] = {k: a[k] for k in step_keys if k in a}
+    _, b = _benchmark_spec(step)
+    d = pb.DdpSpec(step=b, variants=variants, bucket_mb=a.get("bucket_mb", []),
+                   optimizers=([pb.DDP_OPTIMIZER_SHARDED_ADAMW] if a.get("sharded_optimizer")
+                               else a.get("optimizers", [])))
+    d.target.group = a.get("group", "")
+    d.target.devices.extend(a.get("devices", []))
+    if "backend" in a:
+        d.target.backend = a["backend"]
+    if "global_batch" in a:
+        d.global_batch_size = a["global_batch"]
+    if "group_timeout" in a:
+        d.timeout_seconds = a["group_timeout"]
+    return pb.JobSpec(ddp=d)
 
 
 def attention_spec(given: Mapping[str, object]) -> pb.JobSpec:

@@ -217,7 +217,8 @@ class JobBase(Generic[R]):
 
     @property
     def kind(self) -> str:
-        """benchmark, profile, memory or collective."""
+        """benchmark, profile, memory, collective, attention, precision or ddp
+        (the JobKind's short name)."""
         return kind_of(self._proto)
 
     @property

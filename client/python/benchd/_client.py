@@ -17,9 +17,9 @@ from ._common import (Event, JobState, Progress, jobs_frame, jobs_html, load_sna
                       show_progress, snapshot_name, write_atomically)
 from ._credentials import Credentials
 from ._errors import BenchdError, DeadlineExceeded, RpcError, Unavailable
-from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, MemoryEstimate,
-                       MemoryResult, Node, Nodes, PrecisionResult, ProfileResult, Records,
-                       Result)
+from ._results import (AttentionResult, BenchmarkResult, CollectiveResult, DdpResult,
+                       MemoryEstimate, MemoryResult, Node, Nodes, PrecisionResult, ProfileResult,
+                       Records, Result)
 from .v1 import bench_pb2 as pb
 from .v1 import bench_pb2_grpc as pb_grpc
 
@@ -193,7 +193,7 @@ class Client(ClientBase):
         forward_backward, train_step), precision (fp32, bf16, fp16), batch_size,
         context_length, warmup_steps, seed, warmup ('auto' or N),
         warmup_max_steps, attention (faithful, sdpa, flash, efficient, cudnn,
-        math, tiled), optimizer (faithful, foreach, fused), tf32, weight_copies,
+        math, tiled, fused), optimizer (faithful, foreach, fused), tf32, weight_copies,
         fused_ops, autograd, steps, export_parity, cuda_graph.
         Unset arguments take the daemon's defaults. Returns the Job.
 
@@ -241,7 +241,8 @@ class Client(ClientBase):
         device, batch_size (8), heads (none: inputs (batch, seq, d)), head_dim
         (64), seq_len (1024), causal, precision (fp32, bf16, fp16: Q, K, V in
         that dtype), impl (faithful = the course's ops, sdpa, flash, efficient,
-        cudnn, math, tiled = FlashAttention-2's algorithm in ATen ops), warmup (5), passes (100), seed, memory_cap (CUDA only,
+        cudnn, math, tiled = FlashAttention-2's algorithm in ATen ops, fused = benchd's
+        FlashAttention-2 CUDA kernels), warmup (5), passes (100), seed, memory_cap (CUDA only,
         e.g. '2GiB'). A cell that runs out of memory fails with
         ResourceExhausted."""
         A.check_positionals("attention", args, A.ATTENTION_CHECKS)
@@ -260,6 +261,23 @@ class Client(ClientBase):
         them."""
         A.check_positionals("precision", args, A.PRECISION_CHECKS)
         return self._submit(A.precision_spec(kwargs))
+
+    def ddp(self, *args: object, **kwargs: Unpack[A.DdpArgs]) -> "Job[DdpResult]":
+        """Queue data-parallel training (CS336 Systems 2.2-2.4): `benchctl
+        submit ddp`.
+
+        group, or devices (rank order) with backend (nccl, gloo); the step:
+        preset or vocab_size, d_model, d_ff, num_layers, num_heads,
+        rope_theta; precision, global_batch (all ranks, split evenly;
+        default 8) or batch_size (per rank), context_length, warmup_steps,
+        steps, seed, tf32; the runs: variants (naive, flat, overlap,
+        bucketed; default all), bucket_mb (bucketed's sizes, default 1, 10,
+        100, 1000), optimizers (adamw, sharded_adamw; default adamw) or
+        sharded_optimizer=True; group_timeout. The result's to_pandas() has
+        a row per run (compute only first): step time, exposed
+        communication, traffic, memory, optimizer state, ranks_agree."""
+        A.check_positionals("ddp", args, A.DDP_CHECKS)
+        return self._submit(A.ddp_spec(kwargs))
 
     # ------------------------------------------------------------ jobs
 
@@ -292,7 +310,8 @@ class Client(ClientBase):
              device: str | None = None) -> "JobList":
         """`benchctl list`: the newest `limit` jobs (state: queued, running,
         succeeded, failed, cancelled, interrupted; kind: benchmark, profile,
-        memory, collective; device: e.g. 'cuda:0')."""
+        memory, collective, attention, precision, ddp (any JobKind); device:
+        e.g. 'cuda:0')."""
         n = B.jobs_limit(limit)
         out: list[Job[Any]] = []
         for j in self.iter_jobs(state=state, kind=kind, device=device, page_size=min(n, 1000)):

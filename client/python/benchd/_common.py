@@ -19,7 +19,7 @@ from . import _enums as E
 from ._errors import (BenchdError, DeadlineExceeded, JobFailed, JobNotDone, RpcError,
                       Unavailable, error_for)
 from ._credentials import DEFAULT_ADDRESS
-from ._results import MS, Result, _frame_html, frame, make_result
+from ._results import MS, Result, _frame_html, ddp_run_label, frame, make_result
 from .v1 import bench_pb2 as pb
 
 class JobState(str, enum.Enum):
@@ -56,7 +56,8 @@ class Event:
     """One JobEvent of a job's Watch stream.
 
     kind: 'queued', 'started', 'warmup_step', 'step', 'log', 'collective_row',
-    'sweep_cell' (a sweep's cell as it ends), or a terminal one: 'result', 'failed', 'cancelled', 'interrupted'."""
+    'sweep_cell' (a sweep's cell as it ends), 'ddp_row' (a data-parallel run as
+    it ends), or a terminal one: 'result', 'failed', 'cancelled', 'interrupted'."""
 
     def __init__(self, proto: pb.JobEvent) -> None:
         self.proto = proto
@@ -107,6 +108,10 @@ class Event:
     @property
     def cell(self) -> pb.SweepCell | None:
         return self.proto.sweep_cell if self.kind == "sweep_cell" else None
+
+    @property
+    def ddp_row(self) -> pb.DdpRow | None:
+        return self.proto.ddp_row if self.kind == "ddp_row" else None
 
     def __repr__(self) -> str:
         extra = ""
@@ -209,11 +214,24 @@ def collective_cells(spec: pb.JobSpec) -> int | None:
     return series * len(c.sizes_bytes) or None
 
 
+def ddp_runs(spec: pb.JobSpec) -> int | None:
+    """How many runs a data-parallel job will report, compute only included
+    (its resolved spec: the lists written out)."""
+    if spec.WhichOneof("kind") != "ddp":
+        return None
+    d = spec.ddp
+    per_optimizer = sum(len(d.bucket_mb) if v == pb.DDP_VARIANT_BUCKETED else 1
+                        for v in d.variants)
+    return 1 + per_optimizer * len(d.optimizers) if per_optimizer and d.optimizers else None
+
+
 class Progress:
-    """A tqdm bar over a job's steps (or a collective's cells); no-op when off."""
+    """A tqdm bar over a job's steps (or a collective's cells, a data-parallel
+    job's runs); no-op when off."""
 
     def __init__(self, job: pb.Job, enabled: bool) -> None:
         self._bar: Any = None
+        self._unit = "step"
         if not enabled:
             return
         if _in_notebook():
@@ -222,6 +240,9 @@ class Progress:
             from tqdm import tqdm as bar_class  # type: ignore[assignment]
         total = collective_cells(job.spec)
         unit = "cell" if total is not None else "step"
+        if job.spec.WhichOneof("kind") == "ddp":
+            total, unit = ddp_runs(job.spec), "run"
+        self._unit = unit
         self._bar = bar_class(total=total, unit=unit, desc=f"job {job.id} {kind_of(job)}",
                          leave=True, dynamic_ncols=True)
 
@@ -231,6 +252,8 @@ class Progress:
             return
         if e.kind == "started":
             bar.set_postfix_str("running", refresh=True)
+        elif e.kind in ("warmup_step", "step") and e.step is not None and self._unit == "run":
+            bar.set_postfix_str(f"step {e.step.step_seconds * MS:.2f} ms", refresh=True)
         elif e.kind in ("warmup_step", "step") and e.step is not None:
             if e.total_steps:
                 bar.total = e.total_steps
@@ -242,6 +265,17 @@ class Progress:
             bar.update(1)
             bar.set_postfix_str(f"{e.row.size_bytes} B busbw {e.row.busbw_gbps:.3g} GB/s",
                                 refresh=True)
+        elif e.kind == "ddp_row" and e.ddp_row is not None:
+            r = e.ddp_row
+            bar.update(1)
+            line = (f"run {ddp_run_label(r.variant, r.bucket_mb, r.optimizer)}: step "
+                    f"{r.step.median * MS:.3f} ms")
+            if r.variant != pb.DDP_VARIANT_UNSPECIFIED:
+                line += (f", exposed comm {r.exposed_comm_seconds * MS:.3f} ms "
+                         f"({r.exposed_comm_fraction:.1%})")
+                if not r.ranks_agree:
+                    line += ", ranks DIVERGED"
+            bar.write(line)
         elif e.kind == "sweep_cell" and e.cell is not None:
             outcome = {1: "ok", 2: "out of memory", 3: "timeout", 4: "failed"}.get(
                 e.cell.outcome, "?")

@@ -14,8 +14,8 @@ from ._errors import ArgumentError, ArgumentTypeError
 from .v1 import bench_pb2 as pb
 
 __all__ = ["EnumArg", "PRECISION", "MODE", "ATTENTION", "OPTIMIZER", "STACKS", "ACTIVITY",
-           "BACKEND", "OP", "DTYPE", "EXPERIMENT", "JOB_STATE", "JOB_KIND", "WORKER_STATE",
-           "GROUP_STATE", "NODE_STATE"]
+           "BACKEND", "OP", "DTYPE", "EXPERIMENT", "DDP_VARIANT", "DDP_OPTIMIZER", "JOB_STATE",
+           "JOB_KIND", "WORKER_STATE", "GROUP_STATE", "NODE_STATE"]
 
 
 class EnumArg:
@@ -90,6 +90,8 @@ DTYPE = EnumArg("CollectiveDtype", {"float32": "fp32", "float": "fp32", "float16
                                      "half": "fp16", "bfloat16": "bf16", "float64": "fp64",
                                      "double": "fp64", "int": "int32"})
 EXPERIMENT = EnumArg("PrecisionExperiment")
+DDP_VARIANT = EnumArg("DdpVariant")
+DDP_OPTIMIZER = EnumArg("DdpOptimizer")
 JOB_STATE = EnumArg("JobState")
 JOB_KIND = EnumArg("JobKind")
 WORKER_STATE = EnumArg("WorkerState")

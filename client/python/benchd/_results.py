@@ -10,6 +10,8 @@ DataFrame with the units in the column names (`step_ms`, `bytes`, `busbw_gbps`).
     AttentionResult.to_pandas()   one row: the cell as the write-up's table has it
     PrecisionResult.to_pandas()   one row per accumulation loop (autocast_dtypes(): one row
                                   per tensor of the ToyModel, a column per autocast dtype)
+    DdpResult.to_pandas()         one row per data-parallel run, compute only first (ranks():
+                                  one row per rank of each run; steps(): per measured step)
 
 Each has `_repr_html_` (a summary and the table) for Jupyter.
 """
@@ -24,7 +26,8 @@ from . import _enums as E
 from .v1 import bench_pb2 as pb
 
 __all__ = ["Nodes", "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult",
-           "SweepResult", "AttentionResult", "PrecisionResult", "Result", "make_result",
+           "SweepResult", "AttentionResult", "PrecisionResult", "DdpResult", "Result",
+           "make_result", "ddp_run_label",
            "step_columns", "Records", "Node",
            "MemoryEstimate"]
 
@@ -607,8 +610,146 @@ class PrecisionResult(_Result):
         return out
 
 
+def ddp_run_label(variant: int, bucket_mb: float, optimizer: int) -> str:
+    """A data-parallel run's name, as benchctl prints it (common/ddp_spec.h
+    DdpRunLabel): "compute only", "naive", "bucketed 25 MB + sharded_adamw"."""
+    if variant == pb.DDP_VARIANT_UNSPECIFIED:
+        return "compute only"
+    label = E.DDP_VARIANT.name(variant)
+    if variant == pb.DDP_VARIANT_BUCKETED:
+        label += f" {bucket_mb:g} MB"
+    if optimizer == pb.DDP_OPTIMIZER_SHARDED_ADAMW:
+        label += f" + {E.DDP_OPTIMIZER.name(optimizer)}"
+    return label
+
+
+class DdpResult(_Result):
+    """Data-parallel training (DdpResult in bench.proto): the compute-only
+    run, then each variant x bucket size x optimizer, each run's step time
+    (the slowest rank's), the communication the step waited for (exposed:
+    step minus compute only's), traffic, memory and optimizer state per
+    rank, and whether every rank ended with the same parameters."""
+
+    kind = "ddp"
+
+    def __init__(self, proto: pb.DdpResult, job_id: str = "") -> None:
+        super().__init__(job_id)
+        self.proto = proto
+
+    @property
+    def spec(self) -> pb.DdpSpec:
+        """The request as it ran: the lists written out, batch_size per rank."""
+        return self.proto.spec
+
+    @property
+    def world_size(self) -> int:
+        return self.proto.world_size
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.proto.global_batch_size
+
+    @property
+    def parameter_count(self) -> int:
+        return self.proto.parameter_count
+
+    @property
+    def device_name(self) -> str:
+        return self.proto.device_name
+
+    @property
+    def timer(self) -> str:
+        """'cuda_event' or 'host_steady_clock'."""
+        return self.proto.timer
+
+    @property
+    def compute_only_ms(self) -> float:
+        """The compute-only run's median step (no communication)."""
+        return self.proto.compute_only.step.median * MS
+
+    def _runs(self) -> list[pb.DdpRow]:
+        runs = [self.proto.compute_only] if self.proto.HasField("compute_only") else []
+        return runs + list(self.proto.rows)
+
+    @property
+    def diverged(self) -> list[str]:
+        """The runs after which the ranks' parameters differ (the compute-only
+        run, which synchronises nothing, is never compared)."""
+        return [ddp_run_label(r.variant, r.bucket_mb, r.optimizer) for r in self.proto.rows
+                if not r.ranks_agree]
+
+    @property
+    def ranks_agree(self) -> bool:
+        """Every synchronised run left the same parameters on every rank."""
+        return not self.diverged
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per run, compute only first: run (its label), variant
+        ('' for compute only), bucket_mb, optimizer, step_ms (median),
+        p95_ms, cv, exposed_comm_ms, exposed_comm_fraction, calls_per_step,
+        bytes_per_step, buckets, peak_memory_bytes and optimizer_state_bytes
+        (the largest rank's), unsharded_optimizer_state_bytes, ranks_agree
+        (None for compute only), loss, world_size."""
+        rows = []
+        for r in self._runs():
+            synced = r.variant != pb.DDP_VARIANT_UNSPECIFIED
+            rows.append({
+                "job_id": self.job_id, "run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer),
+                "variant": E.DDP_VARIANT.name(r.variant) if synced else "",
+                "bucket_mb": r.bucket_mb, "optimizer": E.DDP_OPTIMIZER.name(r.optimizer),
+                "step_ms": r.step.median * MS, "p95_ms": r.step.p95 * MS, "cv": r.step.cv,
+                "exposed_comm_ms": r.exposed_comm_seconds * MS,
+                "exposed_comm_fraction": r.exposed_comm_fraction,
+                "calls_per_step": r.calls_per_step, "bytes_per_step": r.bytes_per_step,
+                "buckets": r.buckets, "peak_memory_bytes": r.peak_memory_bytes,
+                "optimizer_state_bytes": r.optimizer_state_bytes,
+                "unsharded_optimizer_state_bytes": r.unsharded_optimizer_state_bytes,
+                "ranks_agree": r.ranks_agree if synced else None, "loss": r.loss,
+                "world_size": self.proto.world_size})
+        return frame(rows, columns=[
+            "job_id", "run", "variant", "bucket_mb", "optimizer", "step_ms", "p95_ms", "cv",
+            "exposed_comm_ms", "exposed_comm_fraction", "calls_per_step", "bytes_per_step",
+            "buckets", "peak_memory_bytes", "optimizer_state_bytes",
+            "unsharded_optimizer_state_bytes", "ranks_agree", "loss", "world_size"])
+
+    def ranks(self) -> pd.DataFrame:
+        """One row per rank of each run: run, rank, device, step_ms (its own
+        median), comm_host_ms (host time inside the group's calls per step),
+        peak_memory_bytes (0 on a CPU), optimizer_state_bytes."""
+        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "rank": k.rank,
+                 "device": k.device, "step_ms": k.step_median_seconds * MS,
+                 "comm_host_ms": k.comm_host_median_seconds * MS,
+                 "peak_memory_bytes": k.peak_memory_bytes,
+                 "optimizer_state_bytes": k.optimizer_state_bytes}
+                for r in self._runs() for k in r.ranks]
+        return frame(rows, columns=["run", "rank", "device", "step_ms", "comm_host_ms",
+                                    "peak_memory_bytes", "optimizer_state_bytes"])
+
+    def steps(self) -> pd.DataFrame:
+        """One row per measured step of each run: run, step, step_ms (the
+        slowest rank's)."""
+        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "step": i,
+                 "step_ms": t * MS}
+                for r in self._runs() for i, t in enumerate(r.step_seconds)]
+        return frame(rows, columns=["run", "step", "step_ms"])
+
+    def _summary(self) -> list[tuple[str, object]]:
+        p = self.proto
+        g = p.group
+        group = (f"{g.group} ({E.BACKEND.name(g.backend)}, "
+                 f"{'resident' if g.was_resident else f'set up in {g.setup_seconds:.3f} s'}"
+                 f"{', transient' if g.transient else ''})")
+        return [("ranks", f"{p.world_size}: {', '.join(g.devices or p.spec.target.devices)}"),
+                ("group", group), ("global batch", p.global_batch_size),
+                ("parameters", f"{p.parameter_count:,}"),
+                ("compute only ms", f"{self.compute_only_ms:.3f}"),
+                ("ranks agree", "yes" if self.ranks_agree
+                 else f"DIVERGED after {'; '.join(self.diverged)}"),
+                ("device", p.device_name), ("timer", p.timer)]
+
+
 Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, AttentionResult,
-               PrecisionResult, SweepResult]
+               PrecisionResult, DdpResult, SweepResult]
 
 
 def make_result(job: pb.Job) -> Result | None:
@@ -629,6 +770,8 @@ def make_result(job: pb.Job) -> Result | None:
         return AttentionResult(job.result.attention, job.id)
     if kind == "precision":
         return PrecisionResult(job.result.precision, job.id)
+    if kind == "ddp":
+        return DdpResult(job.result.ddp, job.id)
     return None
 
 

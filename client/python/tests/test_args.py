@@ -25,7 +25,8 @@ def offline() -> typing.Iterator[benchd.Client]:
 @pytest.mark.parametrize("typed, checks", [
     (A.BenchmarkArgs, A.BENCHMARK_CHECKS), (A.ProfileArgs, A.PROFILE_CHECKS),
     (A.MemoryArgs, A.MEMORY_CHECKS), (A.CollectiveArgs, A.COLLECTIVE_CHECKS),
-    (A.AttentionArgs, A.ATTENTION_CHECKS), (A.PrecisionArgs, A.PRECISION_CHECKS)])
+    (A.AttentionArgs, A.ATTENTION_CHECKS), (A.PrecisionArgs, A.PRECISION_CHECKS),
+    (A.DdpArgs, A.DDP_CHECKS)])
 def test_typed_dicts_and_runtime_checks_agree(typed: type, checks: dict[str, object]) -> None:
     assert set(typing.get_type_hints(typed)) == set(checks)
 
@@ -72,7 +73,7 @@ def test_wrong_type(offline: benchd.Client, kwargs: dict[str, object], argument:
     ("benchmark", dict(precision="fp8"), "precision", ["fp32", "bf16", "fp16"]),
     ("benchmark", dict(attention="flashy"), "attention",
      ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
-      "tiled"]),
+      "tiled", "fused"]),
     ("benchmark", dict(optimizer="sgd"), "optimizer", ["faithful", "foreach", "fused"]),
     ("profile", dict(activities=["cpu", "tpu"]), "activities[1]", ["cpu", "cuda"]),
     ("memory", dict(stacks="python3"), "stacks", ["none", "python", "cpp", "all"]),
@@ -83,7 +84,7 @@ def test_wrong_type(offline: benchd.Client, kwargs: dict[str, object], argument:
     ("collective", dict(dtype="int8"), "dtype", ["fp32", "fp16", "bf16", "fp64", "int32"]),
     ("attention", dict(impl="fastest"), "impl",
      ["faithful", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
-      "tiled"]),
+      "tiled", "fused"]),
     ("attention", dict(impl="flash", precision="bf16"), None, None),
 ])
 def test_unknown_enum_value_lists_the_descriptors_values(
@@ -118,8 +119,8 @@ def test_bad_sizes_and_warmup(offline: benchd.Client) -> None:
 
 
 @pytest.mark.parametrize("enum", [E.PRECISION, E.MODE, E.ATTENTION, E.OPTIMIZER, E.STACKS,
-                                  E.ACTIVITY, E.BACKEND, E.OP, E.DTYPE, E.EXPERIMENT, E.JOB_STATE,
-                                  E.JOB_KIND])
+                                  E.ACTIVITY, E.BACKEND, E.OP, E.DTYPE, E.EXPERIMENT,
+                                  E.DDP_VARIANT, E.DDP_OPTIMIZER, E.JOB_STATE, E.JOB_KIND])
 def test_every_descriptor_value_parses_short_and_full(enum: E.EnumArg) -> None:
     d = pb.DESCRIPTOR.enum_types_by_name[enum.enum_name]
     values = [v for v in d.values if v.number != 0]

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""benchd's data-parallel training against PyTorch's, side by side on the same GPUs.
+
+The peer a user would pick: the course's model (bench/reference/cs336_lm.py)
+under torch.nn.parallel.DistributedDataParallel (its defaults: 25 MB buckets,
+gradients all-reduced during the backward) with torch.optim.AdamW (its
+default foreach path), and the same with ZeroRedundancyOptimizer(AdamW)
+(ZeRO-1). One process per GPU (torch.multiprocessing), NCCL, the same
+model, precision, per-rank batch, context and steps as benchd's job; each
+step timed with CUDA events around the synchronized step on every rank, a
+step as long as its slowest rank (all_reduce MAX), warm-up steps dropped.
+
+Then benchd runs the same training as one `ddp` job on a transient NCCL
+group of the same GPUs (every variant, the bucket sizes, both optimizers),
+and the table prints every run's median step, spread, exposed
+communication, memory, and the ratio to PyTorch DDP's median step (below
+1.0: benchd is faster). The peer's processes have exited before benchd's
+job starts, so neither crowds the other's memory.
+
+  bench/ddp_compare.py --benchctl build-gpu/bin/benchctl --devices cuda:0,cuda:1 \
+      --preset xl --precision fp32 --context-length 128 --global-batch 8
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from benchd_cli import SUCCEEDED, Benchctl
+from reference import cs336_lm as ref
+
+PRESETS = {  # name: (vocab, d_model, d_ff, layers, heads), as common/model_config.cc
+    "tiny": (1000, 64, 256, 2, 4),
+    "small": (10000, 768, 3072, 12, 12),
+    "medium": (10000, 1024, 4096, 24, 16),
+    "large": (10000, 1280, 5120, 36, 20),
+    "xl": (10000, 1600, 6400, 48, 25),
+    "2.7B": (10000, 2560, 10240, 32, 32),
+}
+DTYPES = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def peer_rank(rank, world, args, zero, port, out):
+    """One rank of the peer: DDP (+ ZeRO-1) on cuda:rank; rank 0 writes the figures."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dev = torch.device("cuda", rank)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    V, d, dff, L, H = PRESETS[args.preset]
+    torch.manual_seed(0)
+    model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(dev)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    if zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+    else:
+        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    per_rank = args.global_batch // world
+    g = torch.Generator().manual_seed(1000 + rank)
+    tokens = torch.randint(0, V, (per_rank, args.context_length + 1), generator=g).to(dev)
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    dtype = DTYPES[args.precision]
+    torch.cuda.reset_peak_memory_stats(dev)
+    seconds = []
+    for s in range(args.warmup_steps + args.steps):
+        opt.zero_grad(set_to_none=True)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = ref.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        end.record()
+        torch.cuda.synchronize(dev)
+        t = torch.tensor([start.elapsed_time(end) / 1e3], device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's step
+        if s >= args.warmup_steps:
+            seconds.append(t.item())
+    peak = torch.tensor([torch.cuda.max_memory_allocated(dev)], device=dev, dtype=torch.int64)
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"seconds": seconds, "peak": peak.item(), "loss": loss.item()}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_peer(args, world, zero):
+    out = f"/tmp/ddp-peer-{os.getpid()}-{int(zero)}.json"
+    port = 29500 + (os.getpid() % 1000) + (7 if zero else 0)
+    mp.spawn(peer_rank, args=(world, args, zero, port, out), nprocs=world, join=True)
+    with open(out) as f:
+        r = json.load(f)
+    os.remove(out)
+    return r
+
+
+def spread(xs):
+    return (max(xs) - min(xs)) / statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--benchctl", default="build-gpu/bin/benchctl")
+    p.add_argument("--devices", default="cuda:0,cuda:1")
+    p.add_argument("--preset", default="xl", choices=sorted(PRESETS))
+    p.add_argument("--precision", default="fp32", choices=sorted(DTYPES))
+    p.add_argument("--context-length", type=int, default=128)
+    p.add_argument("--global-batch", type=int, default=8)
+    p.add_argument("--warmup-steps", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--bucket-mb", default="1,10,25,100,1000")
+    p.add_argument("--variants", default="naive,flat,overlap,bucketed")
+    p.add_argument("--json-out", help="write both sides' figures here")
+    args = p.parse_args()
+    devices = args.devices.split(",")
+    world = len(devices)
+    if devices != [f"cuda:{i}" for i in range(world)]:
+        sys.exit("ddp_compare: --devices must be cuda:0..cuda:N-1 (the peer's ranks use those)")
+
+    name = torch.cuda.get_device_name(0)
+    print(f"# {args.preset} {args.precision}, context {args.context_length}, global batch "
+          f"{args.global_batch} on {world} x {name}; {args.warmup_steps} warm-up + {args.steps} "
+          f"measured steps; torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
+    peer = {}
+    for zero in (False, True):
+        t0 = time.time()
+        peer[zero] = run_peer(args, world, zero)
+        print(f"# peer {'DDP + ZeroRedundancyOptimizer(AdamW)' if zero else 'DDP + AdamW'}: "
+              f"{time.time() - t0:.0f} s")
+
+    cli = Benchctl(args.benchctl, timeout=3600)
+    job = cli.run_job("ddp", "--devices", args.devices, "--preset", args.preset,
+                      "--precision", args.precision, "--context-length", args.context_length,
+                      "--global-batch", args.global_batch, "--warmup-steps", args.warmup_steps,
+                      "--steps", args.steps, "--variants", args.variants,
+                      "--bucket-mb", args.bucket_mb, "--optimizers", "adamw,sharded_adamw")
+    if job["state"] != SUCCEEDED:
+        sys.exit(f"benchd's job {job['id']} {job['state']}: {job.get('errorMessage')}")
+    r = job["result"]["ddp"]
+    base = statistics.median(peer[False]["seconds"])
+    zbase = statistics.median(peer[True]["seconds"])
+    gib = 1 << 30
+    print(f"# benchd job {job['id']}: {r.get('deviceName')}, {r.get('parameterCount')} parameters, "
+          f"timer {r.get('timer')}; group {json.dumps(r.get('group'))}")
+    header = (f"{'run':34} {'median ms':>10} {'spread':>7} {'exposed ms':>11} {'exposed %':>9} "
+              f"{'calls':>6} {'peak GiB':>9} {'opt GiB':>8} {'agree':>6} {'loss':>9} "
+              f"{'/ DDP':>7} {'/ ZeRO':>7}")
+    print(header)
+
+    def line(label, med, sp, exposed, frac, calls, peak, opt, agree, loss):
+        print(f"{label:34} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {calls:>6} "
+              f"{peak / gib:9.2f} {opt:>8} {agree:>6} {loss:9.4f} {med / base:7.3f} {med / zbase:7.3f}")
+
+    for zero, label in ((False, "PyTorch DDP (25 MB) + AdamW"), (True, "PyTorch DDP + ZeRO-1 AdamW")):
+        xs = peer[zero]["seconds"]
+        line(label, statistics.median(xs), spread(xs), "", "", "", peer[zero]["peak"], "", "", peer[zero]["loss"])
+    rows = [("compute only (no comm)", r["computeOnly"])] + [
+        (run_label(row), row) for row in r.get("rows", [])]
+    for label, row in rows:
+        xs = row["stepSeconds"]
+        line(label, statistics.median(xs), spread(xs), f"{row.get('exposedCommSeconds', 0) * 1e3:.2f}",
+             f"{row.get('exposedCommFraction', 0):.1%}", row.get("callsPerStep", 0),
+             int(row.get("peakMemoryBytes", 0)), f"{int(row.get('optimizerStateBytes', 0)) / gib:.2f}",
+             "-" if label.startswith("compute") else ("yes" if row.get("ranksAgree") else "NO"),
+             row.get("loss", 0.0))
+    best = min(r.get("rows", []), key=lambda row: statistics.median(row["stepSeconds"]))
+    print(f"# best benchd run: {run_label(best)}, {statistics.median(best['stepSeconds']) / base:.3f} x "
+          f"PyTorch DDP's step (target <= 0.8)")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"peer": {"ddp": peer[False], "zero": peer[True]}, "benchd": job}, f)
+
+
+def run_label(row):
+    v = row.get("variant", "DDP_VARIANT_UNSPECIFIED").removeprefix("DDP_VARIANT_").lower()
+    if v == "bucketed":
+        v += f" {row.get('bucketMb', 0):g} MB"
+    if row.get("optimizer") == "DDP_OPTIMIZER_SHARDED_ADAMW":
+        v += " + sharded_adamw"
+    return v
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Data-parallel training on a machine with 2 or more GPUs (after `source
+# .gpu-debs/unpack.sh`, .gpu-debs packed with GPU_DEBS_EXTRA="libgloo-dev
+# libssl-dev"): builds build-gpu with the tests, runs the CUDA tests named by
+# GPU_DDP_CTEST (default: the DDP engine on two GPUs and the fused attention
+# kernels), then starts benchd on the GPUs and runs bench/ddp_compare.py
+# (benchd's ddp job beside PyTorch DDP and ZeRO-1 on the same GPUs) for each
+# precision of GPU_DDP_PRECISIONS (default "fp32 bf16").
+# Outputs in $OUT (default gpu-out): ctest-ddp.log, ddp-<precision>.txt/.json,
+# benchd.log and the workers' logs.
+#   GPU_DDP_PRESET       model preset (default xl, the course's)
+#   GPU_DDP_CONTEXT      context length (default 128)
+#   GPU_DDP_BATCH        global batch (default 8)
+#   GPU_DDP_STEPS        measured steps (default 10), warm-up 3
+#   GPU_DDP_WORLD        ranks (default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+source scripts/gpu-lib.sh
+source scripts/daemon-lib.sh
+gpu_setup
+# NCCL's NVLS (multicast) stays off on these machines (KINDS.md).
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+gpu_ctest ddp "${GPU_DDP_SKIP_BUILD:-}" "${GPU_DDP_CTEST:-CudaDdp|Fused}"
+
+W=${GPU_DDP_WORLD:-2}
+DEVS=$(seq -s, -f "cuda:%g" 0 $((W - 1)))
+DEVARGS=""
+for i in $(seq 0 $((W - 1))); do DEVARGS="$DEVARGS --device cuda:$i"; done
+DATA=$(mktemp -d /tmp/benchd-gpu-ddp-XXXXXX)
+# shellcheck disable=SC2086  # DEVARGS: --device flags, split on spaces
+benchd_start --copy-logs "$OUT" "$BUILD/bin" "$DATA" "$OUT/benchd.log" $DEVARGS
+for _ in $(seq 1 300); do
+  up=$("$BUILD/bin/benchctl" node --json | python3 -c 'import json,sys; print(sum(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))')
+  [ "$up" -ge "$W" ] && break; sleep 1
+done
+for P in ${GPU_DDP_PRECISIONS:-fp32 bf16}; do
+  timeout 1200 python3 bench/ddp_compare.py --benchctl "$BUILD/bin/benchctl" --devices "$DEVS" \
+    --preset "${GPU_DDP_PRESET:-xl}" --precision "$P" --context-length "${GPU_DDP_CONTEXT:-128}" \
+    --global-batch "${GPU_DDP_BATCH:-8}" --steps "${GPU_DDP_STEPS:-10}" \
+    --json-out "$OUT/ddp-$P.json" 2>&1 | tee "$OUT/ddp-$P.txt" || echo "FAIL ddp_compare $P"
+done
+benchd_stop

@@ -1,0 +1,120 @@
+"""Data-parallel training on CPU workers (Gloo) through the real daemon: every
+variant with both optimizers on 2 and 4 ranks trains the same model on the
+same data (the runs' losses agree), every rank ends with the same parameters,
+the calls and bytes per step are each variant's, the sharded optimizer keeps
+a 1/world share of AdamW's state, and bad requests are refused naming the
+field. (Equality with one process on the global batch is worker/ddp's
+ddp_test; the daemon's aggregation is server/ddp_job_test.)"""
+import grpc
+import pytest
+
+from conftest import bench_pb2, cpu_daemon, wait_for_state
+
+DEVICES = ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+FINAL = [bench_pb2.JOB_STATE_SUCCEEDED, bench_pb2.JOB_STATE_FAILED, bench_pb2.JOB_STATE_CANCELLED]
+ADAMW, SHARDED = bench_pb2.DDP_OPTIMIZER_ADAMW, bench_pb2.DDP_OPTIMIZER_SHARDED_ADAMW
+
+
+@pytest.fixture(scope="module")
+def cpu4():
+    with cpu_daemon(DEVICES, "benchd-ddp-") as d:
+        yield d
+
+
+def spec(devices, **ddp):
+    step = bench_pb2.BenchmarkSpec(
+        model=bench_pb2.ModelConfig(vocab_size=97, d_model=32, d_ff=64, num_layers=2, num_heads=4),
+        context_length=16, warmup_steps=1, measure_steps=2, seed=5)
+    return bench_pb2.JobSpec(ddp=bench_pb2.DdpSpec(
+        target=bench_pb2.CollectiveTarget(devices=devices), step=step, **ddp))
+
+
+def run(d, s):
+    job = d.stub.Submit(bench_pb2.SubmitRequest(spec=s), timeout=30)
+    return wait_for_state(d.stub, job.id, FINAL, timeout=600)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_variant_and_optimizer_trains_the_same_model_on_every_rank(cpu4, world):
+    job = run(cpu4, spec(DEVICES[:world], global_batch_size=8, bucket_mb=[0.004, 0.03],
+                         optimizers=[ADAMW, SHARDED]))
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+    assert job.kind == bench_pb2.JOB_KIND_DDP and list(job.devices) == DEVICES[:world]
+    r = job.result.ddp
+    assert r.world_size == world and r.global_batch_size == 8
+    assert r.spec.step.batch_size == 8 // world
+    assert r.group.transient and r.timer == "host_steady_clock"
+    assert r.parameter_count > 10000 and r.versions.torch
+    labels = [(row.variant, row.bucket_mb, row.optimizer) for row in r.rows]
+    V = bench_pb2
+    assert labels == [(v, mb, o) for v, mb in [(V.DDP_VARIANT_NAIVE, 0), (V.DDP_VARIANT_FLAT, 0),
+                                              (V.DDP_VARIANT_OVERLAP, 0),
+                                              (V.DDP_VARIANT_BUCKETED, 0.004),
+                                              (V.DDP_VARIANT_BUCKETED, 0.03)]
+                      for o in (ADAMW, SHARDED)]
+    assert len(r.compute_only.step_seconds) == 2 and r.compute_only.exposed_comm_seconds == 0
+    param_bytes = 4 * r.parameter_count
+    rows = {(row.variant, row.bucket_mb, row.optimizer): row for row in r.rows}
+    tensors = rows[(V.DDP_VARIANT_NAIVE, 0, ADAMW)].calls_per_step  # one all_reduce per parameter
+    assert tensors > 10
+    small = rows[(V.DDP_VARIANT_BUCKETED, 0.004, ADAMW)].buckets
+    large = rows[(V.DDP_VARIANT_BUCKETED, 0.03, ADAMW)].buckets
+    assert tensors > small > large >= 1, (tensors, small, large)
+    for key, row in rows.items():
+        variant, mb, optimizer = key
+        assert row.ranks_agree, key
+        assert [x.rank for x in row.ranks] == list(range(world))
+        assert len(row.step_seconds) == 2 and row.step.median > 0
+        # The same model, data and steps: the runs' losses agree to rounding
+        # (the compute-only run's ranks train apart, on their own gradients).
+        assert row.loss == pytest.approx(r.rows[0].loss, rel=1e-4), key
+        assert row.loss != r.compute_only.loss
+        calls = {V.DDP_VARIANT_NAIVE: tensors, V.DDP_VARIANT_FLAT: 1,
+                 V.DDP_VARIANT_OVERLAP: tensors, V.DDP_VARIANT_BUCKETED: row.buckets}[variant]
+        if optimizer == SHARDED:
+            # One broadcast per owner; every parameter's bytes once more.
+            assert row.calls_per_step == calls + world, key
+            assert row.bytes_per_step == 2 * param_bytes, key
+            # m and v of a 1/world share, balanced by bytes.
+            assert row.unsharded_optimizer_state_bytes == 2 * param_bytes
+            assert 2 * param_bytes / world <= row.optimizer_state_bytes < 2 * param_bytes * 0.8, key
+        else:
+            assert row.calls_per_step == calls, key
+            assert row.bytes_per_step == param_bytes, key
+            assert row.optimizer_state_bytes == 2 * param_bytes, key
+
+
+def test_bad_requests_are_refused_naming_the_field(cpu4):
+    def refused(s):
+        with pytest.raises(grpc.RpcError) as e:
+            cpu4.stub.Submit(bench_pb2.SubmitRequest(spec=s), timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+        return e.value.details()
+
+    assert refused(spec(DEVICES[:3], global_batch_size=8)).startswith(
+        "ddp.global_batch_size: 8 does not split evenly over 3 ranks")
+    assert refused(spec(DEVICES[:2], bucket_mb=[0])).startswith("ddp.bucket_mb[0]: expected 0 < MB")
+    assert refused(spec(DEVICES[:1])).startswith("ddp.target.devices: 1 device (cpu:0)")
+    assert refused(spec(["cpu:0", "cpu:9"])).startswith("ddp.target.devices")
+    s = spec(DEVICES[:2])
+    s.ddp.step.attention = bench_pb2.ATTENTION_IMPL_SDPA
+    assert refused(s).startswith("ddp.step.attention: attention sdpa needs the autograd engine")
+
+
+def test_a_resident_group_is_used_and_stays(cpu4):
+    group = cpu4.stub.CreateGroup(bench_pb2.CreateGroupRequest(
+        devices=DEVICES[:2], backend=bench_pb2.COLLECTIVE_BACKEND_GLOO), timeout=120)
+    try:
+        s = spec([], variants=[bench_pb2.DDP_VARIANT_FLAT], optimizers=[SHARDED])
+        s.ddp.target.group = group.id
+        s.ddp.step.batch_size = 2
+        job = run(cpu4, s)
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+        r = job.result.ddp
+        assert r.group.was_resident and r.group.group == group.id and not r.group.transient
+        assert r.global_batch_size == 4 and len(r.rows) == 1 and r.rows[0].ranks_agree
+        after = next(g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups
+                     if g.id == group.id)
+        assert after.state == bench_pb2.GROUP_STATE_READY and after.jobs_run == 1
+    finally:
+        cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id), timeout=60)

@@ -1,0 +1,262 @@
+#include "worker/ddp/ddp_run.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#if BENCHD_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#endif
+
+#include "absl/strings/str_cat.h"
+#include "common/ddp_spec.h"
+#include "common/stats.h"
+#include "worker/adamw.h"
+#include "worker/autocast_guard.h"
+#include "worker/collective_run.h"
+#include "worker/ddp/gradient_sync.h"
+#include "worker/ddp/sharded_adamw.h"
+#include "worker/explicit_step.h"
+#include "worker/job_options.h"
+#include "worker/out_of_memory.h"
+
+namespace benchd::worker::ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+SyncVariant SyncOf(v1::DdpVariant v) {
+  switch (v) {
+    case v1::DDP_VARIANT_FLAT:
+      return SyncVariant::kFlat;
+    case v1::DDP_VARIANT_OVERLAP:
+      return SyncVariant::kOverlap;
+    case v1::DDP_VARIANT_BUCKETED:
+      return SyncVariant::kBucketed;
+    default:
+      return SyncVariant::kNaive;
+  }
+}
+
+// Times one step: CUDA events on the current stream, or the host clock.
+class StepTimer {
+ public:
+  explicit StepTimer(const WorkerDevice& device) : cuda_(device.is_cuda()) {}
+  const char* name() const { return cuda_ ? "cuda_event" : "host_steady_clock"; }
+  void Start() {
+    host_start_ = Clock::now();
+#if BENCHD_WITH_CUDA
+    if (cuda_) start_.record(at::cuda::getCurrentCUDAStream());
+#endif
+  }
+  void Stop() {
+#if BENCHD_WITH_CUDA
+    if (cuda_) end_.record(at::cuda::getCurrentCUDAStream());
+#endif
+  }
+  // After the device has reached Stop.
+  double Seconds() {
+#if BENCHD_WITH_CUDA
+    if (cuda_) return start_.elapsed_time(end_) / 1e3;
+#endif
+    return std::chrono::duration<double>(Clock::now() - host_start_).count();
+  }
+
+ private:
+  const bool cuda_;
+  Clock::time_point host_start_;
+#if BENCHD_WITH_CUDA
+  at::cuda::CUDAEvent start_{cudaEventDefault}, end_{cudaEventDefault};
+#endif
+};
+
+struct Batch {
+  torch::Tensor ids, targets;
+};
+
+// This rank's batch: random tokens from (seed, rank), the same in every run
+// and step (the figures are of the step, not the data).
+Batch RankBatch(const v1::BenchmarkSpec& step, int rank, torch::Device device) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(step.seed() * 1000003ULL + rank);
+  const auto tokens =
+      torch::randint(step.model().vocab_size(), {step.batch_size(), step.context_length() + 1}, gen,
+                     torch::TensorOptions().dtype(torch::kLong));
+  return {tokens.narrow(1, 0, step.context_length()).contiguous().to(device),
+          tokens.narrow(1, 1, step.context_length()).contiguous().to(device)};
+}
+
+// The float64 sum and sum of squares of every parameter: equal on every rank
+// exactly when (almost surely) the parameters are.
+std::pair<double, double> Checksum(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor sum, sq;
+  for (const auto& p : params) {
+    const auto d = p.detach().to(torch::kFloat64);
+    const auto s = d.sum(), q = d.square().sum();
+    sum = sum.defined() ? sum + s : s;
+    sq = sq.defined() ? sq + q : q;
+  }
+  return {sum.item<double>(), sq.item<double>()};
+}
+
+}  // namespace
+
+absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
+                    const WorkerDevice& device, const DdpHooks& hooks, bool* broken) {
+  const v1::BenchmarkSpec& step = spec.step();
+  std::string stage = "building the model";
+  std::string run_label;
+  try {
+    bool was_resident = false;
+    auto resident = cache.Acquire(step.model(), step.precision(), step.seed(), &was_resident);
+    TransformerLM model = resident->model;
+    const std::vector<torch::Tensor> params = model->parameters();
+    const Batch batch = RankBatch(step, m.rank, device.device);
+    // Every run starts from the same parameters, rank 0's: broadcast once,
+    // kept on the host (so the runs' peaks are their own) and copied back
+    // before each run. Runs then train the same model on the same data, and
+    // their losses compare.
+    stage = "the set-up (rank 0's parameters broadcast)";
+    BroadcastFromRankZero(params, *m.pg);
+    WaitForDevice(m, Clock::now() + m.timeout);
+    std::vector<torch::Tensor> start;
+    for (const auto& p : params)
+      start.push_back(p.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    const Tf32Guard tf32(step.allow_tf32());
+    StepTimer timer(device);
+
+    std::vector<DdpRunSpec> runs = {{v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW}};
+    for (const DdpRunSpec& r : DdpRuns(spec)) runs.push_back(r);
+    for (size_t run = 0; run < runs.size(); ++run) {
+      const DdpRunSpec& r = runs[run];
+      run_label = DdpRunLabel(r.variant, r.bucket_mb, r.optimizer);
+      stage = "the agreement to go on";
+      if (AgreeToStop(m, hooks.cancelled && hooks.cancelled())) {
+        return absl::CancelledError("cancelled");
+      }
+      if (hooks.log) hooks.log(absl::StrCat("run ", run, " of ", runs.size() - 1, ": ", run_label));
+
+      stage = "the set-up";
+      // The previous run's optimizer state goes first, so the peak is this run's.
+      resident->optimizer.reset();
+      {
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(start[i]);
+      }
+      ResetPeakAllocated(device);
+      const bool compute_only = r.variant == v1::DDP_VARIANT_UNSPECIFIED;
+      const bool sharded = r.optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW;
+      std::unique_ptr<ShardedAdamW> sharded_opt;
+      if (sharded) {
+        sharded_opt = std::make_unique<ShardedAdamW>(params, m.pg);
+        resident->optimizer = std::make_unique<AdamW>(params);  // stateless until it steps
+      } else {
+        resident->optimizer = std::make_unique<AdamW>(params);
+      }
+      std::optional<GradientSync> sync;
+      if (!compute_only) {
+        sync.emplace(SyncOf(r.variant), params, m.pg, static_cast<int64_t>(r.bucket_mb * 1e6));
+      }
+      ExplicitStep explicit_step(*model);
+
+      internal::DdpRankRun out;
+      out.set_run(static_cast<int>(run));
+      out.set_timer(timer.name());
+      int64_t calls = 0, bytes = 0;
+      double loss = 0;
+      const int64_t total = step.warmup_steps() + step.measure_steps();
+      for (int64_t s = 0; s < total; ++s) {
+        stage = absl::StrCat(run_label, ", step ", s + 1, " of ", total);
+        const bool measured = s >= step.warmup_steps();
+        model->zero_grad();
+        timer.Start();
+        if (sync) sync->BeginStep();
+        torch::Tensor l;
+        {
+          const AutocastGuard autocast(device.device.type(), AutocastDtype(step.precision()));
+          l = explicit_step.Forward(batch.ids, batch.targets, /*keep_for_backward=*/true);
+        }
+        if (sync) {
+          explicit_step.Backward(
+              [&](const std::vector<torch::Tensor>& ready) { sync->GradsReady(ready); });
+          sync->Finish();
+        } else {
+          explicit_step.Backward();
+        }
+        int64_t step_bytes = sync ? sync->stats().bytes : 0;
+        int64_t step_calls = sync ? sync->stats().calls : 0;
+        if (sharded_opt) {
+          step_bytes += sharded_opt->Step();
+          step_calls += m.world_size;  // one broadcast per owner
+        } else {
+          resident->optimizer->Step();
+        }
+        timer.Stop();
+        WaitForDevice(m, Clock::now() + m.timeout);
+        const double seconds = timer.Seconds();
+        if (measured) {
+          out.add_step_seconds(seconds);
+          out.add_comm_host_seconds(sync ? sync->stats().host_seconds : 0);
+          calls = step_calls;
+          bytes = step_bytes;
+          if (s + 1 == total) loss = l.item<double>();
+        }
+        if (hooks.log) hooks.log(absl::StrCat(run_label, ": step ", s + 1, " of ", total));
+      }
+      stage = "the check that the ranks agree";
+      const auto [sum, sum_sq] = Checksum(params);
+      out.set_calls_per_step(calls);
+      out.set_bytes_per_step(bytes);
+      if (sync) out.set_buckets(static_cast<int>(sync->buckets().size()));
+      out.set_parameter_sum(sum);
+      out.set_parameter_sum_sq(sum_sq);
+      out.set_loss(loss);
+      out.set_parameter_count(resident->parameter_count);
+      out.set_device_name(device.description);
+      v1::DdpRank* rank = out.mutable_rank();
+      rank->set_rank(m.rank);
+      rank->set_device(device.name);
+      rank->set_step_median_seconds(
+          ComputeStats({out.step_seconds().begin(), out.step_seconds().end()}).median());
+      rank->set_comm_host_median_seconds(
+          ComputeStats({out.comm_host_seconds().begin(), out.comm_host_seconds().end()}).median());
+      rank->set_peak_memory_bytes(PeakAllocatedBytes(device));
+      rank->set_optimizer_state_bytes(sharded_opt ? sharded_opt->StateBytes()
+                                                  : resident->optimizer->StateBytes());
+      if (hooks.on_run && !hooks.on_run(out)) return absl::CancelledError("the stream is gone");
+    }
+    // The model stays resident with the last run's AdamW state (empty after
+    // a sharded run, whose state was its shard's).
+    cache.UpdateBytes(*resident);
+  } catch (const CollectiveTimeout& t) {
+    *broken = true;
+    return absl::DeadlineExceededError(
+        absl::StrCat("data-parallel training on group ", m.id, " (rank ", m.rank,
+                     ") did not finish within ", m.timeout.count() / 1000.0, " s during ", stage,
+                     ": ", t.what, "; the group was aborted and is broken"));
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory on ", device.name, " (rank ", m.rank, ") during ", stage, ": ",
+                     FirstLine(e.what_without_backtrace()), "; ", MemoryFigures(device)));
+  } catch (const c10::Error& e) {
+    if (IsHostOutOfMemory(e)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory on ", device.name, " (rank ", m.rank, ") during ", stage,
+                       ": ", FirstLine(e.what_without_backtrace()), "; ", MemoryFigures(device)));
+    }
+    *broken = true;
+    return absl::AbortedError(absl::StrCat(
+        "data-parallel training on group ", m.id, " (rank ", m.rank, ") failed during ", stage,
+        ": ", FirstLine(e.what_without_backtrace()), "; the group is broken"));
+  } catch (const std::exception& e) {
+    *broken = true;
+    return absl::AbortedError(absl::StrCat("data-parallel training on group ", m.id, " (rank ",
+                                           m.rank, ") failed during ", stage, ": ",
+                                           FirstLine(e.what()), "; the group is broken"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace benchd::worker::ddp
