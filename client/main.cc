@@ -234,6 +234,9 @@ void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
                   "stage 1: each rank keeps and steps its shard, then broadcasts it); both = "
                   "every variant twice (default adamw)");
   cmd->add_flag("--sharded-optimizer", o.sharded_optimizer, "--optimizers sharded_adamw");
+  cmd->add_option("--optimizer-impl", o.step.optimizer,
+                  "how AdamW (or a rank's shard of it) steps: faithful (the course's loop, "
+                  "default), foreach or fused");
   cmd->add_option("--group-timeout", o.timeout_seconds,
                   "seconds after which a hung collective fails the job and breaks the group "
                   "(default 300; a transient group's rendezvous too)");

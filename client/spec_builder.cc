@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -318,7 +319,17 @@ absl::StatusOr<v1::JobSpec> BuildDdpSpec(const DdpOptions& o) {
   }
   // The step's flags mean what they mean for a benchmark: build one, take its part.
   auto bench = BuildBenchmarkSpec(o.step);
-  if (!bench.ok()) return bench.status();
+  if (!bench.ok()) {
+    // submit ddp spells the optimizer's path --optimizer-impl (--optimizers
+    // is its list of optimizers).
+    if (absl::StartsWith(bench.status().message(), "--optimizer:")) {
+      return absl::Status(
+          bench.status().code(),
+          absl::StrCat("--optimizer-impl:",
+                       absl::StripPrefix(bench.status().message(), "--optimizer:")));
+    }
+    return bench.status();
+  }
   v1::JobSpec spec;
   v1::DdpSpec* d = spec.mutable_ddp();
   *d->mutable_step() = bench->benchmark();

@@ -95,9 +95,9 @@ absl::StatusOr<v1::EstimateRequest> BuildEstimateRequest(const EstimateOptions& 
 struct DdpOptions {
   // The step, as `submit benchmark`'s. `submit ddp` has flags for the model,
   // precision, batch_size (per rank), context_length, warmup_steps,
-  // measure_steps, seed and allow_tf32 only; the daemon refuses the options a
-  // data-parallel step does not run (naming ddp.step.<field>), and a device
-  // is refused here (the ranks are --devices or a --group).
+  // measure_steps, seed, allow_tf32 and optimizer (--optimizer-impl) only; the daemon refuses the
+  // options a data-parallel step does not run (naming ddp.step.<field>), and a device is refused
+  // here (the ranks are --devices or a --group).
   BenchmarkOptions step;
   std::string group;                      // --group ID, or
   std::string devices;                    // --devices cpu:0,cpu:1 (rank order)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/ddp_spec.h"
 
 namespace benchd::client {
@@ -294,6 +295,20 @@ TEST(BuildDdpSpec, GroupPerRankBatchAndTheShardedShortcut) {
   EXPECT_EQ(d.step().batch_size(), 4);
   EXPECT_FALSE(d.has_global_batch_size());
   EXPECT_THAT(d.optimizers(), ::testing::ElementsAre(v1::DDP_OPTIMIZER_SHARDED_ADAMW));
+}
+
+TEST(BuildDdpSpec, OptimizerImplIsTheStepsAndABadOneNamesItsFlag) {
+  DdpOptions o = TwoCpuRanks();
+  o.step.optimizer = "fused";
+  absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ddp().step().optimizer_impl(), v1::OPTIMIZER_IMPL_FUSED);
+  o.step.optimizer = "adam";
+  spec = BuildDdpSpec(o);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(absl::StartsWith(spec.status().message(), "--optimizer-impl: "))
+      << spec.status().message();
+  EXPECT_THAT(std::string(spec.status().message()), ::testing::HasSubstr("'adam'"));
 }
 
 TEST(BuildDdpSpec, BucketSizesWithTheDefaultVariantsWhichIncludeBucketed) {

@@ -75,8 +75,8 @@ const std::vector<std::pair<std::string, v1::DdpOptimizer>>& OptimizerNames() {
 
 // The step's options that a data-parallel step does not run: it takes the
 // gradients layer by layer from benchd's explicit backward (so nothing that
-// needs the autograd engine), steps the course's AdamW (faithful; the
-// sharded optimizer steps its shard that way), and times every step.
+// needs the autograd engine) and times every step. optimizer_impl (faithful,
+// foreach, fused) steps AdamW, or the sharded optimizer's shard, its way.
 absl::Status CheckStepForDdp(const v1::BenchmarkSpec& in) {
   if (in.mode() != v1::BENCHMARK_MODE_UNSPECIFIED && in.mode() != v1::BENCHMARK_MODE_TRAIN_STEP) {
     return absl::InvalidArgumentError(
@@ -109,14 +109,6 @@ absl::Status CheckStepForDdp(const v1::BenchmarkSpec& in) {
   if (in.export_parity()) {
     return absl::InvalidArgumentError(
         "ddp.step.export_parity: only a benchmark request writes parity bundles");
-  }
-  if (in.optimizer_impl() != v1::OPTIMIZER_IMPL_UNSPECIFIED &&
-      in.optimizer_impl() != v1::OPTIMIZER_IMPL_FAITHFUL) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ddp.step.optimizer_impl: data-parallel training steps the course's AdamW (faithful), "
-        "got ",
-        OptimizerImplName(in.optimizer_impl()),
-        "; the sharded optimizer steps its shard the same way, so runs compare"));
   }
   return absl::OkStatus();
 }

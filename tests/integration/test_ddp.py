@@ -105,14 +105,19 @@ def test_a_resident_group_is_used_and_stays(cpu4):
     group = cpu4.stub.CreateGroup(bench_pb2.CreateGroupRequest(
         devices=DEVICES[:2], backend=bench_pb2.COLLECTIVE_BACKEND_GLOO), timeout=120)
     try:
-        s = spec([], variants=[bench_pb2.DDP_VARIANT_FLAT], optimizers=[SHARDED])
+        # Through the fused AdamW kernel, whole and sharded: the same update.
+        s = spec([], variants=[bench_pb2.DDP_VARIANT_FLAT], optimizers=[ADAMW, SHARDED])
         s.ddp.target.group = group.id
         s.ddp.step.batch_size = 2
+        s.ddp.step.optimizer_impl = bench_pb2.OPTIMIZER_IMPL_FUSED
         job = run(cpu4, s)
         assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
         r = job.result.ddp
+        assert r.spec.step.optimizer_impl == bench_pb2.OPTIMIZER_IMPL_FUSED
         assert r.group.was_resident and r.group.group == group.id and not r.group.transient
-        assert r.global_batch_size == 4 and len(r.rows) == 1 and r.rows[0].ranks_agree
+        assert r.global_batch_size == 4 and len(r.rows) == 2
+        assert all(row.ranks_agree for row in r.rows)
+        assert r.rows[1].loss == pytest.approx(r.rows[0].loss, rel=1e-5)
         after = next(g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups
                      if g.id == group.id)
         assert after.state == bench_pb2.GROUP_STATE_READY and after.jobs_run == 1

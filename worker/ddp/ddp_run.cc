@@ -191,10 +191,10 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         int64_t step_bytes = sync ? sync->stats().bytes : 0;
         int64_t step_calls = sync ? sync->stats().calls : 0;
         if (sharded_opt) {
-          step_bytes += sharded_opt->Step();
+          step_bytes += sharded_opt->Step([&](AdamW& shard) { RunOptimizerStep(shard, step); });
           step_calls += m.world_size;  // one broadcast per owner
         } else {
-          resident->optimizer->Step();
+          RunOptimizerStep(*resident->optimizer, step);
         }
         timer.Stop();
         WaitForDevice(m, Clock::now() + m.timeout);

@@ -40,8 +40,12 @@ ShardedAdamW::ShardedAdamW(std::vector<torch::Tensor> params,
   optimizer_ = std::make_unique<AdamW>(std::move(mine), options);
 }
 
-int64_t ShardedAdamW::Step() {
-  optimizer_->Step();
+int64_t ShardedAdamW::Step(const std::function<void(AdamW&)>& step) {
+  if (step) {
+    step(*optimizer_);
+  } else {
+    optimizer_->Step();
+  }
   torch::NoGradGuard no_grad;
   int64_t moved = 0;
   for (int owner = 0; owner < group_->getSize(); ++owner) {

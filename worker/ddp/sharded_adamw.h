@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,9 +32,11 @@ class ShardedAdamW {
   ShardedAdamW(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Backend> group,
                AdamWOptions options = {});
 
-  // This rank's shard steps (the course's AdamW), then every shard is
-  // broadcast from its owner. Returns the broadcasts' bytes on this rank.
-  int64_t Step();
+  // This rank's shard steps (the course's AdamW; `step`, when given, steps
+  // it another way, e.g. through RunOptimizerStep's foreach or fused path),
+  // then every shard is broadcast from its owner. Returns the broadcasts'
+  // bytes on this rank.
+  int64_t Step(const std::function<void(AdamW&)>& step = {});
 
   // Bytes of AdamW state on this rank (m and v of its shard).
   int64_t StateBytes() const { return optimizer_->StateBytes(); }

@@ -142,6 +142,7 @@ class DdpArgs(TypedDict, total=False):
     bucket_mb: Union[float, str, Sequence[float]]  # bucketed: MB (10^6 bytes), one run each
     optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw (default adamw)
     sharded_optimizer: bool  # = optimizers="sharded_adamw"
+    optimizer_impl: str      # faithful (default), foreach or fused: how AdamW steps
     group_timeout: float     # seconds before a hung collective fails the job (default 300)
 
 
@@ -356,7 +357,7 @@ DDP_CHECKS: dict[str, Checker] = {
     "tf32": as_bool, "variants": _enum_list(E.DDP_VARIANT),
     "bucket_mb": lambda a, v: as_list(a, v, _number_or_text),
     "optimizers": _enum_list(E.DDP_OPTIMIZER), "sharded_optimizer": as_bool,
-    "group_timeout": as_float,
+    "optimizer_impl": _enum(E.OPTIMIZER), "group_timeout": as_float,
 }
 ATTENTION_CHECKS: dict[str, Checker] = {
     "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
@@ -396,7 +397,8 @@ _HINTS: dict[str, dict[str, str]] = {
         "measure_steps": "give steps",
         "timeout": "give group_timeout",
         "timeout_seconds": "give group_timeout",
-        "optimizer": "give optimizers (adamw, sharded_adamw) or sharded_optimizer=True",
+        "optimizer": "give optimizers (adamw, sharded_adamw) or sharded_optimizer=True; "
+                     "optimizer_impl (faithful, foreach, fused) says how they step",
         "mode": "a data-parallel step is always a train_step",
         "warmup": "give warmup_steps (every rank runs the same steps)",
         **{name: "data-parallel training takes its gradients from benchd's explicit backward, "
@@ -613,6 +615,8 @@ def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
                  "rope_theta", "precision", "batch_size", "context_length", "warmup_steps",
                  "steps", "seed", "tf32")
     step: dict[str, Any] = {k: a[k] for k in step_keys if k in a}
+    if "optimizer_impl" in a:
+        step["optimizer"] = a["optimizer_impl"]
     _, b = _benchmark_spec(step)
     d = pb.DdpSpec(step=b, variants=variants, bucket_mb=a.get("bucket_mb", []),
                    optimizers=([pb.DDP_OPTIMIZER_SHARDED_ADAMW] if a.get("sharded_optimizer")

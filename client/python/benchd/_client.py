@@ -273,7 +273,8 @@ class Client(ClientBase):
         steps, seed, tf32; the runs: variants (naive, flat, overlap,
         bucketed; default all), bucket_mb (bucketed's sizes, default 1, 10,
         100, 1000), optimizers (adamw, sharded_adamw; default adamw) or
-        sharded_optimizer=True; group_timeout. The result's to_pandas() has
+        sharded_optimizer=True, optimizer_impl (faithful, foreach, fused:
+        how AdamW or a rank's shard steps); group_timeout. The result's to_pandas() has
         a row per run (compute only first): step time, exposed
         communication, traffic, memory, optimizer state, ranks_agree."""
         A.check_positionals("ddp", args, A.DDP_CHECKS)

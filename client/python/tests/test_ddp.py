@@ -50,6 +50,9 @@ def test_spec_mirrors_benchctl_flags() -> None:
     assert list(d.bucket_mb) == [1.0, 2.5]
     assert list(d.optimizers) == [pb.DDP_OPTIMIZER_ADAMW, pb.DDP_OPTIMIZER_SHARDED_ADAMW]
     assert d.timeout_seconds == 30.0
+    assert d.step.optimizer_impl == pb.OPTIMIZER_IMPL_UNSPECIFIED
+    fused = A.ddp_spec(dict(devices="cpu:0,cpu:1", optimizer_impl="fused")).ddp
+    assert fused.step.optimizer_impl == pb.OPTIMIZER_IMPL_FUSED
 
 
 def test_spec_unset_stays_unset_and_the_sharded_shortcut() -> None:
