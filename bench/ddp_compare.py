@@ -116,6 +116,10 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--bucket-mb", default="1,10,25,100,1000")
     p.add_argument("--variants", default="naive,flat,overlap,bucketed")
+    p.add_argument("--optimizers", default="adamw,sharded_adamw")
+    p.add_argument("--optimizer-impl", default="faithful", choices=["faithful", "foreach", "fused"],
+                   help="how benchd's AdamW (or a rank's shard) steps; the peer's torch.optim.AdamW "
+                        "takes its default (foreach) either way")
     p.add_argument("--json-out", help="write both sides' figures here")
     args = p.parse_args()
     devices = args.devices.split(",")
@@ -125,7 +129,8 @@ def main():
 
     name = torch.cuda.get_device_name(0)
     print(f"# {args.preset} {args.precision}, context {args.context_length}, global batch "
-          f"{args.global_batch} on {world} x {name}; {args.warmup_steps} warm-up + {args.steps} "
+          f"{args.global_batch} on {world} x {name}; benchd's AdamW {args.optimizer_impl}; "
+          f"{args.warmup_steps} warm-up + {args.steps} "
           f"measured steps; torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
     peer = {}
     for zero in (False, True):
@@ -139,7 +144,8 @@ def main():
                       "--precision", args.precision, "--context-length", args.context_length,
                       "--global-batch", args.global_batch, "--warmup-steps", args.warmup_steps,
                       "--steps", args.steps, "--variants", args.variants,
-                      "--bucket-mb", args.bucket_mb, "--optimizers", "adamw,sharded_adamw")
+                      "--bucket-mb", args.bucket_mb, "--optimizers", args.optimizers,
+                      "--optimizer-impl", args.optimizer_impl)
     if job["state"] != SUCCEEDED:
         sys.exit(f"benchd's job {job['id']} {job['state']}: {job.get('errorMessage')}")
     r = job["result"]["ddp"]

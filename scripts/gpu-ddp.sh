@@ -13,6 +13,10 @@
 #   GPU_DDP_BATCH        global batch (default 8)
 #   GPU_DDP_STEPS        measured steps (default 10), warm-up 3
 #   GPU_DDP_WORLD        ranks (default 2)
+#   GPU_DDP_VARIANTS, GPU_DDP_BUCKET_MB, GPU_DDP_OPTIMIZERS, GPU_DDP_OPTIMIZER_IMPL
+#                        benchd's runs (defaults: every variant; 1,10,25,100,1000;
+#                        adamw,sharded_adamw; faithful)
+#   GPU_DDP_CTEST        ctest regex, or none: build without tests and run none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -40,6 +44,10 @@ for P in ${GPU_DDP_PRECISIONS:-fp32 bf16}; do
   timeout 1200 python3 bench/ddp_compare.py --benchctl "$BUILD/bin/benchctl" --devices "$DEVS" \
     --preset "${GPU_DDP_PRESET:-xl}" --precision "$P" --context-length "${GPU_DDP_CONTEXT:-128}" \
     --global-batch "${GPU_DDP_BATCH:-8}" --steps "${GPU_DDP_STEPS:-10}" \
+    --variants "${GPU_DDP_VARIANTS:-naive,flat,overlap,bucketed}" \
+    --bucket-mb "${GPU_DDP_BUCKET_MB:-1,10,25,100,1000}" \
+    --optimizers "${GPU_DDP_OPTIMIZERS:-adamw,sharded_adamw}" \
+    --optimizer-impl "${GPU_DDP_OPTIMIZER_IMPL:-faithful}" \
     --json-out "$OUT/ddp-$P.json" 2>&1 | tee "$OUT/ddp-$P.txt" || echo "FAIL ddp_compare $P"
 done
 benchd_stop
