@@ -27,7 +27,11 @@ source scripts/daemon-lib.sh
 gpu_setup
 # NCCL's NVLS (multicast) stays off on these machines (KINDS.md).
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-gpu_ctest ddp "${GPU_DDP_SKIP_BUILD:-}" "${GPU_DDP_CTEST:-CudaDdp|Fused}"
+if [ "${GPU_DDP_CTEST:-}" = none ]; then
+  gpu_build gpu-ddp -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
+else
+  gpu_ctest ddp "${GPU_DDP_SKIP_BUILD:-}" "${GPU_DDP_CTEST:-CudaDdp|Fused}"
+fi
 
 W=${GPU_DDP_WORLD:-2}
 DEVS=$(seq -s, -f "cuda:%g" 0 $((W - 1)))
