@@ -642,6 +642,12 @@ class DdpResult(_Result):
         return self.proto.spec
 
     @property
+    def group(self) -> pb.CollectiveGroupUse:
+        """The group it ran on: id, backend, devices, resident or transient
+        (made for the job, with its set-up seconds)."""
+        return self.proto.group
+
+    @property
     def world_size(self) -> int:
         return self.proto.world_size
 
