@@ -32,16 +32,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from benchd_cli import SUCCEEDED, Benchctl
+from compare import PRESETS  # the presets' sizes, as common/model_config.cc
 from reference import cs336_lm as ref
 
-PRESETS = {  # name: (vocab, d_model, d_ff, layers, heads), as common/model_config.cc
-    "tiny": (1000, 64, 256, 2, 4),
-    "small": (10000, 768, 3072, 12, 12),
-    "medium": (10000, 1024, 4096, 24, 16),
-    "large": (10000, 1280, 5120, 36, 20),
-    "xl": (10000, 1600, 6400, 48, 25),
-    "2.7B": (10000, 2560, 10240, 32, 32),
-}
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 
 

@@ -547,7 +547,8 @@ void JobManager::RunOnWorker(v1::Job job) {
   if (end.cancelled_mid_call) ReplaceIfSilent(job, *worker);
 }
 
-void JobManager::RunCollective(v1::Job job) {
+void JobManager::RunOnGroup(v1::Job job,
+                            const std::function<void(v1::Job& job, const std::string& key)>& run) {
   const std::string key = RunningKey(job);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -564,12 +565,7 @@ void JobManager::RunCollective(v1::Job job) {
   if (metrics_) {
     for (const auto& d : devices) metrics_->SetRunning(d, true);
   }
-  CollectiveJobCallbacks cb;
-  cb.on_row = [&](const v1::CollectiveRow& row) {
-    Publish(job, [&](v1::JobEvent* e) { *e->mutable_collective_row() = row; });
-  };
-  SetGroupJobCallbacks(job, key, &cb);
-  RunCollectiveJob({groups_, workers_, metrics_, artifacts_dir_}, &job, cb);
+  run(job, key);
   if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
     job.set_error_message("cancelled while running");
   }
@@ -579,36 +575,26 @@ void JobManager::RunCollective(v1::Job job) {
   Finish(job);
 }
 
+void JobManager::RunCollective(v1::Job job) {
+  RunOnGroup(std::move(job), [this](v1::Job& job, const std::string& key) {
+    CollectiveJobCallbacks cb;
+    cb.on_row = [&](const v1::CollectiveRow& row) {
+      Publish(job, [&](v1::JobEvent* e) { *e->mutable_collective_row() = row; });
+    };
+    SetGroupJobCallbacks(job, key, &cb);
+    RunCollectiveJob({groups_, workers_, metrics_, artifacts_dir_}, &job, cb);
+  });
+}
+
 void JobManager::RunDdp(v1::Job job) {
-  const std::string key = RunningKey(job);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || draining_) return;  // stays QUEUED
-    if (running_[key].cancel_requested) {
-      job.set_state(v1::JOB_STATE_CANCELLED);
-      job.set_error_message("cancelled before it started");
-      Finish(job);
-      return;
-    }
-  }
-  if (!MarkRunning(job)) return;
-  const auto devices = JobDevices(job);
-  if (metrics_) {
-    for (const auto& d : devices) metrics_->SetRunning(d, true);
-  }
-  DdpJobCallbacks cb;
-  SetGroupJobCallbacks(job, key, &cb);
-  cb.on_row = [&](const v1::DdpRow& row) {
-    Publish(job, [&](v1::JobEvent* e) { *e->mutable_ddp_row() = row; });
-  };
-  RunDdpJob(groups_, workers_, &job, cb);
-  if (job.state() == v1::JOB_STATE_CANCELLED && job.error_message().empty()) {
-    job.set_error_message("cancelled while running");
-  }
-  if (metrics_) {
-    for (const auto& d : devices) metrics_->SetRunning(d, false);
-  }
-  Finish(job);
+  RunOnGroup(std::move(job), [this](v1::Job& job, const std::string& key) {
+    DdpJobCallbacks cb;
+    SetGroupJobCallbacks(job, key, &cb);
+    cb.on_row = [&](const v1::DdpRow& row) {
+      Publish(job, [&](v1::JobEvent* e) { *e->mutable_ddp_row() = row; });
+    };
+    RunDdpJob(groups_, workers_, &job, cb);
+  });
 }
 
 void JobManager::SetGroupJobCallbacks(const v1::Job& job, const std::string& key,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -123,6 +124,11 @@ class JobManager {
   void RunOnWorker(v1::Job job);
   // A sweep (server/sweep_job.cc): every cell a RunCall, in order.
   void RunSweep(v1::Job job);
+  // A job on a process group, on all its devices: `run` between the shared
+  // start (a cancel before it, MarkRunning, the devices' running gauge) and
+  // end (the gauge, Finish). `key` is its RunningKey.
+  void RunOnGroup(v1::Job job,
+                  const std::function<void(v1::Job& job, const std::string& key)>& run);
   // A collective job (server/collective_job.cc) on all its devices.
   void RunCollective(v1::Job job);
   // A data-parallel job (server/ddp_job.cc) on all its devices.
