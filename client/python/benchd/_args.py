@@ -22,9 +22,8 @@ from .v1 import bench_pb2 as pb
 Size = Union[int, str]  # bytes, or "64KiB", "1MiB", "1GB" as benchctl reads them
 
 
-class StepArgs(TypedDict, total=False):
-    """What one step is (benchmark, profile and memory share them)."""
-    device: str              # "cuda:0", "cpu:0"; default: the node's first device
+class ModelArgs(TypedDict, total=False):
+    """Which model: a preset or its sizes (every step's, a ddp job's too)."""
     preset: str              # tiny, mini, small, medium, large, xl, 2.7B
     vocab_size: int
     d_model: int
@@ -32,6 +31,11 @@ class StepArgs(TypedDict, total=False):
     num_layers: int
     num_heads: int
     rope_theta: float
+
+
+class StepArgs(ModelArgs, total=False):
+    """What one step is (benchmark, profile and memory share them)."""
+    device: str              # "cuda:0", "cpu:0"; default: the node's first device
     mode: str                # forward | forward_backward | train_step
     precision: str           # fp32 | bf16 | fp16
     batch_size: int          # default 4
@@ -117,19 +121,12 @@ class CollectiveArgs(TypedDict, total=False):
     group_timeout: float     # seconds before a hung collective is aborted (default 300)
 
 
-class DdpArgs(TypedDict, total=False):
+class DdpArgs(ModelArgs, total=False):
     """Data-parallel training (`benchctl submit ddp`): a compute-only run, then
     every variant x bucket size x optimizer."""
     group: str               # a resident group id, or:
     devices: Union[str, Sequence[str]]      # rank order: ["cpu:0", "cpu:1"] or "cpu:0,cpu:1"
     backend: str             # with devices: nccl | gloo (default: nccl on cuda, gloo on cpu)
-    preset: str              # tiny, mini, small, medium, large, xl, 2.7B
-    vocab_size: int
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    rope_theta: float
     precision: str           # fp32 | bf16 | fp16
     global_batch: int        # sequences of all ranks together, split evenly (default 8)
     batch_size: int          # or sequences per rank (not with global_batch)
