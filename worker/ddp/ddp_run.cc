@@ -150,13 +150,12 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       }
       ResetPeakAllocated(device);
       const bool compute_only = r.variant == v1::DDP_VARIANT_UNSPECIFIED;
-      const bool sharded = r.optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW;
+      // A fresh AdamW on the model (stateless until it steps: a sharded run
+      // never steps it, and leaves it empty).
+      resident->optimizer = std::make_unique<AdamW>(params);
       std::unique_ptr<ShardedAdamW> sharded_opt;
-      if (sharded) {
+      if (r.optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW) {
         sharded_opt = std::make_unique<ShardedAdamW>(params, m.pg);
-        resident->optimizer = std::make_unique<AdamW>(params);  // stateless until it steps
-      } else {
-        resident->optimizer = std::make_unique<AdamW>(params);
       }
       std::optional<GradientSync> sync;
       if (!compute_only) {
