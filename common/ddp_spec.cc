@@ -245,6 +245,7 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
   auto timeout = ResolveTimeoutSeconds("ddp.timeout_seconds", in.timeout_seconds());
   if (!timeout.ok()) return timeout.status();
   out.set_timeout_seconds(*timeout);
+  if (!in.has_traces()) out.set_traces(true);
 
   if (target->devices_size() > 0) {
     if (auto s = ResolveDdpBatch(target->devices_size(), &out); !s.ok()) return s;

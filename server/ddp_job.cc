@@ -6,8 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/artifacts.h"
 #include "common/collective_math.h"
+#include "common/ddp_model.h"
 #include "common/ddp_spec.h"
+#include "common/ddp_timeline.h"
 #include "common/stats.h"
 #include "server/collective_job.h"
 
@@ -91,7 +94,23 @@ absl::StatusOr<std::vector<std::string>> DdpJobDevices(v1::DdpSpec* spec, GroupR
   return devices;
 }
 
-void RunDdpJob(GroupRegistry* groups, Workers* workers, v1::Job* job, const DdpJobCallbacks& cb) {
+namespace {
+
+// The overhead model's input from rank 0's compute-only run.
+BackwardTiming BackwardTimingOf(const internal::DdpRankRun& run) {
+  BackwardTiming b;
+  b.param_bytes.assign(run.param_bytes().begin(), run.param_bytes().end());
+  b.param_ready_seconds.assign(run.param_ready_seconds().begin(), run.param_ready_seconds().end());
+  b.backward_seconds = run.backward_seconds();
+  return b;
+}
+
+constexpr char kTimelineArtifact[] = "ddp-timeline.svg";
+
+}  // namespace
+
+void RunDdpJob(GroupRegistry* groups, Workers* workers, const std::string& artifacts_dir,
+               v1::Job* job, const DdpJobCallbacks& cb) {
   const v1::DdpSpec& spec = job->spec().ddp();
   v1::DdpResult result;
   *result.mutable_spec() = spec;
@@ -135,6 +154,7 @@ void RunDdpJob(GroupRegistry* groups, Workers* workers, v1::Job* job, const DdpJ
   std::vector<std::vector<std::optional<internal::DdpRankRun>>> got(
       runs, std::vector<std::optional<internal::DdpRankRun>>(world));
   std::optional<absl::Status> diverged;
+  BackwardTiming backward;
   auto on_event = [&](int r, const internal::WorkerEvent& e, std::string* doing) -> absl::Status {
     if (e.has_log()) {
       *doing = absl::StrCat(e.log(), " on rank ", r);
@@ -155,9 +175,19 @@ void RunDdpJob(GroupRegistry* groups, Workers* workers, v1::Job* job, const DdpJ
       result.set_timer(ranks[0].timer());
       result.set_parameter_count(ranks[0].parameter_count());
       result.set_device_name(ranks[0].device_name());
+      backward = BackwardTimingOf(ranks[0]);
+      auto model = MakeOverheadModel(
+          backward, {ranks[0].sweep_bytes().begin(), ranks[0].sweep_bytes().end()},
+          {ranks[0].sweep_seconds().begin(), ranks[0].sweep_seconds().end()});
+      if (model.ok()) {
+        *result.mutable_overhead_model() = *model;
+      } else {
+        result.mutable_overhead_model()->set_unavailable(std::string(model.status().message()));
+      }
     }
     auto row = AggregateDdpRow(ranks, spec, run == 0 ? 0 : result.compute_only().step().median());
     if (!row.ok()) return row.status();
+    PredictRow(backward, result.overhead_model(), &*row);
     const std::string label = DdpRunLabel(row->variant(), row->bucket_mb(), row->optimizer());
     if (run == 0) {
       *result.mutable_compute_only() = *row;
@@ -190,6 +220,15 @@ void RunDdpJob(GroupRegistry* groups, Workers* workers, v1::Job* job, const DdpJ
     job->set_error_code(static_cast<int>(absl::StatusCode::kAborted));
     job->set_error_message(std::string(out.status.message()));
     return;
+  }
+  CompareBestBucket(&result);
+  // The picture, on the daemon's disk beside the traces of its own ranks.
+  if (const std::string svg = RenderDdpTimelines(result); !svg.empty() && !artifacts_dir.empty()) {
+    const std::string dir = absl::StrCat(artifacts_dir, "/", job->id());
+    if (MakeDirs(dir).ok() &&
+        WriteFileAtomically(absl::StrCat(dir, "/", kTimelineArtifact), svg).ok()) {
+      result.set_timeline_artifact(kTimelineArtifact);
+    }
   }
   if (!out.status.ok()) return fail(out.status);
   if (diverged) return fail(*diverged);

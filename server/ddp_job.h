@@ -25,7 +25,10 @@ struct DdpJobCallbacks : GroupJobCallbacks {
 };
 
 // Runs a RUNNING data-parallel job; sets its final state, result or error.
-void RunDdpJob(GroupRegistry* groups, Workers* workers, v1::Job* job, const DdpJobCallbacks& cb);
+// The rows carry the overhead model's predictions (common/ddp_model.h); the
+// timelines' picture goes to <artifacts_dir>/<job id>/ddp-timeline.svg.
+void RunDdpJob(GroupRegistry* groups, Workers* workers, const std::string& artifacts_dir,
+               v1::Job* job, const DdpJobCallbacks& cb);
 
 // At Submit: the devices the resolved spec trains on (a group looked up in
 // `groups`), sorted, and the spec's batch resolved for that world size.

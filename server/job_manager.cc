@@ -593,7 +593,7 @@ void JobManager::RunDdp(v1::Job job) {
     cb.on_row = [&](const v1::DdpRow& row) {
       Publish(job, [&](v1::JobEvent* e) { *e->mutable_ddp_row() = row; });
     };
-    RunDdpJob(groups_, workers_, &job, cb);
+    RunDdpJob(groups_, workers_, artifacts_dir_, &job, cb);
   });
 }
 

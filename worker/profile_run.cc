@@ -17,6 +17,7 @@
 #include "common/profile_analysis.h"
 #include "worker/benchmark.h"
 #include "worker/device_info.h"
+#include "worker/kineto_session.h"
 
 namespace benchd::worker {
 namespace {
@@ -50,94 +51,6 @@ absl::StatusOr<std::set<prof::ActivityType>> Activities(const v1::ProfileSpec& s
   return out;
 }
 
-// The profiler's tree as ProfileEvents, each result once, parents before
-// children. Allocation and other event kinds carry no time to attribute and
-// are left out (they stay in the trace); the children of one left out hang
-// from its parent.
-std::vector<ProfileEvent> Flatten(const std::vector<std::shared_ptr<prof::Result>>& tree) {
-  std::vector<ProfileEvent> events;
-  std::unordered_map<const prof::Result*, int> index;
-  std::vector<std::pair<const prof::Result*, int>> stack;  // (result, parent index)
-  auto visit_from = [&](const prof::Result* top) {
-    stack.push_back({top, -1});
-    while (!stack.empty()) {
-      auto [r, parent] = stack.back();
-      stack.pop_back();
-      if (!index.try_emplace(r, -1).second) continue;
-      ProfileEvent e;
-      bool keep = true;
-      switch (r->tag()) {
-        case prof::EventType::TorchOp: {
-          const auto& op = std::get<prof::ExtraFields<prof::EventType::TorchOp>>(r->extra_fields_);
-          e.kind = op.scope_ == at::RecordScope::USER_SCOPE ? ProfileEvent::Kind::kRange
-                                                            : ProfileEvent::Kind::kOperator;
-          break;
-        }
-        case prof::EventType::Kineto:
-          // Kineto also reports the named ranges as spans on the device
-          // (GPU_USER_ANNOTATION) and CUPTI's own overhead: neither is work
-          // of the device, and counting them would count kernels twice.
-          switch (r->kinetoType()) {
-            case libkineto::ActivityType::CUDA_RUNTIME:
-            case libkineto::ActivityType::CUDA_DRIVER:
-              e.kind = ProfileEvent::Kind::kRuntime;
-              break;
-            case libkineto::ActivityType::CONCURRENT_KERNEL:
-            case libkineto::ActivityType::GPU_MEMCPY:
-            case libkineto::ActivityType::GPU_MEMSET:
-              e.kind = ProfileEvent::Kind::kDevice;
-              break;
-            default:
-              keep = false;
-          }
-          break;
-        default:
-          keep = false;
-      }
-      int self = parent;
-      if (keep) {
-        e.name = r->name();
-        e.start_ns = r->start_time_ns_;
-        e.end_ns = r->endTimeNS();
-        e.thread = r->start_tid_;
-        e.parent = parent;
-        self = static_cast<int>(events.size());
-        events.push_back(std::move(e));
-      }
-      index[r] = self;
-      for (auto it = r->children_.rbegin(); it != r->children_.rend(); ++it) {
-        stack.push_back({it->get(), self});
-      }
-    }
-  };
-  for (const auto& r : tree) {
-    const prof::Result* top = r.get();
-    while (auto p = top->parent_.lock()) top = p.get();
-    if (!index.count(top)) visit_from(top);
-  }
-  // A kernel's runtime call sits in the tree where its timestamps nest it, and
-  // CUPTI's host clock is not the operators' clock: a call at the edge of a
-  // short range (attention.scores) can nest just outside it. Kineto also links
-  // each kernel to the operator that launched it by correlation id (the
-  // operator innermost at the launch): that link decides the call's operator.
-  for (const auto& [r, i] : index) {
-    if (i < 0 || r->tag() != prof::EventType::Kineto ||
-        events[i].kind != ProfileEvent::Kind::kDevice) {
-      continue;
-    }
-    const int call = events[i].parent;
-    if (call < 0 || events[call].kind != ProfileEvent::Kind::kRuntime) continue;
-    const auto& kineto = std::get<prof::ExtraFields<prof::EventType::Kineto>>(r->extra_fields_);
-    const auto linked = kineto.linked_activity_.lock();
-    if (!linked || linked->tag() != prof::EventType::TorchOp) continue;
-    const auto op = index.find(linked.get());
-    if (op != index.end() && op->second >= 0 && events[op->second].thread == events[call].thread) {
-      events[call].parent = op->second;
-    }
-  }
-  return events;
-}
-
 // Model FLOPs per step of the ranges that have them.
 std::map<std::string, double> RangeFlops(const v1::BenchmarkSpec& step) {
   const v1::ModelConfig& m = step.model();
@@ -156,39 +69,6 @@ std::map<std::string, double> RangeFlops(const v1::BenchmarkSpec& step) {
   }
   return flops;
 }
-
-// Turns the profiler off on every way out of the profiled run.
-class ProfilerSession {
- public:
-  ProfilerSession(prof::ProfilerConfig config, std::set<prof::ActivityType> activities)
-      : config_(std::move(config)), activities_(std::move(activities)) {
-    // CUPTI's set-up happens here, before the warm-up step, not in a profiled one.
-    torch::autograd::profiler::prepareProfiler(config_, activities_);
-  }
-  ~ProfilerSession() {
-    if (!on_) return;
-    try {
-      torch::autograd::profiler::disableProfiler();
-    } catch (const std::exception&) {
-      // Already failing; nothing more to save.
-    }
-  }
-  void Start() {
-    torch::autograd::profiler::enableProfiler(config_, activities_);
-    on_ = true;
-  }
-  void Stop() {
-    result_ = torch::autograd::profiler::disableProfiler();
-    on_ = false;
-  }
-  std::unique_ptr<ProfilerResult>& result() { return result_; }
-
- private:
-  prof::ProfilerConfig config_;
-  std::set<prof::ActivityType> activities_;
-  bool on_ = false;
-  std::unique_ptr<ProfilerResult> result_;
-};
 
 }  // namespace
 
@@ -227,7 +107,7 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
   profiled_step.set_measure_steps(spec.profile_steps());
   prof::ProfilerConfig config(prof::ProfilerState::KINETO, spec.record_shapes(),
                               spec.profile_memory(), /*with_stack=*/false);
-  ProfilerSession session(config, *activities);
+  KinetoSession session(config, *activities);
   bench_hooks.on_measure_start = [&] { session.Start(); };
   bench_hooks.on_measure_end = [&] { session.Stop(); };
   log(absl::StrCat("profiled run: 1 warm-up + ", spec.profile_steps(), " profiled steps (",
@@ -240,7 +120,7 @@ absl::StatusOr<v1::ProfileResult> RunProfile(const v1::ProfileSpec& spec, ModelC
 
   // 3. Analysis, then the trace (Kineto's save consumes its trace).
   ProfileAnalysisInput in;
-  in.events = Flatten(session.result()->event_tree());
+  in.events = FlattenProfile(session.result()->event_tree());
   in.steps = spec.profile_steps();
   in.device_rows = device_rows;
   in.flops_per_step = RangeFlops(step);

@@ -295,8 +295,11 @@ internal::WorkerEvent WorkerService::RunDdpJob(grpc::ServerContext* context,
     write(e);
   };
   hooks.cancelled = [&] { return stream_broken || stopping_ || context->IsCancelled(); };
+  // Without an artifacts dir the traces are not kept (the timelines are).
+  auto dir = JobArtifactsDir(artifacts_dir_, request.job_id(), "ddp");
   bool broken = false;
-  const absl::Status status = ddp::RunDdp(spec.ddp(), *member, cache_, device_, hooks, &broken);
+  const absl::Status status = ddp::RunDdp(spec.ddp(), *member, cache_, device_,
+                                          dir.ok() ? *dir : std::string(), hooks, &broken);
   if (broken) groups_.Leave(request.ddp().group(), /*abort=*/true);
   if (status.ok()) {
     internal::WorkerEvent e;

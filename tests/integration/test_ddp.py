@@ -2,8 +2,10 @@
 variant with both optimizers on 2 and 4 ranks trains the same model on the
 same data (the runs' losses agree), every rank ends with the same parameters,
 the calls and bytes per step are each variant's, the sharded optimizer keeps
-a 1/world share of AdamW's state, and bad requests are refused naming the
-field. (Equality with one process on the global batch is worker/ddp's
+a 1/world share of AdamW's state, every run's profiled step gives each rank
+a Kineto trace and a timeline whose communication lane is the Gloo calls,
+the overhead model is fitted and predicts every adamw row, and bad requests
+are refused naming the field. (Equality with one process on the global batch is worker/ddp's
 ddp_test; the daemon's aggregation is server/ddp_job_test.)"""
 import grpc
 import pytest
@@ -82,6 +84,53 @@ def test_every_variant_and_optimizer_trains_the_same_model_on_every_rank(cpu4, w
             assert row.calls_per_step == calls, key
             assert row.bytes_per_step == param_bytes, key
             assert row.optimizer_state_bytes == 2 * param_bytes, key
+        # The model predicts the gradient synchronisation of adamw rows only.
+        assert row.HasField("predicted_exposed_comm_seconds") == (optimizer == ADAMW), key
+        assert row.predicted_exposed_comm_seconds >= 0
+
+    # Timelines: one profiled step per run and rank, its trace kept.
+    artifacts = {a.name for a in cpu4.stub.ListArtifacts(
+        bench_pb2.ListArtifactsRequest(job_id=job.id), timeout=10).artifacts}
+    assert r.timeline_artifact == "ddp-timeline.svg" and r.timeline_artifact in artifacts
+    for n, row in enumerate([r.compute_only, *r.rows]):
+        for rank in row.ranks:
+            t = rank.timeline
+            assert t.source == "cpu_operators" and t.step_seconds > 0, (n, rank.rank)
+            assert t.trace_artifact == f"ddp-run{n}-rank{rank.rank}.trace.json"
+            assert t.trace_artifact in artifacts
+            lanes = {span.lane for span in t.spans}
+            assert bench_pb2.DDP_LANE_COMPUTE in lanes and t.compute_seconds > 0
+            # Communication (gloo:all_reduce ranges) in every synchronised run, none without.
+            assert (bench_pb2.DDP_LANE_COMMUNICATION in lanes) == (n > 0), (n, rank.rank)
+            assert (t.comm_seconds > 0) == (n > 0)
+            assert 0 <= t.comm_overlapped_seconds <= t.comm_seconds
+            assert all(0 <= sp.start_seconds < sp.end_seconds <= t.step_seconds + 1e-9
+                       for sp in t.spans)
+    trace = b"".join(c.data for c in cpu4.stub.FetchArtifact(bench_pb2.FetchArtifactRequest(
+        job_id=job.id, name="ddp-run1-rank0.trace.json"), timeout=30))
+    assert b'"traceEvents"' in trace and b"gloo:all_reduce" in trace
+
+    # The overhead model: fitted to the group's sweep (4 KiB .. 4 MiB on a CPU).
+    m = r.overhead_model
+    assert not m.unavailable, m.unavailable
+    assert list(m.sweep_bytes) == [4096 * 4**k for k in range(6)]
+    assert len(m.sweep_seconds) == 6 and all(t > 0 for t in m.sweep_seconds)
+    assert m.bandwidth_bytes_per_second > 0 and m.per_call_seconds >= 0
+    assert m.gradient_bytes == param_bytes and m.backward_seconds > 0
+    assert m.predicted_best_bucket_mb > 0 and "o + s / w" in m.formula
+    assert m.measured_best_bucket_mb in (0.004, 0.03)
+    assert m.best_bucket_ratio == pytest.approx(m.predicted_best_bucket_mb / m.measured_best_bucket_mb)
+
+
+def test_without_traces_no_profiled_step_and_no_artifacts(cpu4):
+    job = run(cpu4, spec(DEVICES[:2], variants=[bench_pb2.DDP_VARIANT_FLAT], traces=False))
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+    r = job.result.ddp
+    assert not r.spec.traces and not r.timeline_artifact
+    assert all(not rank.HasField("timeline") for row in [r.compute_only, *r.rows]
+               for rank in row.ranks)
+    assert not cpu4.stub.ListArtifacts(bench_pb2.ListArtifactsRequest(job_id=job.id),
+                                       timeout=10).artifacts
 
 
 def test_bad_requests_are_refused_naming_the_field(cpu4):

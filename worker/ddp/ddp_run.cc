@@ -1,8 +1,11 @@
 #include "worker/ddp/ddp_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
+#include <unordered_map>
 #include <vector>
 
 #if BENCHD_WITH_CUDA
@@ -11,7 +14,9 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "common/artifacts.h"
 #include "common/ddp_spec.h"
+#include "common/ddp_timeline.h"
 #include "common/stats.h"
 #include "worker/adamw.h"
 #include "worker/autocast_guard.h"
@@ -20,7 +25,9 @@
 #include "worker/ddp/sharded_adamw.h"
 #include "worker/explicit_step.h"
 #include "worker/job_options.h"
+#include "worker/kineto_session.h"
 #include "worker/out_of_memory.h"
+#include "worker/phase_clock.h"
 
 namespace benchd::worker::ddp {
 namespace {
@@ -101,10 +108,94 @@ std::pair<double, double> Checksum(const std::vector<torch::Tensor>& params) {
   return {sum.item<double>(), sq.item<double>()};
 }
 
+// The group's all-reduce at sizes from 4 KiB by 4x up to the gradients'
+// bytes (at least 4 MiB, so a small model's CPU group still shows its
+// bandwidth; at most 256 MiB), for DdpOverheadModel: per size 3 calls to warm up
+// then 5 timed back to back (no host wait between, as the backward issues
+// them), the median. Every rank runs it; the daemon fits rank 0's.
+void AllReduceSweep(GroupMember& m, const WorkerDevice& device, int64_t gradient_bytes,
+                    internal::DdpRankRun* out) {
+  constexpr int kWarmup = 3, kTimed = 5;
+  const int64_t largest = std::clamp<int64_t>(gradient_bytes, 4 << 20, int64_t{256} << 20);
+  const auto buffer = torch::zeros({largest / 4}, torch::TensorOptions().device(device.device));
+  auto clock = MakePhaseClock(device, kTimed + 1);
+  c10d::AllreduceOptions sum;
+  sum.reduceOp = c10d::ReduceOp::SUM;
+  for (int64_t bytes = 4 << 10; bytes <= largest; bytes *= 4) {
+    std::vector<torch::Tensor> tensors{buffer.narrow(0, 0, bytes / 4)};
+    for (int i = 0; i < kWarmup; ++i) m.pg->allreduce(tensors, sum)->wait(m.timeout);
+    clock->Reset();
+    clock->Mark();
+    for (int i = 0; i < kTimed; ++i) {
+      m.pg->allreduce(tensors, sum)->wait(m.timeout);  // on CUDA: the stream waits
+      clock->Mark();
+    }
+    WaitForDevice(m, Clock::now() + m.timeout);
+    std::vector<double> seconds;
+    for (int i = 0; i < kTimed; ++i) seconds.push_back(clock->Seconds(i, i + 1));
+    out->add_sweep_bytes(bytes);
+    out->add_sweep_seconds(ComputeStats(seconds).median());
+  }
+}
+
+// When each parameter's gradient became final in one step's backward: marks
+// on the step's clock, read once the device has finished.
+class ReadyTimes {
+ public:
+  ReadyTimes(const std::vector<torch::Tensor>& params, const WorkerDevice& device)
+      : clock_(MakePhaseClock(device, static_cast<int>(params.size()) + 2)),
+        mark_of_(params.size(), -1),
+        seconds_(params.size()) {
+    for (size_t i = 0; i < params.size(); ++i) index_of_[params[i].unsafeGetTensorImpl()] = i;
+  }
+  void BeginBackward() {
+    clock_->Reset();
+    clock_->Mark();
+    marks_ = 1;
+    std::fill(mark_of_.begin(), mark_of_.end(), -1);
+  }
+  void Ready(const std::vector<torch::Tensor>& ready) {
+    clock_->Mark();
+    for (const auto& p : ready) {
+      auto it = index_of_.find(p.unsafeGetTensorImpl());
+      if (it != index_of_.end()) mark_of_[it->second] = marks_;
+    }
+    ++marks_;
+  }
+  void EndBackward() {
+    clock_->Mark();
+    end_mark_ = marks_++;
+  }
+  // After the device finished the step.
+  void Record() {
+    backward_.push_back(clock_->Seconds(0, end_mark_));
+    for (size_t i = 0; i < mark_of_.size(); ++i) {
+      seconds_[i].push_back(clock_->Seconds(0, mark_of_[i] < 0 ? end_mark_ : mark_of_[i]));
+    }
+  }
+  void Report(const std::vector<torch::Tensor>& params, internal::DdpRankRun* out) const {
+    if (backward_.empty()) return;
+    for (size_t i = 0; i < params.size(); ++i) {
+      out->add_param_bytes(params[i].numel() * static_cast<int64_t>(params[i].element_size()));
+      out->add_param_ready_seconds(ComputeStats(seconds_[i]).median());
+    }
+    out->set_backward_seconds(ComputeStats(backward_).median());
+  }
+
+ private:
+  std::unique_ptr<PhaseClock> clock_;
+  std::unordered_map<const void*, size_t> index_of_;
+  std::vector<int> mark_of_;
+  int marks_ = 0, end_mark_ = 0;
+  std::vector<std::vector<double>> seconds_;
+  std::vector<double> backward_;
+};
+
 }  // namespace
 
 absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
-                    const WorkerDevice& device, const DdpHooks& hooks, bool* broken) {
+                    const WorkerDevice& device, const std::string& job_artifacts_dir,
+                    const DdpHooks& hooks, bool* broken) {
   const v1::BenchmarkSpec& step = spec.step();
   std::string stage = "building the model";
   std::string run_label;
@@ -129,6 +220,21 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
     }
     const Tf32Guard tf32(step.allow_tf32());
     StepTimer timer(device);
+    int64_t gradient_bytes = 0;
+    for (const auto& p : params) gradient_bytes += p.numel() * p.element_size();
+    stage = "the all-reduce sweep for the overhead model";
+    internal::DdpRankRun sweep;
+    AllReduceSweep(m, device, gradient_bytes, &sweep);
+    // One profiled step per run (DdpSpec.traces): CUPTI's set-up here, once.
+    std::unique_ptr<KinetoSession> kineto;
+    if (spec.traces()) {
+      std::set<prof::ActivityType> activities = {prof::ActivityType::CPU};
+      if (device.is_cuda()) activities.insert(prof::ActivityType::CUDA);
+      kineto = std::make_unique<KinetoSession>(
+          prof::ProfilerConfig(prof::ProfilerState::KINETO, /*report_input_shapes=*/false,
+                               /*profile_memory=*/false),
+          activities);
+    }
 
     std::vector<DdpRunSpec> runs = {{v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW}};
     for (const DdpRunSpec& r : DdpRuns(spec)) runs.push_back(r);
@@ -162,18 +268,19 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         sync.emplace(SyncOf(r.variant), params, m.pg, static_cast<int64_t>(r.bucket_mb * 1e6));
       }
       ExplicitStep explicit_step(*model);
+      std::optional<ReadyTimes> ready;
+      if (compute_only) ready.emplace(params, device);
 
       internal::DdpRankRun out;
+      if (compute_only) out = sweep;
       out.set_run(static_cast<int>(run));
       out.set_timer(timer.name());
       int64_t calls = 0, bytes = 0;
       double loss = 0;
-      const int64_t total = step.warmup_steps() + step.measure_steps();
-      for (int64_t s = 0; s < total; ++s) {
-        stage = absl::StrCat(run_label, ", step ", s + 1, " of ", total);
-        const bool measured = s >= step.warmup_steps();
+      int64_t step_bytes = 0, step_calls = 0;
+      // One step: forward, backward with the synchronisation, optimizer.
+      auto run_step = [&]() -> torch::Tensor {
         model->zero_grad();
-        timer.Start();
         if (sync) sync->BeginStep();
         torch::Tensor l;
         {
@@ -182,22 +289,36 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         }
         if (sync) {
           explicit_step.Backward(
-              [&](const std::vector<torch::Tensor>& ready) { sync->GradsReady(ready); });
+              [&](const std::vector<torch::Tensor>& grads) { sync->GradsReady(grads); });
           sync->Finish();
+        } else if (ready) {
+          ready->BeginBackward();
+          explicit_step.Backward(
+              [&](const std::vector<torch::Tensor>& grads) { ready->Ready(grads); });
+          ready->EndBackward();
         } else {
           explicit_step.Backward();
         }
-        int64_t step_bytes = sync ? sync->stats().bytes : 0;
-        int64_t step_calls = sync ? sync->stats().calls : 0;
+        step_bytes = sync ? sync->stats().bytes : 0;
+        step_calls = sync ? sync->stats().calls : 0;
         if (sharded_opt) {
           step_bytes += sharded_opt->Step([&](AdamW& shard) { RunOptimizerStep(shard, step); });
           step_calls += m.world_size;  // one broadcast per owner
         } else {
           RunOptimizerStep(*resident->optimizer, step);
         }
+        return l;
+      };
+      const int64_t total = step.warmup_steps() + step.measure_steps();
+      for (int64_t s = 0; s < total; ++s) {
+        stage = absl::StrCat(run_label, ", step ", s + 1, " of ", total);
+        const bool measured = s >= step.warmup_steps();
+        timer.Start();
+        const torch::Tensor l = run_step();
         timer.Stop();
         WaitForDevice(m, Clock::now() + m.timeout);
         const double seconds = timer.Seconds();
+        if (ready && measured) ready->Record();
         if (measured) {
           out.add_step_seconds(seconds);
           out.add_comm_host_seconds(sync ? sync->stats().host_seconds : 0);
@@ -206,6 +327,24 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
           if (s + 1 == total) loss = l.item<double>();
         }
         if (hooks.log) hooks.log(absl::StrCat(run_label, ": step ", s + 1, " of ", total));
+      }
+      if (ready) ready->Report(params, &out);
+      const int64_t peak = PeakAllocatedBytes(device);  // of the measured steps
+      if (kineto) {
+        // Not a measured step: the profiler's own cost stays out of the figures.
+        stage = absl::StrCat(run_label, ", the profiled step");
+        kineto->Start();
+        run_step();
+        WaitForDevice(m, Clock::now() + m.timeout);
+        kineto->Stop();
+        v1::DdpTimeline* timeline = out.mutable_rank()->mutable_timeline();
+        *timeline =
+            DdpTimelineFromEvents(FlattenProfile(kineto->result()->event_tree()), device.is_cuda());
+        if (!job_artifacts_dir.empty() && MakeDirs(job_artifacts_dir).ok()) {
+          const std::string name = absl::StrCat("ddp-run", run, "-rank", m.rank, ".trace.json");
+          kineto->result()->save(absl::StrCat(job_artifacts_dir, "/", name));
+          timeline->set_trace_artifact(name);
+        }
       }
       stage = "the check that the ranks agree";
       const auto [sum, sum_sq] = Checksum(params);
@@ -224,7 +363,7 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
           ComputeStats({out.step_seconds().begin(), out.step_seconds().end()}).median());
       rank->set_comm_host_median_seconds(
           ComputeStats({out.comm_host_seconds().begin(), out.comm_host_seconds().end()}).median());
-      rank->set_peak_memory_bytes(PeakAllocatedBytes(device));
+      rank->set_peak_memory_bytes(peak);
       rank->set_optimizer_state_bytes(sharded_opt ? sharded_opt->StateBytes()
                                                   : resident->optimizer->StateBytes());
       if (hooks.on_run && !hooks.on_run(out)) return absl::CancelledError("the stream is gone");

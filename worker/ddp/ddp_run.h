@@ -4,9 +4,13 @@
 // communication: the baseline for exposed communication), then each variant
 // x bucket size x optimizer of DdpRuns(spec). Each run starts from the same
 // parameters (rank 0's, broadcast once at the start) and a fresh optimizer,
-// runs warm-up then measured steps on the same batch, and reports this
-// rank's figures (DdpRankRun) when it ends; so every variant trains the same
-// model on the same data, and their final losses agree to rounding.
+// runs warm-up then measured steps on the same batch, then (DdpSpec.traces)
+// one profiled step whose Kineto trace gives this rank's timeline, and
+// reports this rank's figures (DdpRankRun) when it ends; so every variant
+// trains the same model on the same data, and their final losses agree to
+// rounding. Before the runs, an all-reduce sweep on the group, and in the
+// compute-only run when each gradient became final: the daemon's overhead
+// model (common/ddp_model.h) fits and predicts from them.
 //
 // Timing: a step is forward, backward with the gradients' synchronisation,
 // and the optimizer step; on CUDA, events on the current stream around it
@@ -41,8 +45,11 @@ struct DdpHooks {
 // agreed to stop); RESOURCE_EXHAUSTED (out of memory, with the figures);
 // DEADLINE_EXCEEDED or ABORTED with *broken set (a collective did not finish
 // or failed: the group cannot be used again).
+// `job_artifacts_dir` receives the profiled steps' traces (DdpSpec.traces);
+// empty: the timelines are still made, the traces not kept.
 absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& member, ModelCache& cache,
-                    const WorkerDevice& device, const DdpHooks& hooks, bool* broken);
+                    const WorkerDevice& device, const std::string& job_artifacts_dir,
+                    const DdpHooks& hooks, bool* broken);
 
 }  // namespace benchd::worker::ddp
 

@@ -226,16 +226,6 @@ void ExpectSameAsAlone(const std::vector<std::vector<torch::Tensor>>& ranks,
   }
 }
 
-TEST(AssignBucketsTest, ReverseOrderPackedUpToTheBucketSize) {
-  // bytes of parameters 0..4 in model order
-  const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
-  // 100 alone; 20 + 30 = 50 fits; 10 + 40 = 50 fits.
-  EXPECT_EQ(AssignBuckets(bytes, 50), (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}}));
-  EXPECT_EQ(AssignBuckets(bytes, 49), (std::vector<std::vector<size_t>>{{4}, {3}, {2, 1}, {0}}));
-  EXPECT_EQ(AssignBuckets(bytes, 1000), (std::vector<std::vector<size_t>>{{4, 3, 2, 1, 0}}));
-  EXPECT_EQ(AssignBuckets(bytes, 1).size(), 5u);  // each its own, the big ones too
-}
-
 TEST(AssignShardsTest, BalancedByBytesLargestFirst) {
   const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
   // 100 -> rank 0; then 40, 30, 20 and 10 each to rank 1, which holds less

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "common/ddp_model.h"
+
 namespace benchd::worker::ddp {
 namespace {
 
@@ -37,21 +39,6 @@ const char* SyncVariantName(SyncVariant variant) {
       return "bucketed";
   }
   return "?";
-}
-
-std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& param_bytes,
-                                               int64_t bucket_bytes) {
-  std::vector<std::vector<size_t>> buckets;
-  int64_t filled = 0;
-  for (size_t i = param_bytes.size(); i-- > 0;) {
-    if (buckets.empty() || (filled + param_bytes[i] > bucket_bytes && !buckets.back().empty())) {
-      buckets.emplace_back();
-      filled = 0;
-    }
-    buckets.back().push_back(i);
-    filled += param_bytes[i];
-  }
-  return buckets;
 }
 
 GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> params,

@@ -100,11 +100,6 @@ class GradientSync {
 // ranks built with different seeds start equal. Returns the calls' bytes.
 int64_t BroadcastFromRankZero(const std::vector<torch::Tensor>& params, c10d::Backend& group);
 
-// kBucketed's assignment alone (tested without a group): parameter indices
-// in reverse order, packed into buckets of at most `bucket_bytes`.
-std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& param_bytes,
-                                               int64_t bucket_bytes);
-
 }  // namespace benchd::worker::ddp
 
 #endif  // BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
