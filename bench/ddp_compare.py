@@ -148,26 +148,51 @@ def main():
     print(f"# benchd job {job['id']}: {r.get('deviceName')}, {r.get('parameterCount')} parameters, "
           f"timer {r.get('timer')}; group {json.dumps(r.get('group'))}")
     header = (f"{'run':34} {'median ms':>10} {'spread':>7} {'exposed ms':>11} {'exposed %':>9} "
+              f"{'pred ms':>8} {'hidden':>7} "
               f"{'calls':>6} {'peak GiB':>9} {'opt GiB':>8} {'agree':>6} {'loss':>9} "
               f"{'/ DDP':>7} {'/ ZeRO':>7}")
     print(header)
 
-    def line(label, med, sp, exposed, frac, calls, peak, opt, agree, loss):
-        print(f"{label:34} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {calls:>6} "
-              f"{peak / gib:9.2f} {opt:>8} {agree:>6} {loss:9.4f} {med / base:7.3f} {med / zbase:7.3f}")
+    def line(label, med, sp, exposed, frac, pred, hidden, calls, peak, opt, agree, loss):
+        print(f"{label:34} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {pred:>8} {hidden:>7} "
+              f"{calls:>6} {peak / gib:9.2f} {opt:>8} {agree:>6} {loss:9.4f} {med / base:7.3f} "
+              f"{med / zbase:7.3f}")
+
+    def hidden(row):
+        # The share of the profiled step's communication that ran under computation.
+        t = [k.get("timeline", {}) for k in row.get("ranks", [])]
+        comm = sum(x.get("commSeconds", 0) for x in t)
+        return f"{sum(x.get('commOverlappedSeconds', 0) for x in t) / comm:.0%}" if comm else ""
 
     for zero, label in ((False, "PyTorch DDP (25 MB) + AdamW"), (True, "PyTorch DDP + ZeRO-1 AdamW")):
         xs = peer[zero]["seconds"]
-        line(label, statistics.median(xs), spread(xs), "", "", "", peer[zero]["peak"], "", "", peer[zero]["loss"])
+        line(label, statistics.median(xs), spread(xs), "", "", "", "", "", peer[zero]["peak"], "",
+             "", peer[zero]["loss"])
     rows = [("compute only (no comm)", r["computeOnly"])] + [
         (run_label(row), row) for row in r.get("rows", [])]
     for label, row in rows:
         xs = row["stepSeconds"]
+        pred = row.get("predictedExposedCommSeconds")
         line(label, statistics.median(xs), spread(xs), f"{row.get('exposedCommSeconds', 0) * 1e3:.2f}",
-             f"{row.get('exposedCommFraction', 0):.1%}", row.get("callsPerStep", 0),
+             f"{row.get('exposedCommFraction', 0):.1%}", "" if pred is None else f"{pred * 1e3:.2f}",
+             hidden(row), row.get("callsPerStep", 0),
              int(row.get("peakMemoryBytes", 0)), f"{int(row.get('optimizerStateBytes', 0)) / gib:.2f}",
              "-" if label.startswith("compute") else ("yes" if row.get("ranksAgree") else "NO"),
              row.get("loss", 0.0))
+    m = r.get("overheadModel", {})
+    if m.get("unavailable"):
+        print(f"# overhead model: not made: {m['unavailable']}")
+    elif m:
+        print(f"# overhead model: all_reduce(s) = {m.get('perCallSeconds', 0) * 1e6:.1f} us + s / "
+              f"{m.get('bandwidthBytesPerSecond', 0) / 1e9:.1f} GB/s over "
+              f"{len(m.get('sweepBytes', []))} sizes; backward {m.get('backwardSeconds', 0) * 1e3:.2f} ms; "
+              f"predicted best bucket {m.get('predictedBestBucketMb', 0):.3g} MB "
+              f"(exposed {m.get('predictedBestExposedSeconds', 0) * 1e3:.2f} ms), measured best "
+              f"{m.get('measuredBestBucketMb', 0):.3g} MB: ratio {m.get('bestBucketRatio', 0):.2f} "
+              f"(target 0.5 .. 2)")
+        for b, t in zip(m.get("sweepBytes", []), m.get("sweepSeconds", [])):
+            fit = m.get("perCallSeconds", 0) + int(b) / m.get("bandwidthBytesPerSecond", 1)
+            print(f"#   sweep {int(b):>11} B  {t * 1e6:10.1f} us  fit {fit * 1e6:10.1f} us")
     best = min(r.get("rows", []), key=lambda row: statistics.median(row["stepSeconds"]))
     print(f"# best benchd run: {run_label(best)}, {statistics.median(best['stepSeconds']) / base:.3f} x "
           f"PyTorch DDP's step (target <= 0.8)")

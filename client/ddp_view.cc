@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,65 @@ std::string OptionsText(const v1::BenchmarkSpec& step) {
   return parts.empty() ? "faithful" : absl::StrJoin(parts, ", ");
 }
 
+// The share of the profiled step's communication that ran while the device
+// (or, on a CPU, the step's thread) computed, over every rank; none without
+// timelines or communication.
+std::optional<double> CommHidden(const v1::DdpRow& row) {
+  double comm = 0, hidden = 0;
+  for (const v1::DdpRank& k : row.ranks()) {
+    comm += k.timeline().comm_seconds();
+    hidden += k.timeline().comm_overlapped_seconds();
+  }
+  if (comm <= 0) return std::nullopt;
+  return hidden / comm;
+}
+
+std::string HiddenText(const v1::DdpRow& row) {
+  const auto hidden = CommHidden(row);
+  return hidden ? FormatPercent(*hidden) : "-";
+}
+
+std::string PredictedText(const v1::DdpRow& row) {
+  return row.has_predicted_exposed_comm_seconds() ? FormatMs(row.predicted_exposed_comm_seconds())
+                                                  : "-";
+}
+
+// "4 KiB .. 256 MiB"
+std::string SweepRange(const v1::DdpOverheadModel& m) {
+  if (m.sweep_bytes().empty()) return "no sizes";
+  return FormatBytes(m.sweep_bytes(0)) + " .. " + FormatBytes(*m.sweep_bytes().rbegin());
+}
+
+// Rank 0's profiled step as two character lanes of `width` columns, one
+// scale for every run: '#' computing, '=' communicating.
+std::string TimelineLanes(const v1::DdpResult& r, size_t width) {
+  std::vector<const v1::DdpRow*> rows;
+  double longest = 0;
+  for (const v1::DdpRow* row : Rows(r)) {
+    if (row->ranks().empty() || row->ranks(0).timeline().step_seconds() <= 0) continue;
+    rows.push_back(row);
+    longest = std::max(longest, row->ranks(0).timeline().step_seconds());
+  }
+  if (rows.empty()) return "";
+  size_t label_width = 0;
+  for (const v1::DdpRow* row : rows) label_width = std::max(label_width, DdpRowLabel(*row).size());
+  std::string out;
+  for (const v1::DdpRow* row : rows) {
+    std::string compute(width, ' '), comm(width, ' ');
+    for (const v1::DdpSpan& span : row->ranks(0).timeline().spans()) {
+      std::string& lane = span.lane() == v1::DDP_LANE_COMPUTE ? compute : comm;
+      const char mark = span.lane() == v1::DDP_LANE_COMPUTE ? '#' : '=';
+      const auto first = static_cast<size_t>(span.start_seconds() / longest * width);
+      const auto last = static_cast<size_t>(span.end_seconds() / longest * width);
+      for (size_t c = first; c <= std::min(last, width - 1); ++c) lane[c] = mark;
+    }
+    out += fmt::format("{:<{}} |{}|\n{:<{}} |{}|\n", DdpRowLabel(*row), label_width, compute, "",
+                       label_width, comm);
+  }
+  out += fmt::format("{:<{}} 0{:>{}}\n", "", label_width, FormatMs(longest) + " ms", width);
+  return out;
+}
+
 }  // namespace
 
 std::string DdpSpecSummary(const v1::DdpSpec& s) {
@@ -144,6 +204,8 @@ std::string DdpTable(const v1::DdpResult& r) {
            {"cv", Align::kRight},
            {"exposed ms", Align::kRight},
            {"exposed", Align::kRight},
+           {"predicted ms", Align::kRight},
+           {"comm hidden", Align::kRight},
            {"calls/step", Align::kRight},
            {"MB/step", Align::kRight},
            {"buckets", Align::kRight},
@@ -156,8 +218,8 @@ std::string DdpTable(const v1::DdpResult& r) {
     const bool bucketed = row->variant() == v1::DDP_VARIANT_BUCKETED;
     t.AddRow({DdpRowLabel(*row), FormatMs(row->step().median()), FormatMs(row->step().p95()),
               FormatPercent(row->step().cv()), synced ? FormatMs(row->exposed_comm_seconds()) : "-",
-              synced ? FormatPercent(row->exposed_comm_fraction()) : "-",
-              synced ? FormatThousands(row->calls_per_step()) : "-",
+              synced ? FormatPercent(row->exposed_comm_fraction()) : "-", PredictedText(*row),
+              HiddenText(*row), synced ? FormatThousands(row->calls_per_step()) : "-",
               synced ? FormatRate(static_cast<double>(row->bytes_per_step()) / 1e6) : "-",
               bucketed ? fmt::format("{}", row->buckets()) : "-",
               BytesOrDash(row->peak_memory_bytes()), OptimizerState(*row), RanksAgreeText(*row),
@@ -209,6 +271,16 @@ std::string DdpResultView(const v1::DdpResult& r) {
   if (const std::string ranks = DdpRanksTable(r); !ranks.empty()) {
     out += "\nRanks (in calls: host time inside the group's calls, per step)\n" + ranks;
   }
+  out += DdpModelView(r);
+  if (const std::string lanes = TimelineLanes(r, 64); !lanes.empty()) {
+    out +=
+        "\nRank 0's profiled step ('#' computing, '=' communicating; one scale for every "
+        "run)\n" +
+        lanes;
+    std::string where = "traces: ddp-run<N>-rank<R>.trace.json";
+    if (!r.timeline_artifact().empty()) where += ", every rank: " + r.timeline_artifact();
+    out += "  " + where + " (benchctl artifacts <job>)\n";
+  }
   const std::vector<std::string> diverged = DivergedLabels(r);
   if (diverged.empty()) {
     out += "\nranks agree: every synchronised run left the same parameters on every rank\n";
@@ -221,6 +293,26 @@ std::string DdpResultView(const v1::DdpResult& r) {
   return out;
 }
 
+std::string DdpModelView(const v1::DdpResult& r) {
+  if (!r.has_overhead_model()) return "";
+  const v1::DdpOverheadModel& m = r.overhead_model();
+  if (!m.unavailable().empty()) return "\nOverhead model: not made: " + m.unavailable() + "\n";
+  std::string out = fmt::format(
+      "\nOverhead model: all_reduce(s) = {} us + s / {} GB/s, fitted to {} sizes ({}) on this "
+      "group\n  backward {} ms (compute only), gradients {}; {}\n",
+      FormatRate(m.per_call_seconds() * 1e6), FormatRate(m.bandwidth_bytes_per_second() / 1e9),
+      m.sweep_bytes_size(), SweepRange(m), FormatMs(m.backward_seconds()),
+      FormatBytes(m.gradient_bytes()), m.formula());
+  out += fmt::format("  predicted best bucket {} MB (exposed {} ms)",
+                     FormatRate(m.predicted_best_bucket_mb()),
+                     FormatMs(m.predicted_best_exposed_seconds()));
+  if (m.measured_best_bucket_mb() > 0) {
+    out += fmt::format("; measured best of the sizes run {} MB: predicted / measured {:.2f}",
+                       FormatRate(m.measured_best_bucket_mb()), m.best_bucket_ratio());
+  }
+  return out + "\n";
+}
+
 std::string DdpRowLine(const v1::DdpRow& row) {
   std::string line =
       fmt::format("run {}: step {} ms", DdpRowLabel(row), FormatMs(row.step().median()));
@@ -229,6 +321,9 @@ std::string DdpRowLine(const v1::DdpRow& row) {
         fmt::format(", exposed comm {} ms ({}), {} MB/step", FormatMs(row.exposed_comm_seconds()),
                     FormatPercent(row.exposed_comm_fraction()),
                     FormatRate(static_cast<double>(row.bytes_per_step()) / 1e6));
+    if (row.has_predicted_exposed_comm_seconds()) {
+      line += fmt::format(" (predicted {} ms)", FormatMs(row.predicted_exposed_comm_seconds()));
+    }
     if (!row.ranks_agree()) line += ", ranks DIVERGED";
   }
   return line + fmt::format(", loss {:.4f}", row.loss());
@@ -257,13 +352,18 @@ std::string DdpCsv(const v1::Job& job) {
   const std::string id = CsvField(job.id());
   for (const v1::DdpRow* row : Rows(job.result().ddp())) {
     const std::string variant = Synchronised(*row) ? DdpVariantName(row->variant()) : "";
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", id, CsvField(DdpRowLabel(*row)),
-        CsvField(variant), row->bucket_mb(), CsvField(DdpOptimizerName(row->optimizer())),
-        row->step().median(), row->step().p95(), row->step().cv(), row->exposed_comm_seconds(),
-        row->exposed_comm_fraction(), row->calls_per_step(), row->bytes_per_step(), row->buckets(),
-        row->peak_memory_bytes(), row->optimizer_state_bytes(),
-        row->unsharded_optimizer_state_bytes(), row->ranks_agree() ? "true" : "false", row->loss());
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", id,
+                       CsvField(DdpRowLabel(*row)), CsvField(variant), row->bucket_mb(),
+                       CsvField(DdpOptimizerName(row->optimizer())), row->step().median(),
+                       row->step().p95(), row->step().cv(), row->exposed_comm_seconds(),
+                       row->exposed_comm_fraction(), row->calls_per_step(), row->bytes_per_step(),
+                       row->buckets(), row->peak_memory_bytes(), row->optimizer_state_bytes(),
+                       row->unsharded_optimizer_state_bytes(),
+                       row->ranks_agree() ? "true" : "false", row->loss(),
+                       row->has_predicted_exposed_comm_seconds()
+                           ? fmt::format("{}", row->predicted_exposed_comm_seconds())
+                           : "",
+                       CommHidden(*row) ? fmt::format("{}", *CommHidden(*row)) : "");
   }
   return out;
 }

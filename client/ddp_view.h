@@ -21,7 +21,9 @@ std::string DdpSpecSummary(const v1::DdpSpec& spec);
 std::string DdpRowLabel(const v1::DdpRow& row);
 
 // One line per run, compute only first: step median, p95 and cv, the
-// exposed communication (ms and share of the step), collectives and MB per
+// exposed communication (ms and share of the step) and the overhead model's
+// prediction of it, the share of the profiled step's communication hidden
+// under computation, collectives and MB per
 // step, buckets, peak memory and optimizer state per rank (a sharded run
 // with the unsharded state beside it), whether the ranks agree (DIVERGED when
 // not) and the loss.
@@ -31,7 +33,13 @@ std::string DdpTable(const v1::DdpResult& result);
 // group's calls, peak memory, optimizer state.
 std::string DdpRanksTable(const v1::DdpResult& result);
 
-// The header, the runs, the ranks, and the verdict on the ranks' parameters.
+// The overhead model (DdpOverheadModel): the fitted o and w, the backward
+// and gradients, the predicted best bucket beside the measured one; or why
+// it was not made. Empty when the result has none.
+std::string DdpModelView(const v1::DdpResult& result);
+
+// The header, the runs, the ranks, the overhead model, rank 0's timelines as
+// character lanes, and the verdict on the ranks' parameters.
 std::string DdpResultView(const v1::DdpResult& result);
 
 // One live line for a run as it ends.
@@ -47,7 +55,8 @@ std::string DdpFinalSummary(const v1::DdpResult& result);
 inline constexpr const char* kDdpCsvHeader =
     "job_id,run,variant,bucket_mb,optimizer,step_median_s,step_p95_s,step_cv,exposed_comm_s,"
     "exposed_comm_fraction,calls_per_step,bytes_per_step,buckets,peak_memory_bytes,"
-    "optimizer_state_bytes,unsharded_optimizer_state_bytes,ranks_agree,loss";
+    "optimizer_state_bytes,unsharded_optimizer_state_bytes,ranks_agree,loss,"
+    "predicted_exposed_comm_s,comm_hidden_fraction";
 std::string DdpCsv(const v1::Job& job);
 
 }  // namespace benchd::client

@@ -93,7 +93,39 @@ v1::DdpResult MakeResult() {
   *r.mutable_compute_only() =
       MakeRow(v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW, 0.010);
   r.mutable_compute_only()->set_ranks_agree(false);  // no synchronisation: not compared
-  *r.add_rows() = MakeRow(v1::DDP_VARIANT_NAIVE, 0, v1::DDP_OPTIMIZER_ADAMW, 0.012);
+  v1::DdpRow* naive = r.add_rows();
+  *naive = MakeRow(v1::DDP_VARIANT_NAIVE, 0, v1::DDP_OPTIMIZER_ADAMW, 0.012);
+  naive->set_predicted_exposed_comm_seconds(0.0015);
+  // Rank 0's profiled step: computing 0..8 ms, communicating 6..10 ms; rank
+  // 1 the same: 2 of 4 ms hidden.
+  for (v1::DdpRank& rank : *naive->mutable_ranks()) {
+    v1::DdpTimeline* t = rank.mutable_timeline();
+    t->set_step_seconds(0.010);
+    t->set_comm_seconds(0.004);
+    t->set_comm_overlapped_seconds(0.002);
+    v1::DdpSpan* compute = t->add_spans();
+    compute->set_lane(v1::DDP_LANE_COMPUTE);
+    compute->set_end_seconds(0.008);
+    v1::DdpSpan* comm = t->add_spans();
+    comm->set_lane(v1::DDP_LANE_COMMUNICATION);
+    comm->set_start_seconds(0.006);
+    comm->set_end_seconds(0.010);
+  }
+  r.set_timeline_artifact("ddp-timeline.svg");
+  v1::DdpOverheadModel* model = r.mutable_overhead_model();
+  model->set_formula("o + s / w");
+  model->set_per_call_seconds(25e-6);
+  model->set_bandwidth_bytes_per_second(1.5e9);
+  model->add_sweep_bytes(4096);
+  model->add_sweep_bytes(4 << 20);
+  model->add_sweep_seconds(3e-5);
+  model->add_sweep_seconds(3e-3);
+  model->set_backward_seconds(0.006);
+  model->set_gradient_bytes(493824);
+  model->set_predicted_best_bucket_mb(12.5);
+  model->set_predicted_best_exposed_seconds(0.001);
+  model->set_measured_best_bucket_mb(25);
+  model->set_best_bucket_ratio(0.5);
   v1::DdpRow* bucketed = r.add_rows();
   *bucketed = MakeRow(v1::DDP_VARIANT_BUCKETED, 25, v1::DDP_OPTIMIZER_SHARDED_ADAMW, 0.011);
   bucketed->set_buckets(1);
@@ -135,6 +167,8 @@ enum Column {
   kCv,
   kExposedMs,
   kExposed,
+  kPredicted,
+  kHidden,
   kCalls,
   kMb,
   kBuckets,
@@ -159,11 +193,12 @@ TEST(DdpTable, OneLinePerRunComputeOnlyFirst) {
 
 TEST(DdpTable, ComputeOnlyHasNoCommunicationAndIsNotCompared) {
   const std::vector<std::string> c = Cells(DdpTable(MakeResult()), "compute only");
-  ASSERT_EQ(c.size(), 13u);
+  ASSERT_EQ(c.size(), 15u);
   EXPECT_EQ(c[kStep], "10.000");
   EXPECT_EQ(c[kP95], "10.500");
   EXPECT_EQ(c[kCv], "2.00%");
-  for (Column col : {kExposedMs, kExposed, kCalls, kMb, kBuckets, kPeak, kAgree}) {
+  for (Column col :
+       {kExposedMs, kExposed, kPredicted, kHidden, kCalls, kMb, kBuckets, kPeak, kAgree}) {
     EXPECT_EQ(c[col], "-") << col;
   }
   EXPECT_EQ(c[kLoss], "4.5000");
@@ -172,10 +207,12 @@ TEST(DdpTable, ComputeOnlyHasNoCommunicationAndIsNotCompared) {
 TEST(DdpTable, NaiveRowShowsExposedCommunicationAndItsTraffic) {
   const v1::DdpResult r = MakeResult();
   const std::vector<std::string> c = Cells(DdpTable(r), Label(r.rows(0)));
-  ASSERT_EQ(c.size(), 13u);
+  ASSERT_EQ(c.size(), 15u);
   EXPECT_EQ(c[kStep], "12.000");
   EXPECT_EQ(c[kExposedMs], "2.000");
   EXPECT_EQ(c[kExposed], "16.67%");
+  EXPECT_EQ(c[kPredicted], "1.500");
+  EXPECT_EQ(c[kHidden], "50.00%");
   EXPECT_EQ(c[kCalls], "20");
   EXPECT_EQ(c[kMb], "0.494");
   EXPECT_EQ(c[kBuckets], "-");
@@ -187,7 +224,7 @@ TEST(DdpTable, NaiveRowShowsExposedCommunicationAndItsTraffic) {
 TEST(DdpTable, ShardedBucketedRowShowsBucketsAndTheUnshardedStateBeside) {
   const v1::DdpResult r = MakeResult();
   const std::vector<std::string> c = Cells(DdpTable(r), Label(r.rows(1)));
-  ASSERT_EQ(c.size(), 13u);
+  ASSERT_EQ(c.size(), 15u);
   EXPECT_EQ(c[kRun], "bucketed 25 MB + sharded_adamw");
   EXPECT_EQ(c[kBuckets], "1");
   EXPECT_EQ(c[kPeak], "3.00 GiB");
@@ -199,8 +236,31 @@ TEST(DdpTable, ShardedBucketedRowShowsBucketsAndTheUnshardedStateBeside) {
 TEST(DdpTable, DivergedRowSaysSoLoudly) {
   const v1::DdpResult r = MakeResult();
   const std::vector<std::string> c = Cells(DdpTable(r), Label(r.rows(2)));
-  ASSERT_EQ(c.size(), 13u);
+  ASSERT_EQ(c.size(), 15u);
   EXPECT_EQ(c[kAgree], "DIVERGED");
+}
+
+TEST(DdpResultView, OverheadModelAndRankZerosTimelines) {
+  const v1::DdpResult r = MakeResult();
+  const std::string view = DdpResultView(r);
+  EXPECT_THAT(view, HasSubstr("Overhead model: all_reduce(s) = 25.0 us + s / 1.50 GB/s, fitted "
+                              "to 2 sizes (4.00 KiB .. 4.00 MiB) on this group\n"));
+  EXPECT_THAT(view, HasSubstr("predicted best bucket 12.5 MB (exposed 1.000 ms); measured best "
+                              "of the sizes run 25.0 MB: predicted / measured 0.50\n"));
+  // 64 columns for the longest step (10 ms): computing to 8 ms, then 6 .. 10 ms.
+  const std::string label = Label(r.rows(0));
+  EXPECT_THAT(view, HasSubstr(label + " |" + std::string(52, '#') + std::string(12, ' ') + "|\n"));
+  EXPECT_THAT(view, HasSubstr(std::string(label.size(), ' ') + " |" + std::string(38, ' ') +
+                              std::string(26, '=') + "|\n"));
+  EXPECT_THAT(view, HasSubstr("every rank: ddp-timeline.svg"));
+  // Rows without a timeline are not drawn.
+  EXPECT_THAT(view, Not(HasSubstr("compute only |")));
+
+  v1::DdpResult failed = r;
+  failed.mutable_overhead_model()->set_unavailable("the sweep's times do not grow with size");
+  EXPECT_THAT(DdpModelView(failed),
+              HasSubstr("Overhead model: not made: the sweep's times do not grow with size"));
+  EXPECT_EQ(DdpModelView(v1::DdpResult()), "");
 }
 
 TEST(DdpResultView, HeaderSaysWhatRanWhereAndHow) {
@@ -258,7 +318,7 @@ TEST(DdpRowLine, SaysTheRunAndWhetherTheRanksDiverged) {
   EXPECT_EQ(DdpRowLine(r.compute_only()), "run compute only: step 10.000 ms, loss 4.5000");
   EXPECT_EQ(DdpRowLine(r.rows(0)), "run " + Label(r.rows(0)) +
                                        ": step 12.000 ms, exposed comm 2.000 ms (16.67%), 0.494 "
-                                       "MB/step, loss 4.5000");
+                                       "MB/step (predicted 1.500 ms), loss 4.5000");
   EXPECT_THAT(DdpRowLine(r.rows(2)), HasSubstr(", ranks DIVERGED, "));
 }
 
@@ -291,16 +351,18 @@ TEST(DdpCsv, OneRowPerRunComputeOnlyFirst) {
   EXPECT_EQ(lines[0], kDdpCsvHeader);
   // Floats print in shortest round-trip form: compare the fields that are exact.
   EXPECT_TRUE(absl::StartsWith(lines[1], "j7,compute only,,0,adamw,0.01,")) << lines[1];
-  EXPECT_TRUE(absl::EndsWith(lines[1], ",0,0,0,0,0,0,987648,987648,false,4.5")) << lines[1];
+  EXPECT_TRUE(absl::EndsWith(lines[1], ",0,0,0,0,0,0,987648,987648,false,4.5,,")) << lines[1];
   EXPECT_TRUE(
       absl::StartsWith(lines[2], "j7," + Label(MakeResult().rows(0)) + ",naive,0,adamw,0.012,"))
       << lines[2];
+  // The prediction and the hidden share of the profiled step's communication.
+  EXPECT_TRUE(absl::EndsWith(lines[2], ",true,4.5,0.0015,0.5")) << lines[2];
   EXPECT_TRUE(
       absl::StartsWith(lines[3], "j7,bucketed 25 MB + sharded_adamw,bucketed,25,sharded_adamw,"))
       << lines[3];
-  EXPECT_TRUE(absl::EndsWith(lines[3], ",20,493824,1,3221225472,493824,987648,true,4.5"))
+  EXPECT_TRUE(absl::EndsWith(lines[3], ",20,493824,1,3221225472,493824,987648,true,4.5,,"))
       << lines[3];
-  EXPECT_TRUE(absl::EndsWith(lines[4], ",false,4.5")) << lines[4];
+  EXPECT_TRUE(absl::EndsWith(lines[4], ",false,4.5,,")) << lines[4];
 }
 
 TEST(DdpJobView, GetAndWatchShowTheDdpResult) {

@@ -7,6 +7,7 @@
 # (benchd's ddp job beside PyTorch DDP and ZeRO-1 on the same GPUs) for each
 # precision of GPU_DDP_PRECISIONS (default "fp32 bf16").
 # Outputs in $OUT (default gpu-out): ctest-ddp.log, ddp-<precision>.txt/.json,
+# ddp-timeline-job<N>.svg, rank 0's Kineto traces (job<N>-ddp-run<R>-rank0.trace.json.gz),
 # benchd.log and the workers' logs.
 #   GPU_DDP_PRESET       model preset (default xl, the course's)
 #   GPU_DDP_CONTEXT      context length (default 128)
@@ -53,5 +54,13 @@ for P in ${GPU_DDP_PRECISIONS:-fp32 bf16}; do
     --optimizers "${GPU_DDP_OPTIMIZERS:-adamw,sharded_adamw}" \
     --optimizer-impl "${GPU_DDP_OPTIMIZER_IMPL:-faithful}" \
     --json-out "$OUT/ddp-$P.json" 2>&1 | tee "$OUT/ddp-$P.txt" || echo "FAIL ddp_compare $P"
+done
+# The timelines' pictures and rank 0's traces (gzipped) of every job.
+for d in "$DATA"/artifacts/*/; do
+  j=$(basename "$d")
+  [ -f "$d/ddp-timeline.svg" ] && cp "$d/ddp-timeline.svg" "$OUT/ddp-timeline-job$j.svg"
+  for t in "$d"/ddp-run*-rank0.trace.json; do
+    [ -f "$t" ] && gzip -c "$t" > "$OUT/job$j-$(basename "$t").gz"
+  done
 done
 benchd_stop
