@@ -194,6 +194,16 @@ def main():
             fit = m.get("perCallSeconds", 0) + int(b) / m.get("bandwidthBytesPerSecond", 1)
             print(f"#   sweep {int(b):>11} B  {t * 1e6:10.1f} us  fit {fit * 1e6:10.1f} us")
     best = min(r.get("rows", []), key=lambda row: statistics.median(row["stepSeconds"]))
+    # ZeRO-1's formula (the write-up's): fp32 parameters and gradients whole,
+    # AdamW's two moments whole or 1/world; beside the optimizer step's peak.
+    n = int(r.get("parameterCount", 0))
+    print(f"# memory formula: unsharded {n * 16 / gib:.2f} GiB (4 + 4 + 8 bytes per parameter), "
+          f"ZeRO-1 {n * (8 + 8 / world) / gib:.2f} GiB (4 + 4 + 8/{world})")
+    for label, row in rows:
+        bwd, opt = int(row.get("backwardPeakMemoryBytes", 0)), int(row.get("optimizerPeakMemoryBytes", 0))
+        formula = n * (8 + (8 / world if "sharded" in label else 8))
+        print(f"#   {label:34} peak to the end of the backward {bwd / gib:6.2f} GiB, in the optimizer "
+              f"step {opt / gib:6.2f} GiB ({opt / formula:.3f} x the formula)")
     print(f"# best benchd run: {run_label(best)}, {statistics.median(best['stepSeconds']) / base:.3f} x "
           f"PyTorch DDP's step (target <= 0.8)")
     if args.json_out:

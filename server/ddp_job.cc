@@ -63,6 +63,10 @@ absl::StatusOr<v1::DdpRow> AggregateDdpRow(const std::vector<internal::DdpRankRu
     agree = agree && r.parameter_sum() == ranks[0].parameter_sum() &&
             r.parameter_sum_sq() == ranks[0].parameter_sum_sq();
     row.set_peak_memory_bytes(std::max(row.peak_memory_bytes(), r.rank().peak_memory_bytes()));
+    row.set_backward_peak_memory_bytes(
+        std::max(row.backward_peak_memory_bytes(), r.rank().backward_peak_memory_bytes()));
+    row.set_optimizer_peak_memory_bytes(
+        std::max(row.optimizer_peak_memory_bytes(), r.rank().optimizer_peak_memory_bytes()));
     row.set_optimizer_state_bytes(
         std::max(row.optimizer_state_bytes(), r.rank().optimizer_state_bytes()));
   }
