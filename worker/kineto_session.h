@@ -35,12 +35,10 @@ class KinetoSession {
       // Already failing; nothing more to save.
     }
   }
-  // Start/Stop may repeat (a profiled step per run); each cycle after the
-  // first is prepared again, as torch.profiler's schedule does (Kineto's CPU
-  // trace buffer of the last cycle is gone: enabling again without it
-  // crashes in disableProfiler).
+  // Once per session. Kineto traces from prepareProfiler on (its warm-up,
+  // discarded), so a session is made just before what it profiles: one made
+  // before measured steps slows them (xl's step read 276 ms, not 223).
   void Start() {
-    if (cycles_++ > 0) torch::autograd::profiler::prepareProfiler(config_, activities_);
     torch::autograd::profiler::enableProfiler(config_, activities_);
     on_ = true;
   }
@@ -54,7 +52,6 @@ class KinetoSession {
   prof::ProfilerConfig config_;
   std::set<prof::ActivityType> activities_;
   bool on_ = false;
-  int cycles_ = 0;
   std::unique_ptr<ProfilerResult> result_;
 };
 

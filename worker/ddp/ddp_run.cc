@@ -229,16 +229,14 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
     stage = "the all-reduce sweep for the overhead model";
     internal::DdpRankRun sweep;
     AllReduceSweep(m, device, gradient_bytes, &sweep);
-    // One profiled step per run (DdpSpec.traces): CUPTI's set-up here, once.
-    std::unique_ptr<KinetoSession> kineto;
-    if (spec.traces()) {
-      std::set<prof::ActivityType> activities = {prof::ActivityType::CPU};
-      if (device.is_cuda()) activities.insert(prof::ActivityType::CUDA);
-      kineto = std::make_unique<KinetoSession>(
-          prof::ProfilerConfig(prof::ProfilerState::KINETO, /*report_input_shapes=*/false,
-                               /*profile_memory=*/false),
-          activities);
-    }
+    // One profiled step per run (DdpSpec.traces), each in its own session
+    // (worker/kineto_session.h: a session prepared early traces the runs'
+    // measured steps too).
+    std::set<prof::ActivityType> activities = {prof::ActivityType::CPU};
+    if (device.is_cuda()) activities.insert(prof::ActivityType::CUDA);
+    const prof::ProfilerConfig profiler_config(prof::ProfilerState::KINETO,
+                                               /*report_input_shapes=*/false,
+                                               /*profile_memory=*/false);
 
     std::vector<DdpRunSpec> runs = {{v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW}};
     for (const DdpRunSpec& r : DdpRuns(spec)) runs.push_back(r);
@@ -312,8 +310,10 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         backward_peak = std::max(backward_peak, PeakAllocatedBytes(device));
         ResetPeakAllocated(device);
         if (sharded_opt) {
-          step_bytes += sharded_opt->Step([&](AdamW& shard) { RunOptimizerStep(shard, step); });
-          step_calls += m.world_size;  // one broadcast per owner
+          const ShardedAdamW::Moved moved =
+              sharded_opt->Step([&](AdamW& shard) { RunOptimizerStep(shard, step); });
+          step_bytes += moved.bytes;
+          step_calls += moved.calls;
         } else {
           RunOptimizerStep(*resident->optimizer, step);
         }
@@ -345,9 +345,10 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       const int64_t peak = std::max(backward_peak, optimizer_peak);
       out.mutable_rank()->set_backward_peak_memory_bytes(backward_peak);
       out.mutable_rank()->set_optimizer_peak_memory_bytes(optimizer_peak);
-      if (kineto) {
+      if (spec.traces()) {
         // Not a measured step: the profiler's own cost stays out of the figures.
         stage = absl::StrCat(run_label, ", the profiled step");
+        auto kineto = std::make_unique<KinetoSession>(profiler_config, activities);
         kineto->Start();
         run_step();
         WaitForDevice(m, Clock::now() + m.timeout);

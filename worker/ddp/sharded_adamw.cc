@@ -40,32 +40,55 @@ ShardedAdamW::ShardedAdamW(std::vector<torch::Tensor> params,
   optimizer_ = std::make_unique<AdamW>(std::move(mine), options);
 }
 
-int64_t ShardedAdamW::Step(const std::function<void(AdamW&)>& step) {
+ShardedAdamW::Moved ShardedAdamW::Step(const std::function<void(AdamW&)>& step) {
   if (step) {
     step(*optimizer_);
   } else {
     optimizer_->Step();
   }
   torch::NoGradGuard no_grad;
-  int64_t moved = 0;
-  for (int owner = 0; owner < group_->getSize(); ++owner) {
-    std::vector<torch::Tensor> shard;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (owners_[i] == owner) shard.push_back(params_[i].detach().reshape({-1}));
-    }
-    if (shard.empty()) continue;
-    std::vector<torch::Tensor> flat{torch::cat(shard)};
+  Moved moved;
+  const int me = group_->getRank();
+  auto broadcast = [&](torch::Tensor& t, int owner) {
+    std::vector<torch::Tensor> tensors{t};
     c10d::BroadcastOptions options;
     options.rootRank = owner;
-    group_->broadcast(flat, options)->wait();
-    moved += flat[0].numel() * static_cast<int64_t>(flat[0].element_size());
-    if (owner == group_->getRank()) continue;
-    int64_t offset = 0;
+    group_->broadcast(tensors, options)->wait();
+    moved.bytes += t.numel() * static_cast<int64_t>(t.element_size());
+    moved.calls += 1;
+  };
+  for (int owner = 0; owner < group_->getSize(); ++owner) {
+    std::vector<size_t> pack;
+    int64_t pack_bytes = 0;
+    auto send_pack = [&] {
+      if (pack.empty()) return;
+      std::vector<torch::Tensor> parts;
+      for (size_t i : pack) parts.push_back(params_[i].detach().reshape({-1}));
+      torch::Tensor flat = torch::cat(parts);
+      broadcast(flat, owner);
+      if (owner != me) {
+        int64_t offset = 0;
+        for (size_t i : pack) {
+          params_[i].detach().copy_(flat.narrow(0, offset, params_[i].numel()).view_as(params_[i]));
+          offset += params_[i].numel();
+        }
+      }
+      pack.clear();
+      pack_bytes = 0;
+    };
     for (size_t i = 0; i < params_.size(); ++i) {
       if (owners_[i] != owner) continue;
-      params_[i].detach().copy_(flat[0].narrow(0, offset, params_[i].numel()).view_as(params_[i]));
-      offset += params_[i].numel();
+      const int64_t bytes = params_[i].numel() * static_cast<int64_t>(params_[i].element_size());
+      if (bytes >= kInPlaceBytes && params_[i].is_contiguous()) {
+        torch::Tensor p = params_[i].detach();
+        broadcast(p, owner);
+        continue;
+      }
+      if (pack_bytes + bytes > kPackBytes) send_pack();
+      pack.push_back(i);
+      pack_bytes += bytes;
     }
+    send_pack();
   }
   return moved;
 }
