@@ -240,6 +240,9 @@ void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
   cmd->add_option("--group-timeout", o.timeout_seconds,
                   "seconds after which a hung collective fails the job and breaks the group "
                   "(default 300; a transient group's rendezvous too)");
+  cmd->add_flag("--no-traces", o.no_traces,
+                "skip each run's profiled step (its Kineto trace per rank, the timelines and "
+                "ddp-timeline.svg)");
 }
 
 void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {

@@ -337,6 +337,7 @@ absl::StatusOr<v1::JobSpec> BuildDdpSpec(const DdpOptions& o) {
   if (o.global_batch) d->set_global_batch_size(*o.global_batch);
   if (absl::Status s = ApplyDdpRuns(o, *d); !s.ok()) return s;
   if (o.timeout_seconds) d->set_timeout_seconds(*o.timeout_seconds);
+  if (o.no_traces) d->set_traces(false);
   return spec;
 }
 

@@ -108,6 +108,7 @@ struct DdpOptions {
   std::string optimizers;                 // --optimizers adamw,sharded_adamw
   bool sharded_optimizer = false;         // --sharded-optimizer: --optimizers sharded_adamw
   std::optional<double> timeout_seconds;  // --group-timeout S
+  bool no_traces = false;                 // --no-traces: DdpSpec.traces false
 };
 
 // INVALID_ARGUMENT naming the flag, what came and what it accepts, for what

@@ -232,6 +232,7 @@ TEST(BuildDdpSpec, FlagsFillEveryField) {
   o.bucket_mb = "1,2.5,100";
   o.optimizers = "adamw,sharded_adamw";
   o.timeout_seconds = 30;
+  o.no_traces = true;
   absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->device(), "");
@@ -263,6 +264,8 @@ TEST(BuildDdpSpec, FlagsFillEveryField) {
   EXPECT_THAT(d.optimizers(),
               ::testing::ElementsAre(v1::DDP_OPTIMIZER_ADAMW, v1::DDP_OPTIMIZER_SHARDED_ADAMW));
   EXPECT_EQ(d.timeout_seconds(), 30.0);
+  EXPECT_TRUE(d.has_traces());
+  EXPECT_FALSE(d.traces());
 }
 
 TEST(BuildDdpSpec, UnsetFlagsLeaveTheDaemonsDefaults) {
@@ -278,6 +281,7 @@ TEST(BuildDdpSpec, UnsetFlagsLeaveTheDaemonsDefaults) {
   EXPECT_TRUE(d.bucket_mb().empty());
   EXPECT_TRUE(d.optimizers().empty());
   EXPECT_FALSE(d.has_timeout_seconds());
+  EXPECT_FALSE(d.has_traces());  // the daemon's default: on
 }
 
 TEST(BuildDdpSpec, GroupPerRankBatchAndTheShardedShortcut) {

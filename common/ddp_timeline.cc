@@ -109,7 +109,6 @@ std::string RenderDdpTimelines(const v1::DdpResult& result) {
   if (result.has_compute_only()) rows.push_back(&result.compute_only());
   for (const v1::DdpRow& r : result.rows()) rows.push_back(&r);
   double longest = 0;
-  int lanes = 0;
   std::vector<const v1::DdpRow*> drawn;
   for (const v1::DdpRow* r : rows) {
     bool any = false;
@@ -118,33 +117,12 @@ std::string RenderDdpTimelines(const v1::DdpResult& result) {
       longest = std::max(longest, k.timeline().step_seconds());
       any = true;
     }
-    if (any) {
-      drawn.push_back(r);
-      lanes += r->ranks_size();
-    }
+    if (any) drawn.push_back(r);
   }
   if (drawn.empty()) return "";
   constexpr int kWidth = 1000, kLeft = 150, kRight = 20, kLane = 11, kRankGap = 6, kTitle = 34;
   const int plot_w = kWidth - kLeft - kRight;
-  const int height =
-      70 + static_cast<int>(drawn.size()) * (kTitle + 10) + lanes * (2 * kLane + kRankGap) + 40;
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
-      "fill=\"white\"/>\n",
-      kWidth, height);
-  absl::StrAppend(
-      &svg, "<text x=\"10\" y=\"20\" font-size=\"15\">",
-      XmlEscape(absl::StrCat("One profiled step per rank: ", result.world_size(), " ranks, ",
-                             result.spec().step().model().preset().empty()
-                                 ? "model"
-                                 : result.spec().step().model().preset(),
-                             ", ", result.device_name())),
-      "</text>\n<text x=\"10\" y=\"38\" fill=\"#555\">",
-      XmlEscape(absl::StrCat("computation (blue) and communication (orange) from each rank's "
-                             "Kineto trace; one time scale, 0 to ",
-                             FormatSeconds(longest))),
-      "</text>\n");
+  std::string svg;  // the body; the header, which needs its height, goes first at the end
   int y = 60;
   auto x_of = [&](double s) { return kLeft + plot_w * s / longest; };
   for (const v1::DdpRow* r : drawn) {
@@ -196,8 +174,24 @@ std::string RenderDdpTimelines(const v1::DdpResult& result) {
                               "</text>\n",
                               x_of(s), x_of(s), y, x_of(s), y + 14, XmlEscape(FormatSeconds(s))));
   }
-  absl::StrAppend(&svg, "</svg>\n");
-  return svg;
+  const std::string header = absl::StrCat(
+      absl::StrFormat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" "
+                      "height=\"100%%\" fill=\"white\"/>\n",
+                      kWidth, y + 30),
+      "<text x=\"10\" y=\"20\" font-size=\"15\">",
+      XmlEscape(absl::StrCat("One profiled step per rank: ", result.world_size(), " ranks, ",
+                             result.spec().step().model().preset().empty()
+                                 ? "model"
+                                 : result.spec().step().model().preset(),
+                             ", ", result.device_name())),
+      "</text>\n<text x=\"10\" y=\"38\" fill=\"#555\">",
+      XmlEscape(absl::StrCat("computation (blue) and communication (orange) from each rank's "
+                             "Kineto trace, each from its own first activity; one time scale, "
+                             "0 to ",
+                             FormatSeconds(longest))),
+      "</text>\n");
+  return header + svg + "</svg>\n";
 }
 
 }  // namespace benchd

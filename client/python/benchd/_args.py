@@ -141,6 +141,7 @@ class DdpArgs(ModelArgs, total=False):
     sharded_optimizer: bool  # = optimizers="sharded_adamw"
     optimizer_impl: str      # faithful (default), foreach or fused: how AdamW steps
     group_timeout: float     # seconds before a hung collective fails the job (default 300)
+    traces: bool             # one profiled step per run and rank: timelines + traces (default True)
 
 
 class AttentionArgs(TypedDict, total=False):
@@ -354,7 +355,7 @@ DDP_CHECKS: dict[str, Checker] = {
     "tf32": as_bool, "variants": _enum_list(E.DDP_VARIANT),
     "bucket_mb": lambda a, v: as_list(a, v, _number_or_text),
     "optimizers": _enum_list(E.DDP_OPTIMIZER), "sharded_optimizer": as_bool,
-    "optimizer_impl": _enum(E.OPTIMIZER), "group_timeout": as_float,
+    "optimizer_impl": _enum(E.OPTIMIZER), "group_timeout": as_float, "traces": as_bool,
 }
 ATTENTION_CHECKS: dict[str, Checker] = {
     "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
@@ -626,6 +627,8 @@ def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
         d.global_batch_size = a["global_batch"]
     if "group_timeout" in a:
         d.timeout_seconds = a["group_timeout"]
+    if "traces" in a:
+        d.traces = a["traces"]
     return pb.JobSpec(ddp=d)
 
 

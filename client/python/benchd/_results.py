@@ -17,6 +17,8 @@ Each has `_repr_html_` (a summary and the table) for Jupyter.
 """
 from __future__ import annotations
 
+import math
+
 import html
 from typing import Any, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, Union, overload
 
@@ -694,8 +696,13 @@ class DdpResult(_Result):
         ('' for compute only), bucket_mb, optimizer, step_ms (median),
         p95_ms, cv, exposed_comm_ms, exposed_comm_fraction, calls_per_step,
         bytes_per_step, buckets, peak_memory_bytes and optimizer_state_bytes
-        (the largest rank's), unsharded_optimizer_state_bytes, ranks_agree
-        (None for compute only), loss, world_size."""
+        (the largest rank's), backward_peak_bytes and optimizer_peak_bytes
+        (the peak to the end of the synchronisation, and in the optimizer
+        step: ZeRO-1's formula), unsharded_optimizer_state_bytes,
+        ranks_agree (None for compute only), loss, predicted_exposed_ms (the
+        overhead model's; NaN where it predicts nothing), comm_hidden_fraction
+        (of the profiled step's communication, the share under computation;
+        NaN without), world_size."""
         rows = []
         for r in self._runs():
             synced = r.variant != pb.DDP_VARIANT_UNSPECIFIED
@@ -710,13 +717,41 @@ class DdpResult(_Result):
                 "buckets": r.buckets, "peak_memory_bytes": r.peak_memory_bytes,
                 "optimizer_state_bytes": r.optimizer_state_bytes,
                 "unsharded_optimizer_state_bytes": r.unsharded_optimizer_state_bytes,
+                "backward_peak_bytes": r.backward_peak_memory_bytes,
+                "optimizer_peak_bytes": r.optimizer_peak_memory_bytes,
                 "ranks_agree": r.ranks_agree if synced else None, "loss": r.loss,
+                "predicted_exposed_ms": (r.predicted_exposed_comm_seconds * MS
+                                         if r.HasField("predicted_exposed_comm_seconds")
+                                         else math.nan),
+                "comm_hidden_fraction": _comm_hidden(r),
                 "world_size": self.proto.world_size})
         return frame(rows, columns=[
             "job_id", "run", "variant", "bucket_mb", "optimizer", "step_ms", "p95_ms", "cv",
             "exposed_comm_ms", "exposed_comm_fraction", "calls_per_step", "bytes_per_step",
             "buckets", "peak_memory_bytes", "optimizer_state_bytes",
-            "unsharded_optimizer_state_bytes", "ranks_agree", "loss", "world_size"])
+            "backward_peak_bytes", "optimizer_peak_bytes",
+            "unsharded_optimizer_state_bytes", "ranks_agree", "loss", "predicted_exposed_ms",
+            "comm_hidden_fraction", "world_size"])
+
+    @property
+    def overhead_model(self) -> pb.DdpOverheadModel:
+        """The write-up's overhead model as fitted on the job's group:
+        per_call_seconds (o), bandwidth_bytes_per_second (w), the sweep it
+        was fitted to, the compute-only backward, the predicted and the
+        measured best bucket; `unavailable` says why when it was not made."""
+        return self.proto.overhead_model
+
+    def timeline(self) -> pd.DataFrame:
+        """Each rank's profiled step of each run (DdpSpec.traces), one row
+        per busy span: run, rank, lane ('compute' or 'communication'),
+        start_ms, end_ms (from the rank's first activity), trace (the Kineto
+        trace's artifact name). Empty when the job ran without traces."""
+        lanes = {pb.DDP_LANE_COMPUTE: "compute", pb.DDP_LANE_COMMUNICATION: "communication"}
+        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "rank": k.rank,
+                 "lane": lanes.get(span.lane, "?"), "start_ms": span.start_seconds * MS,
+                 "end_ms": span.end_seconds * MS, "trace": k.timeline.trace_artifact}
+                for r in self._runs() for k in r.ranks for span in k.timeline.spans]
+        return frame(rows, columns=["run", "rank", "lane", "start_ms", "end_ms", "trace"])
 
     def ranks(self) -> pd.DataFrame:
         """One row per rank of each run: run, rank, device, step_ms (its own
@@ -752,6 +787,14 @@ class DdpResult(_Result):
                 ("ranks agree", "yes" if self.ranks_agree
                  else f"DIVERGED after {'; '.join(self.diverged)}"),
                 ("device", p.device_name), ("timer", p.timer)]
+
+
+def _comm_hidden(row: pb.DdpRow) -> float:
+    """The share of the profiled step's communication that ran under
+    computation, over every rank; NaN without communication or timelines."""
+    comm = sum(k.timeline.comm_seconds for k in row.ranks)
+    hidden = sum(k.timeline.comm_overlapped_seconds for k in row.ranks)
+    return hidden / comm if comm > 0 else math.nan
 
 
 Result = Union[BenchmarkResult, ProfileResult, MemoryResult, CollectiveResult, AttentionResult,

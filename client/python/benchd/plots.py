@@ -9,6 +9,7 @@ draws nothing on screen by itself (Jupyter shows a returned Figure).
     collective_backend_comparison(res)   duration per size, one bar per backend
     memory_timeline(snapshot)            the allocator's active memory over the recorded steps
     kernel_time_share(profile)           each range's kernel time split by its top kernels
+    ddp_timeline(ddp)                    each run's profiled step per rank: compute and communication
 
 `results` is a BenchmarkResult / CollectiveResult, a Job holding one, a list
 of them, or the DataFrame their to_pandas()/summary() rows make.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ._errors import ArgumentError, ArgumentTypeError, BenchdError
-from ._results import BenchmarkResult, CollectiveResult, ProfileResult, frame
+from ._results import BenchmarkResult, CollectiveResult, DdpResult, ProfileResult, frame
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["step_time_by_phase", "precision_speedup", "collective_vs_size",
            "collective_vs_world_size", "collective_backend_comparison", "memory_timeline",
-           "memory_timeline_series", "kernel_time_share", "benchmark_summary"]
+           "memory_timeline_series", "kernel_time_share", "benchmark_summary", "ddp_timeline"]
 
 MiB = float(1 << 20)
 PRESET_ORDER = ["tiny", "mini", "small", "medium", "large", "xl", "2.7B"]
@@ -346,6 +347,40 @@ def memory_timeline(snapshot: Mapping[str, Any], *, device: int = 0,
     ax.set_ylabel("memory (MiB)")
     ax.set_title(title)
     ax.legend(loc="lower right")
+    return fig
+
+
+def ddp_timeline(ddp: object, *, runs: Sequence[str] | None = None) -> "Figure":
+    """The write-up's profiler screenshots: for each run (or those named in
+    `runs`) and rank, the profiled step's computation (top bar) and
+    communication (bottom bar) on one time axis, so overlap shows at a
+    glance. `ddp`: a DdpResult or a Job holding one, run with traces."""
+    r = _results(ddp, DdpResult, "ddp")[0]
+    df = r.timeline()
+    if df.empty:
+        raise BenchdError("the result has no timelines: the job ran with traces=False")
+    order = [x for x in dict.fromkeys(df["run"]) if runs is None or x in runs]
+    if runs is not None and (missing := [x for x in runs if x not in order]):
+        raise ArgumentError("runs", missing, sorted(set(df["run"])),
+                            f"runs: {missing} not among the result's runs with timelines "
+                            f"{sorted(set(df['run']))}")
+    bars = [(run, rank) for run in order
+            for rank in sorted(set(df[df["run"] == run]["rank"]))]
+    fig, ax = _figure(10.0, 0.9 + 0.42 * len(bars))
+    colors = {"compute": "#3b6fb6", "communication": "#e8871e"}
+    for i, (run, rank) in enumerate(bars):
+        y = len(bars) - 1 - i
+        spans = df[(df["run"] == run) & (df["rank"] == rank)]
+        for lane, offset in (("compute", 0.45), ("communication", 0.05)):
+            part = spans[spans["lane"] == lane]
+            ax.broken_barh(list(zip(part["start_ms"], part["end_ms"] - part["start_ms"])),
+                           (y + offset, 0.38), color=colors[lane],
+                           label=lane if i == 0 else None)
+    ax.set_yticks([len(bars) - 1 - i + 0.45 for i in range(len(bars))],
+                  [f"{run} / rank {rank}" for run, rank in bars], fontsize=8)
+    ax.set_xlabel("ms from the rank's first activity (one profiled step)")
+    ax.set_title(f"{r.world_size} ranks, {r.device_name}: computation and communication")
+    ax.legend(loc="upper right", fontsize=8)
     return fig
 
 

@@ -53,6 +53,10 @@ def test_spec_mirrors_benchctl_flags() -> None:
     assert d.step.optimizer_impl == pb.OPTIMIZER_IMPL_UNSPECIFIED
     fused = A.ddp_spec(dict(devices="cpu:0,cpu:1", optimizer_impl="fused")).ddp
     assert fused.step.optimizer_impl == pb.OPTIMIZER_IMPL_FUSED
+    # traces: unset = the daemon's default (on); traces=False is --no-traces.
+    assert not d.HasField("traces")
+    off = A.ddp_spec(dict(devices="cpu:0,cpu:1", traces=False)).ddp
+    assert off.HasField("traces") and not off.traces
 
 
 def test_spec_unset_stays_unset_and_the_sharded_shortcut() -> None:
@@ -188,6 +192,40 @@ def test_result_frames_from_a_hand_made_result() -> None:
     assert benchd.DdpResult(fixed).ranks_agree
 
 
+def test_timelines_predictions_and_the_plot_from_a_hand_made_result() -> None:
+    proto = _result()
+    naive = proto.rows[0]
+    naive.predicted_exposed_comm_seconds = 0.0015
+    for k in naive.ranks:  # computing 0..8 ms, communicating 6..10 ms
+        k.timeline.trace_artifact = f"ddp-run1-rank{k.rank}.trace.json"
+        k.timeline.comm_seconds, k.timeline.comm_overlapped_seconds = 0.004, 0.002
+        k.timeline.spans.add(lane=pb.DDP_LANE_COMPUTE, start_seconds=0, end_seconds=0.008)
+        k.timeline.spans.add(lane=pb.DDP_LANE_COMMUNICATION, start_seconds=0.006,
+                             end_seconds=0.010)
+    proto.overhead_model.per_call_seconds = 2e-5
+    r = benchd.DdpResult(proto, "j9")
+    df = r.to_pandas()
+    assert df["predicted_exposed_ms"].tolist()[1] == pytest.approx(1.5)
+    assert math.isnan(df["predicted_exposed_ms"].tolist()[0])  # compute only: none
+    assert df["comm_hidden_fraction"].tolist()[1] == pytest.approx(0.5)
+    assert math.isnan(df["comm_hidden_fraction"].tolist()[2])  # no timeline
+    assert r.overhead_model.per_call_seconds == pytest.approx(2e-5)
+    t = r.timeline()
+    assert t["run"].tolist() == ["naive"] * 4 and t["rank"].tolist() == [0, 0, 1, 1]
+    assert t["lane"].tolist() == ["compute", "communication"] * 2
+    assert t["end_ms"].tolist() == pytest.approx([8.0, 10.0, 8.0, 10.0])
+    assert t["trace"].tolist()[2] == "ddp-run1-rank1.trace.json"
+    pytest.importorskip("matplotlib")
+    from benchd import plots
+    fig = plots.ddp_timeline(r)
+    ax = fig.axes[0]
+    assert [x.get_text() for x in ax.get_yticklabels()] == ["naive / rank 0", "naive / rank 1"]
+    with pytest.raises(benchd.ArgumentError, match="runs: \\['flat'\\] not among"):
+        plots.ddp_timeline(r, runs=["flat"])
+    with pytest.raises(benchd.BenchdError, match="traces=False"):
+        plots.ddp_timeline(benchd.DdpResult(_result()))
+
+
 def test_progress_counts_the_runs_of_a_resolved_spec() -> None:
     spec = pb.JobSpec()
     spec.ddp.variants.extend([pb.DDP_VARIANT_NAIVE, pb.DDP_VARIANT_BUCKETED])
@@ -238,6 +276,16 @@ def test_ddp_on_two_cpu_workers_over_gloo(client: benchd.Client) -> None:
     assert (df[df["variant"] == "bucketed"]["buckets"] >= 1).all()
     assert len(r.ranks()) == 2 * len(df) and set(r.ranks()["device"]) == {"cpu:0", "cpu:1"}
     assert len(r.steps()) == 2 * len(df)  # 2 measured steps per run
+    # A profiled step per run and rank: the Gloo calls in every synchronised run.
+    t = r.timeline()
+    assert set(t["run"]) == set(df["run"]) and set(t["rank"]) == {0, 1}
+    comm = set(t[t["lane"] == "communication"]["run"])
+    assert comm == set(synced["run"]), comm
+    assert (df[df["variant"] != ""]["comm_hidden_fraction"].between(0, 1)).all()
+    m = r.overhead_model
+    assert not m.unavailable and m.bandwidth_bytes_per_second > 0, m
+    assert df[df["optimizer"] == "adamw"].iloc[1:]["predicted_exposed_ms"].notna().all()
+    assert df[df["optimizer"] == "sharded_adamw"]["predicted_exposed_ms"].isna().all()
 
 
 def test_ddp_refusals_from_the_daemon_name_the_field(client: benchd.Client) -> None:
