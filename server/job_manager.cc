@@ -234,7 +234,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
   }
   if (auto s = CheckKindForDevice(*spec, spec->device()); !s.ok()) return s;
   // A step that cannot fit its GPU is refused now, not after minutes queued.
-  if (auto s = CheckFitsDeviceMemory(*spec, workers_->Devices()); !s.ok()) return s;
+  if (auto s = CheckFitsDeviceMemory(*spec, job_devices, workers_->Devices()); !s.ok()) {
+    return s;
+  }
   if (spec->progress_timeout_seconds() == 0) {
     auto it = progress_timeouts_.find(JobKindName(*spec));
     spec->set_progress_timeout_seconds(

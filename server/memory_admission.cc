@@ -1,5 +1,6 @@
 #include "server/memory_admission.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -21,27 +22,31 @@ struct Need {
   std::string what;  // "2.7B train_step fp32, batch 4, context 512: 65.29 GiB at its forward peak"
 };
 
-Need NeedOf(const v1::BenchmarkSpec& step) {
+// `sharding`: a data-parallel job's ranks (per_device_* is one rank's).
+Need NeedOf(const v1::BenchmarkSpec& step, const v1::Sharding* sharding = nullptr) {
   std::string unmodelled;
-  const v1::EstimateRequest request = EstimateRequestForStep(step, &unmodelled);
+  v1::EstimateRequest request = EstimateRequestForStep(step, &unmodelled);
+  if (sharding != nullptr) *request.mutable_sharding() = *sharding;
   const std::string cell =
       absl::StrCat(step.model().preset().empty() ? "custom model" : step.model().preset(), " ",
                    ModeName(step.mode()), " ", PrecisionName(step.precision()), ", batch ",
                    step.batch_size(), ", context ", step.context_length());
-  auto estimate = EstimateMemory(request);
+  // With a sharding the request is resolved again (its other degrees 1).
+  auto estimate = sharding != nullptr ? Estimate(request) : EstimateMemory(request);
   if (!estimate.ok()) {
     // Beyond kMaxEstimateBytes: no device holds it.
     return {std::numeric_limits<int64_t>::max(),
             absl::StrCat(cell, ": more than 4 EiB (", estimate.status().message(), ")")};
   }
   if (unmodelled.empty()) {
-    return {estimate->total_bytes(),
-            absl::StrCat(cell, ": ", memory::HumanBytes(estimate->total_bytes()), " (",
-                         estimate->total_bytes(), " B) at its ", estimate->peak_phase(), " peak")};
+    return {
+        estimate->per_device_bytes(),
+        absl::StrCat(cell, ": ", memory::HumanBytes(estimate->per_device_bytes()), " (",
+                     estimate->per_device_bytes(), " B) at its ", estimate->peak_phase(), " peak")};
   }
   int64_t state = 0;
   for (const v1::EstimateTerm& t : estimate->model_state()) {
-    if (t.name() != "autocast_weight_copies") state += t.bytes();
+    if (t.name() != "autocast_weight_copies") state += t.per_device_bytes();
   }
   return {state, absl::StrCat(cell, ": at least ", memory::HumanBytes(state), " (", state,
                               " B) of model state (its ", unmodelled,
@@ -76,9 +81,57 @@ std::vector<v1::BenchmarkSpec> StepsOf(const v1::JobSpec& spec) {
 
 }  // namespace
 
+// A data-parallel job's largest run on one rank: ZeRO-1 only when every run
+// shards AdamW, and flat and bucketed runs' flat copy of every gradient.
+Need DdpNeedOf(const v1::DdpSpec& ddp, int world) {
+  v1::Sharding sharding;
+  sharding.set_data_parallel(world);
+  const bool all_sharded = !ddp.optimizers().empty() &&
+                           std::all_of(ddp.optimizers().begin(), ddp.optimizers().end(),
+                                       [](int o) { return o == v1::DDP_OPTIMIZER_SHARDED_ADAMW; });
+  if (all_sharded) sharding.set_zero_stage(1);
+  Need need = NeedOf(ddp.step(), &sharding);
+  need.what = absl::StrCat(need.what, " per rank of ", world,
+                           all_sharded ? " with AdamW sharded (ZeRO-1)" : "");
+  const bool flat_copy = ddp.variants().empty() ||
+                         std::any_of(ddp.variants().begin(), ddp.variants().end(), [](int v) {
+                           return v == v1::DDP_VARIANT_FLAT || v == v1::DDP_VARIANT_BUCKETED;
+                         });
+  if (flat_copy && need.bytes != std::numeric_limits<int64_t>::max()) {
+    const int64_t grads = 4 * ParameterCount(ddp.step().model());  // fp32 gradients
+    need.bytes += grads;
+    absl::StrAppend(&need.what, ", + ", memory::HumanBytes(grads),
+                    " for the flat and bucketed runs' flat copy of the gradients");
+  }
+  return need;
+}
+
 absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec,
+                                   const std::vector<std::string>& job_devices,
                                    const std::vector<v1::Device>& devices) {
-  if (spec.force() || !absl::StartsWith(spec.device(), "cuda:")) return absl::OkStatus();
+  if (spec.force()) return absl::OkStatus();
+  if (spec.has_ddp()) {
+    const Need need = DdpNeedOf(spec.ddp(), static_cast<int>(job_devices.size()));
+    for (const std::string& name : job_devices) {
+      if (!absl::StartsWith(name, "cuda:")) continue;
+      for (const v1::Device& d : devices) {
+        if (d.name() != name || d.total_memory_bytes() <= 0 ||
+            need.bytes <= d.total_memory_bytes()) {
+          continue;
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ddp.step: the memory estimate exceeds ", name, "'s memory: ", need.what, ", against ",
+            memory::HumanBytes(d.total_memory_bytes()), " (", d.total_memory_bytes(),
+            " B) in all on ", name,
+            d.description().empty() ? "" : absl::StrCat(" (", d.description(), ")"),
+            "; Bench.Estimate (benchctl estimate --data-parallel N) shows it term by term; "
+            "shard AdamW (--optimizers sharded_adamw), leave out flat and bucketed, or set force "
+            "(benchctl --force) to queue it anyway"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (!absl::StartsWith(spec.device(), "cuda:")) return absl::OkStatus();
   const std::vector<v1::BenchmarkSpec> steps = StepsOf(spec);
   if (steps.empty()) return absl::OkStatus();
   const v1::Device* device = nullptr;

@@ -4,6 +4,7 @@
 #ifndef BENCHD_SERVER_MEMORY_ADMISSION_H_
 #define BENCHD_SERVER_MEMORY_ADMISSION_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,7 +22,15 @@ namespace benchd::server {
 // counted). Where the step's options are outside the
 // estimate (MemoryEstimate.not_modelled), only its model state (parameters,
 // gradients, AdamW state: needed whatever the options) is compared.
-absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec, const std::vector<v1::Device>& devices);
+//
+// A data-parallel job (spec.ddp) is checked on each of `job_devices` (its
+// ranks, local ones only) for its largest run on one rank: AdamW's state
+// sharded only when every run shards it, plus a flat copy of the gradients
+// when a flat or bucketed run is among them. Every run must fit: one that
+// does not fails the job.
+absl::Status CheckFitsDeviceMemory(const v1::JobSpec& spec,
+                                   const std::vector<std::string>& job_devices,
+                                   const std::vector<v1::Device>& devices);
 
 }  // namespace benchd::server
 

@@ -168,15 +168,54 @@ TEST(CheckFitsDeviceMemoryTest, OnlyAListedCudaDeviceWithItsMemoryIsChecked) {
   v1::Device small;
   small.set_name("cuda:0");
   small.set_total_memory_bytes(kMiB);
-  EXPECT_TRUE(CheckFitsDeviceMemory(spec, {small}).ok());
+  EXPECT_TRUE(CheckFitsDeviceMemory(spec, {"cuda:1"}, {small}).ok());
   small.set_name("cuda:1");
   small.set_description("NVIDIA Tiny");
-  const absl::Status s = CheckFitsDeviceMemory(spec, {small});
+  const absl::Status s = CheckFitsDeviceMemory(spec, {"cuda:1"}, {small});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("on cuda:1 (NVIDIA Tiny)"));
   v1::JobSpec collective;
   collective.mutable_collective()->add_devices("cuda:1");
-  EXPECT_TRUE(CheckFitsDeviceMemory(collective, {small}).ok());
+  EXPECT_TRUE(CheckFitsDeviceMemory(collective, {"cuda:1"}, {small}).ok());
+}
+
+// A data-parallel job: each rank's largest run, on every rank's device.
+TEST(CheckFitsDeviceMemoryTest, DataParallelCountsShardingAndTheFlatCopy) {
+  auto ddp = [](std::vector<v1::DdpVariant> variants, v1::DdpOptimizer optimizer) {
+    v1::JobSpec in;
+    v1::DdpSpec* d = in.mutable_ddp();
+    d->mutable_target()->add_devices("cuda:0");
+    d->mutable_target()->add_devices("cuda:1");
+    d->mutable_step()->mutable_model()->set_preset("xl");
+    d->mutable_step()->set_context_length(128);
+    d->set_global_batch_size(8);
+    for (auto v : variants) d->add_variants(v);
+    d->add_optimizers(optimizer);
+    auto resolved = ResolveJobSpec(in);
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    return *resolved;
+  };
+  v1::Device gpu;
+  gpu.set_name("cuda:1");
+  gpu.set_total_memory_bytes(int64_t{28} << 30);  // xl fp32: ~30 GiB a rank unsharded
+  const std::vector<std::string> ranks = {"cuda:0", "cuda:1"};
+  // Every variant with AdamW whole: model state + activations + the flat copy.
+  const absl::Status s = CheckFitsDeviceMemory(ddp({}, v1::DDP_OPTIMIZER_ADAMW), ranks, {gpu});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("ddp.step: the memory estimate exceeds cuda:1's memory: xl "));
+  EXPECT_THAT(s.message(), HasSubstr("per rank of 2, + 7.44 GiB for the flat and bucketed runs'"));
+  EXPECT_THAT(s.message(), HasSubstr("shard AdamW (--optimizers sharded_adamw)"));
+  // Overlap alone, AdamW sharded: ZeRO-1's 4 + 4 + 8/2 bytes a parameter fit.
+  EXPECT_TRUE(CheckFitsDeviceMemory(ddp({v1::DDP_VARIANT_OVERLAP}, v1::DDP_OPTIMIZER_SHARDED_ADAMW),
+                                    ranks, {gpu})
+                  .ok());
+  // A rank on the CPU, or a device that has not reported its memory, is not checked.
+  gpu.set_total_memory_bytes(0);
+  EXPECT_TRUE(CheckFitsDeviceMemory(ddp({}, v1::DDP_OPTIMIZER_ADAMW), ranks, {gpu}).ok());
+  v1::JobSpec forced = ddp({}, v1::DDP_OPTIMIZER_ADAMW);
+  forced.set_force(true);
+  gpu.set_total_memory_bytes(kMiB);
+  EXPECT_TRUE(CheckFitsDeviceMemory(forced, ranks, {gpu}).ok());
 }
 
 }  // namespace
