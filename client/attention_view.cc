@@ -1,5 +1,7 @@
 #include "client/attention_view.h"
 
+#include "common/job_spec.h"
+
 #include <fmt/format.h>
 
 #include <utility>
@@ -9,6 +11,7 @@
 #include "client/format.h"
 #include "client/table.h"
 #include "common/collective_math.h"
+#include "common/job_spec.h"
 #include "common/model_config.h"
 #include "common/options.h"
 
@@ -63,6 +66,12 @@ absl::StatusOr<v1::JobSpec> BuildAttentionSpec(const AttentionOptions& o) {
     if (!bytes.ok()) return bytes.status();
     a->set_memory_cap_bytes(*bytes);
   }
+  a->set_flush_l2(o.flush_l2);
+  if (!o.preset.empty() && o.preset != kAttentionLeaderboardPreset) {
+    return absl::InvalidArgumentError(absl::StrCat("--preset: unknown preset '", o.preset,
+                                                   "'; expected ", kAttentionLeaderboardPreset));
+  }
+  a->set_preset(o.preset);
   return spec;
 }
 
@@ -87,6 +96,7 @@ std::string AttentionResultView(const v1::AttentionResult& r) {
            {"saved MiB", Align::kRight},
            {"peak MiB", Align::kRight},
            {"score MiB (formula)", Align::kRight},
+           {"fwd+bwd ms", Align::kRight},
            {"fwd TFLOP/s", Align::kRight},
            {"bwd TFLOP/s", Align::kRight}});
   const v1::AttentionSpec& s = r.spec();
@@ -96,14 +106,29 @@ std::string AttentionResultView(const v1::AttentionResult& r) {
             std::to_string(s.head_dim()), FormatMs(r.forward().median()),
             FormatMs(r.backward().median()), measured ? MiB(r.saved_activation_bytes()) : "n/a",
             measured ? MiB(r.peak_pass_bytes()) : "n/a", MiB(r.score_matrix_bytes()),
-            FormatRate(r.forward_tflops_per_second()), FormatRate(r.backward_tflops_per_second())});
+            FormatMs(r.step().median()), FormatRate(r.flash_forward_tflops_per_second()),
+            FormatRate(r.flash_backward_tflops_per_second())});
   std::vector<std::pair<std::string, std::string>> kv = {
       {"Forward", Spread(r.forward())},
       {"Backward", Spread(r.backward())},
-      {"FLOPs", fmt::format("forward {:.4g}, backward {:.4g} (dense: 4·B·H·T²·d, backward 2x{})",
-                            r.forward_flops(), r.backward_flops(),
-                            s.causal() ? "; causal counted dense" : "")},
+      {"Fwd+bwd", Spread(r.step())},
+      {"TFLOP/s",
+       fmt::format("forward {}, backward {}, forward+backward {}, as FlashAttention counts: "
+                   "4·B·H·T²·d{}, backward 2.5x (the table's); dense (the course's): forward "
+                   "{}, backward {} (2x)",
+                   FormatRate(r.flash_forward_tflops_per_second()),
+                   FormatRate(r.flash_backward_tflops_per_second()),
+                   FormatRate(r.flash_step_tflops_per_second()),
+                   s.causal() ? " halved (causal)" : "", FormatRate(r.forward_tflops_per_second()),
+                   FormatRate(r.backward_tflops_per_second()))},
   };
+  if (!s.preset().empty() || s.flush_l2()) {
+    kv.emplace_back("Harness",
+                    fmt::format("{}{}", s.preset().empty() ? "" : s.preset() + " preset; ",
+                                s.flush_l2() ? "L2 flushed (256 MiB zeroed) before "
+                                               "every pass, as triton's do_bench"
+                                             : "L2 not flushed"));
+  }
   std::string formula =
       r.saved_by_formula_bytes() > 0
           ? fmt::format("{} MiB by formula ({} score matrices of {} MiB, output, row stats)",

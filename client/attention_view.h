@@ -21,6 +21,8 @@ struct AttentionOptions {
   std::string implementation;  // --impl faithful|sdpa|flash|efficient|cudnn|math|tiled|fused
   std::optional<uint64_t> seed;
   std::string memory_cap;  // --memory-cap 2GiB (CUDA only)
+  bool flush_l2 = false;   // --flush-l2
+  std::string preset;      // --preset leaderboard
 };
 
 // INVALID_ARGUMENT naming the flag (--precision, --impl, --memory-cap) for

@@ -268,6 +268,11 @@ void AddAttentionFlags(CLI::App* cmd, benchd::client::AttentionOptions& o) {
   cmd->add_option("--memory-cap", o.memory_cap,
                   "CUDA only: at most this much more from the caching allocator, e.g. 2GiB (a real "
                   "cap: a cell above it runs out of memory)");
+  cmd->add_flag("--flush-l2", o.flush_l2,
+                "zero 256 MiB before every pass (a cold L2, as triton's do_bench; CUDA)");
+  cmd->add_option("--preset", o.preset,
+                  "leaderboard: the CS336 FlashAttention leaderboard's case (bf16, causal, batch "
+                  "1, 16 heads, seq 16384, d 64, L2 flushed; flags given win)");
 }
 
 void AddPrecisionFlags(CLI::App* cmd, benchd::client::PrecisionOptions& o) {

@@ -20,6 +20,12 @@ double AttentionBackwardFlops(const v1::AttentionSpec& spec) {
   return 2.0 * AttentionForwardFlops(spec);
 }
 
+double FlashForwardFlops(const v1::AttentionSpec& spec) {
+  return AttentionForwardFlops(spec) * (spec.causal() ? 0.5 : 1.0);
+}
+
+double FlashBackwardFlops(const v1::AttentionSpec& spec) { return 2.5 * FlashForwardFlops(spec); }
+
 int64_t ScoreMatrixBytes(const v1::AttentionSpec& spec) {
   return spec.batch_size() * AttentionHeads(spec) * spec.seq_len() * spec.seq_len() *
          PrecisionBytes(spec.precision());

@@ -21,6 +21,10 @@ int64_t AttentionHeads(const v1::AttentionSpec& spec);
 double AttentionForwardFlops(const v1::AttentionSpec& spec);
 // 2x the forward: each matmul's backward is two matmuls of its size.
 double AttentionBackwardFlops(const v1::AttentionSpec& spec);
+// As FlashAttention's benchmarks (and the CS336 leaderboard) count them: the
+// forward halved when causal, the backward 2.5x the forward.
+double FlashForwardFlops(const v1::AttentionSpec& spec);
+double FlashBackwardFlops(const v1::AttentionSpec& spec);
 
 // B·H·T² elements of the precision's size.
 int64_t ScoreMatrixBytes(const v1::AttentionSpec& spec);

@@ -237,6 +237,21 @@ absl::StatusOr<v1::ProfileSpec> ResolveProfile(const v1::ProfileSpec& in) {
 
 absl::StatusOr<v1::AttentionSpec> ResolveAttention(const v1::AttentionSpec& in) {
   v1::AttentionSpec out = in;
+  if (!in.preset().empty()) {
+    if (in.preset() != kAttentionLeaderboardPreset) {
+      return absl::InvalidArgumentError(absl::StrCat("attention.preset: unknown preset ",
+                                                     QuotedForError(in.preset()), "; expected ",
+                                                     kAttentionLeaderboardPreset, " or none"));
+    }
+    // The CS336 leaderboard: what the request leaves unset.
+    if (out.precision() == v1::PRECISION_UNSPECIFIED) out.set_precision(v1::PRECISION_BF16);
+    if (!out.has_batch_size()) out.set_batch_size(1);
+    if (!out.has_num_heads()) out.set_num_heads(16);
+    if (!out.has_seq_len()) out.set_seq_len(16384);
+    if (!out.has_head_dim()) out.set_head_dim(64);
+    out.set_causal(true);
+    out.set_flush_l2(true);
+  }
   if (!out.has_batch_size()) out.set_batch_size(kDefaultAttentionBatch);
   if (!out.has_head_dim()) out.set_head_dim(kDefaultAttentionHeadDim);
   if (!out.has_seq_len()) out.set_seq_len(kDefaultAttentionSeqLen);

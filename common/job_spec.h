@@ -32,6 +32,8 @@ inline constexpr int64_t kDefaultAttentionHeadDim = 64;
 inline constexpr int64_t kDefaultAttentionSeqLen = 1024;
 inline constexpr int64_t kDefaultAttentionWarmupPasses = 5;
 inline constexpr int64_t kDefaultAttentionPasses = 100;
+// AttentionSpec.preset: the CS336 FlashAttention leaderboard's case.
+inline constexpr const char* kAttentionLeaderboardPreset = "leaderboard";
 
 // The precision request's (v1::PrecisionSpec): the write-up's loop, 0.01
 // added 1000 times.

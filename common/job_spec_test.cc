@@ -1404,5 +1404,35 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
   }
 }
 
+TEST(ResolveAttentionTest, TheLeaderboardPresetFillsWhatIsUnsetAndFlushesL2) {
+  v1::JobSpec in;
+  in.mutable_attention()->set_preset("leaderboard");
+  in.mutable_attention()->set_implementation(v1::ATTENTION_IMPL_FUSED);
+  auto resolved = ResolveJobSpec(in);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const v1::AttentionSpec* a = &resolved->attention();
+  EXPECT_EQ(a->precision(), v1::PRECISION_BF16);
+  EXPECT_TRUE(a->causal());
+  EXPECT_TRUE(a->flush_l2());
+  EXPECT_EQ(a->batch_size(), 1);
+  EXPECT_EQ(a->num_heads(), 16);
+  EXPECT_EQ(a->seq_len(), 16384);
+  EXPECT_EQ(a->head_dim(), 64);
+  EXPECT_EQ(a->implementation(), v1::ATTENTION_IMPL_FUSED);
+  // A field given wins.
+  in.mutable_attention()->set_head_dim(128);
+  in.mutable_attention()->set_precision(v1::PRECISION_FP16);
+  resolved = ResolveJobSpec(in);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->attention().head_dim(), 128);
+  EXPECT_EQ(resolved->attention().precision(), v1::PRECISION_FP16);
+  in.mutable_attention()->set_preset("leaderbord");
+  const absl::Status s = ResolveJobSpec(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_PRED_FORMAT2(IsSubstring,
+                      "attention.preset: unknown preset 'leaderbord'; expected leaderboard or none",
+                      std::string(s.message()));
+}
+
 }  // namespace
 }  // namespace benchd

@@ -121,6 +121,7 @@ struct FieldLimit {
 inline constexpr FieldLimit kStringLimits[] = {
     {"benchd.v1.JobSpec.device", kMaxDeviceNameBytes, "a device name such as cuda:0"},
     {"benchd.v1.ModelConfig.preset", kMaxPresetNameBytes, "a preset name such as small"},
+    {"benchd.v1.AttentionSpec.preset", kMaxPresetNameBytes, "a preset name such as leaderboard"},
     {"benchd.v1.CollectiveSpec.group", kMaxGroupIdBytes, "a group id such as g1"},
     {"benchd.v1.CollectiveSpec.devices", kMaxDeviceNameBytes, "a device name such as cuda:0"},
     {"benchd.v1.CollectiveTarget.group", kMaxGroupIdBytes, "a group id such as g1"},

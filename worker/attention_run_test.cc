@@ -6,6 +6,7 @@
 
 #include "common/attention_math.h"
 #include "common/job_spec.h"
+#include "common/stats.h"
 #include "worker/host_memory_test_util.h"
 
 namespace benchd::worker {
@@ -69,6 +70,17 @@ TEST_F(AttentionRunTest, PassesAreTimedAndTheFiguresFollowTheFormulas) {
                      r->forward_flops() / r->forward().median() / 1e12);
     EXPECT_DOUBLE_EQ(r->backward_tflops_per_second(),
                      r->backward_flops() / r->backward().median() / 1e12);
+    // Forward + backward, and FlashAttention's count: causal halves the
+    // forward, the backward is 2.5x it.
+    EXPECT_EQ(r->step().count(), 3);
+    std::vector<double> steps;
+    for (int i = 1; i < 4; ++i) steps.push_back(r->passes(i).step_seconds());
+    EXPECT_DOUBLE_EQ(r->step().median(), ComputeStats(steps).median());
+    EXPECT_DOUBLE_EQ(r->flash_forward_flops(), r->forward_flops() * (causal ? 0.5 : 1.0));
+    EXPECT_DOUBLE_EQ(r->flash_backward_flops(), 2.5 * r->flash_forward_flops());
+    EXPECT_DOUBLE_EQ(
+        r->flash_step_tflops_per_second(),
+        (r->flash_forward_flops() + r->flash_backward_flops()) / r->step().median() / 1e12);
     EXPECT_EQ(r->score_matrix_bytes(), 2 * 32 * 32 * 4);
     EXPECT_EQ(r->saved_score_matrices(), 2);
     EXPECT_EQ(r->saved_by_formula_bytes(), AttentionSavedByFormula(spec).bytes);

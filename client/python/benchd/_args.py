@@ -153,11 +153,13 @@ class AttentionArgs(TypedDict, total=False):
     seq_len: int             # default 1024
     causal: bool
     precision: str           # fp32 | bf16 | fp16: the dtype of Q, K, V (not autocast)
-    impl: str                # faithful | sdpa | flash | efficient | cudnn | math
+    impl: str                # faithful | sdpa | flash | efficient | cudnn | math | tiled | fused
     warmup: int              # warm-up passes (default 5)
     passes: int              # measured passes, each a forward and a backward (default 100)
     seed: int
     memory_cap: Size         # CUDA only: e.g. "2GiB", a real cap on the caching allocator
+    flush_l2: bool           # 256 MiB zeroed before every pass (triton's do_bench; CUDA)
+    preset: str              # "leaderboard": bf16 causal 1 x 16 heads x 16384 x 64, L2 flushed
 
 
 class PrecisionArgs(TypedDict, total=False):
@@ -361,7 +363,7 @@ ATTENTION_CHECKS: dict[str, Checker] = {
     "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
     "seq_len": as_int, "causal": as_bool, "precision": _enum(E.PRECISION),
     "impl": _enum(E.ATTENTION), "warmup": as_int, "passes": as_int, "seed": as_int,
-    "memory_cap": as_size,
+    "memory_cap": as_size, "flush_l2": as_bool, "preset": as_str,
 }
 PRECISION_CHECKS: dict[str, Checker] = {
     "device": as_str, "experiments": _enum_list(E.EXPERIMENT),
@@ -634,7 +636,12 @@ def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
 
 def attention_spec(given: Mapping[str, object]) -> pb.JobSpec:
     a = check("attention", ATTENTION_CHECKS, given)
-    s = pb.AttentionSpec(causal=a.get("causal", False))
+    if a.get("preset", "") not in ("", "leaderboard"):
+        raise ArgumentError("preset", a["preset"], ["leaderboard"],
+                            f"preset: unknown preset {a['preset']!r}; expected 'leaderboard' "
+                            "(the CS336 FlashAttention leaderboard's case)")
+    s = pb.AttentionSpec(causal=a.get("causal", False), flush_l2=a.get("flush_l2", False),
+                         preset=a.get("preset", ""))
     for name, field in (("batch_size", "batch_size"), ("heads", "num_heads"),
                         ("head_dim", "head_dim"), ("seq_len", "seq_len"),
                         ("precision", "precision"), ("impl", "implementation"),

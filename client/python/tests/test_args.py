@@ -204,3 +204,8 @@ def test_attention_spec_mirrors_benchctl_flags() -> None:
         A.attention_spec(dict(num_heads=4))
     with pytest.raises(benchd.ArgumentError, match="memory_cap: 'lots' is not a size"):
         A.attention_spec(dict(memory_cap="lots"))
+    board = A.attention_spec(dict(preset="leaderboard", impl="fused", flush_l2=True)).attention
+    assert board.preset == "leaderboard" and board.flush_l2
+    assert not board.HasField("seq_len")  # the daemon fills the preset's sizes
+    with pytest.raises(benchd.ArgumentError, match="preset: unknown preset 'leaderbord'"):
+        A.attention_spec(dict(preset="leaderbord"))
