@@ -299,6 +299,17 @@ absl::StatusOr<v1::EstimateRequest> ResolveEstimateRequest(const v1::EstimateReq
 }
 
 absl::StatusOr<v1::MemoryEstimate> EstimateMemory(const v1::EstimateRequest& r) {
+  // The degrees divide below: a request not resolved (degrees left unset)
+  // is refused rather than divided by zero.
+  const v1::Sharding& degrees = r.sharding();
+  if (degrees.data_parallel() < 1 || degrees.tensor_parallel() < 1 ||
+      degrees.pipeline_stages() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sharding: degrees data_parallel ", degrees.data_parallel(), ", tensor_parallel ",
+        degrees.tensor_parallel(), ", pipeline_stages ", degrees.pipeline_stages(),
+        "; every degree must be written out (>= 1): estimate a request through "
+        "ResolveEstimateRequest (Estimate does)"));
+  }
   const Shape s = ShapeOf(r);
   const Int P = ParameterCount(r.model());
   const Int matrices = 4 * s.d * s.d + 3 * s.d * s.dff;  // one layer's q, k, v, o, w1, w2, w3

@@ -306,5 +306,20 @@ TEST(MemoryEstimateTest, StepOptionsOutsideTheModelAreNamed) {
   EXPECT_TRUE(r.autograd());
 }
 
+TEST(EstimateMemoryTest, AnUnresolvedRequestIsRefusedNotDividedByZero) {
+  v1::EstimateRequest in;
+  in.mutable_model()->set_preset("small");
+  in.mutable_sharding()->set_data_parallel(2);  // tensor_parallel, pipeline_stages unset
+  auto resolved = ResolveEstimateRequest(in);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  v1::EstimateRequest unresolved = *resolved;
+  unresolved.mutable_sharding()->clear_tensor_parallel();
+  const absl::Status s = EstimateMemory(unresolved).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("every degree must be written out"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(EstimateMemory(*resolved).ok());
+}
+
 }  // namespace
 }  // namespace benchd
