@@ -14,6 +14,7 @@
 #include "common/memory_estimate.h"
 #include "common/version.h"
 #include "server/config.h"
+#include "server/grpc_status.h"
 #include "server/model_calls.h"
 #include "server/page_token.h"
 
@@ -220,11 +221,6 @@ grpc::ServerWriteReactor<Resp>* ForwardStream(grpc::CallbackServerContext* ctx,
 }
 
 }  // namespace
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
                                                const v1::SubmitRequest* req, v1::Job* resp) {

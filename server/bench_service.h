@@ -22,8 +22,6 @@
 
 namespace benchd::server {
 
-grpc::Status ToGrpc(const absl::Status& status);
-
 class BenchService final : public v1::Bench::CallbackService {
  public:
   struct NodeDetails {

@@ -7,7 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
+#include "server/grpc_status.h"
 #include "server/job_state.h"
+#include "server/timestamp.h"
 #include "server/worker_client.h"
 
 namespace benchd::server {

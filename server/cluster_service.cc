@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/bench_service.h"
+#include "server/grpc_status.h"
 
 namespace benchd::server {
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "server/grpc_status.h"
 
 namespace benchd::server {
 namespace {

@@ -13,6 +13,7 @@
 #include "server/config.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
+#include "server/timestamp.h"
 
 namespace benchd::server {
 namespace {

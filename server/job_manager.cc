@@ -19,6 +19,7 @@
 #include "server/model_calls.h"
 #include "server/progress_deadline.h"
 #include "server/result_bounds.h"
+#include "server/timestamp.h"
 
 namespace benchd::server {
 namespace {

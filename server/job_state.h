@@ -1,4 +1,4 @@
-// Small facts about a job's state and time, shared by the job manager, the
+// Small facts about a job's state, shared by the job manager, the
 // group registry, the service and the store (no dependency on any of them).
 #ifndef BENCHD_SERVER_JOB_STATE_H_
 #define BENCHD_SERVER_JOB_STATE_H_
@@ -6,12 +6,9 @@
 #include <string>
 
 #include "benchd/v1/bench.pb.h"
-#include "google/protobuf/timestamp.pb.h"
 
 namespace benchd::server {
 
-// A protobuf Timestamp of the wall clock now, to the nanosecond.
-google::protobuf::Timestamp Now();
 // Succeeded, failed, cancelled or interrupted: nothing more will happen to it.
 bool IsFinal(v1::JobState state);
 // "succeeded", "queued", ... (the metrics' and the logs' spelling).

@@ -1,6 +1,7 @@
 #include "server/job_state.h"
 
 #include "gtest/gtest.h"
+#include "server/timestamp.h"
 
 namespace benchd::server {
 namespace {

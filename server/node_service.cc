@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/bench_service.h"
 #include "server/config.h"
+#include "server/grpc_status.h"
 
 namespace benchd::server {
 namespace {

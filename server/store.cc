@@ -23,6 +23,7 @@
 #include "server/disk_space.h"
 #include "server/job_state.h"
 #include "server/sqlite_statement.h"
+#include "server/timestamp.h"
 
 namespace benchd::server {
 namespace {

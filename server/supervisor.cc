@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
+#include "server/timestamp.h"
 
 extern char** environ;
 

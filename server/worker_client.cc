@@ -6,12 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "benchd/internal/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/grpc_status.h"
 
 namespace benchd::server {
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 namespace {
 
 // The result of an async call, for the thread that waits for it. The state

@@ -89,9 +89,6 @@ class CancelHandle {
   std::map<uint64_t, std::function<void()>> on_cancel_;
 };
 
-// A call's gRPC status as the daemon passes statuses on.
-absl::Status FromGrpc(const grpc::Status& status);
-
 // A Run stream's last event: the result, a failure or cancelled.
 bool IsLastWorkerEvent(const internal::WorkerEvent& event);
 
