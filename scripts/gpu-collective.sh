@@ -12,7 +12,10 @@
 # Outputs in $OUT (default gpu-out): compare-*.txt/json, groups.txt,
 # sweep.txt, svg/*.svg, benchd.log and the workers' logs.
 #   GPU_COLLECTIVE_SKIP_BUILD=1   use build-gpu as it is
+#   GPU_COLLECTIVE_MIN            smallest size (default 1MiB)
 #   GPU_COLLECTIVE_MAX            largest size (default 1GiB)
+#   GPU_COLLECTIVE_FACTOR         each size this times the last (default 2; the seeds'
+#                                 grid 1 MB, 10 MB, 100 MB, 1 GB: MIN=1MB MAX=1GB FACTOR=10)
 #   GPU_COLLECTIVE_GLOO_MAX       largest Gloo size (default 256MiB: Gloo on CPUs is slow)
 #   GPU_COLLECTIVE_ITERS          measured iterations (default 20), warm-up 5
 set -euo pipefail
@@ -20,7 +23,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT/svg"
 BUILD=${BENCHD_BUILD_DIR:-build-gpu}
+MIN=${GPU_COLLECTIVE_MIN:-1MiB}
 MAX=${GPU_COLLECTIVE_MAX:-1GiB}
+FACTOR=${GPU_COLLECTIVE_FACTOR:-2}
 GLOO_MAX=${GPU_COLLECTIVE_GLOO_MAX:-256MiB}
 ITERS=${GPU_COLLECTIVE_ITERS:-20}
 source scripts/gpu-lib.sh
@@ -58,14 +63,14 @@ for W in $WORLDS; do
   G=$(seq -s, -f "cuda:%g" 0 $((W - 1))); C=$(seq -s, -f "cpu:%g" 0 $((W - 1)))
   for pair in "nccl $G $MAX" "gloo $C $GLOO_MAX"; do
     set -- $pair; BACKEND=$1; DEVS=$2; TOPSIZE=$3
-    echo "=== $BACKEND x$W on $DEVS: group set-up, then all_reduce 1MiB..$TOPSIZE twice on it, then torch.distributed"
+    echo "=== $BACKEND x$W on $DEVS: group set-up, then all_reduce $MIN..$TOPSIZE (x$FACTOR) twice on it, then torch.distributed"
     t0=$(date +%s.%N)
     "$BIN/benchctl" --timeout 600 groups create --devices "$DEVS" --backend "$BACKEND" --json > "$OUT/group-$BACKEND-$W.json"
     GID=$(python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print(g["id"]); print("setup_seconds", g.get("setupSeconds"), file=sys.stderr)' "$OUT/group-$BACKEND-$W.json")
     echo "created group $GID in $(python3 -c "print(round($(date +%s.%N)-$t0,3))") s (wall, benchctl)"
     # First request on the resident group (the compare), then a second one: neither pays set-up.
     timeout 1800 python3 bench/collective_compare.py --benchctl "$BIN/benchctl" --address "$BENCHD_ADDRESS" \
-      --devices "$DEVS" --backend "$BACKEND" --group "$GID" --op all_reduce --min 1MiB --max "$TOPSIZE" \
+      --devices "$DEVS" --backend "$BACKEND" --group "$GID" --op all_reduce --min "$MIN" --max "$TOPSIZE" --factor "$FACTOR" \
       --warmup 5 --iters "$ITERS" --json "$OUT/compare-$BACKEND-$W.json" < /dev/null | tee "$OUT/compare-$BACKEND-$W.txt" || echo "FAIL compare $BACKEND x$W"
     "$BIN/benchctl" submit collective --group "$GID" --sizes 1MiB,64MiB --warmup 2 --iters 5 --watch < /dev/null \
       > "$OUT/second-request-$BACKEND-$W.txt" 2>&1 || echo "FAIL second request $BACKEND x$W"
