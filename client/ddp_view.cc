@@ -215,7 +215,7 @@ std::string DdpTable(const v1::DdpResult& r) {
            {"loss", Align::kRight}});
   for (const v1::DdpRow* row : Rows(r)) {
     const bool synced = Synchronised(*row);
-    const bool bucketed = row->variant() == v1::DDP_VARIANT_BUCKETED;
+    const bool bucketed = DdpVariantTakesBuckets(row->variant());
     t.AddRow({DdpRowLabel(*row), FormatMs(row->step().median()), FormatMs(row->step().p95()),
               FormatPercent(row->step().cv()), synced ? FormatMs(row->exposed_comm_seconds()) : "-",
               synced ? FormatPercent(row->exposed_comm_fraction()) : "-", PredictedText(*row),

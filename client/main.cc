@@ -197,9 +197,9 @@ void AddCollectiveFlags(CLI::App* cmd, benchd::client::CollectiveOptions& o) {
 // benchmark`'s less what a data-parallel step does not run (common/ddp_spec.cc
 // refuses them: --device, the ranks being the devices; --mode, always a
 // train_step; --warmup auto, every rank must run the same steps; --attention,
-// --fused-ops, --weight-copies, --autograd, the gradients coming from the
-// explicit backward layer by layer; --optimizer, --optimizers instead; and
-// --cuda-graph, --export-parity), the batch, and which runs.
+// --fused-ops, --weight-copies, which change the model's ops; --optimizer,
+// --optimizers instead; and --cuda-graph, --export-parity), the batch, and
+// which runs.
 void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
   cmd->add_option("--group", o.group, "a resident group id (`benchctl groups create`)");
   cmd->add_option("--devices", o.devices,
@@ -221,14 +221,19 @@ void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
   cmd->add_option("--seed", o.step.seed, "seed of weights and batches (default 0)")
       ->check(kNonNegative);
   cmd->add_flag("--tf32", o.step.allow_tf32, "allow TF32 for fp32 matmuls for this job");
+  cmd->add_flag("--autograd", o.step.autograd,
+                "every run's forward and backward go through LibTorch's autograd engine, which "
+                "says when each gradient is final (as PyTorch DDP learns it), instead of "
+                "benchd's explicit backward; needed by --variants reducer");
   cmd->add_option("--variants", o.variants,
                   "how gradients are averaged, one run each: naive (an all_reduce per parameter "
                   "after the backward), flat (one of them all flattened), overlap (per parameter "
-                  "as its gradient is ready), bucketed (in buckets of --bucket-mb); default all "
-                  "four");
+                  "as its gradient is ready), bucketed (in buckets of --bucket-mb), reducer "
+                  "(c10d's Reducer, PyTorch DDP's engine, in buckets of --bucket-mb; needs "
+                  "--autograd); default the first four, and reducer with --autograd");
   cmd->add_option("--bucket-mb", o.bucket_mb,
-                  "bucketed: bucket sizes in MB (10^6 bytes), one run each, e.g. 1,10,100 "
-                  "(default 1,10,100,1000)");
+                  "bucketed and reducer: bucket sizes in MB (10^6 bytes), one run each, e.g. "
+                  "1,10,25,100 (default 1,10,100,1000)");
   cmd->add_option("--optimizers", o.optimizers,
                   "adamw (every rank keeps all of AdamW's state) and/or sharded_adamw (ZeRO "
                   "stage 1: each rank keeps and steps its shard, then broadcasts it); both = "

@@ -124,12 +124,13 @@ absl::Status ApplyDdpRuns(const DdpOptions& o, v1::DdpSpec& d) {
   }
   // No --variants runs every variant, bucketed among them.
   const bool bucketed =
-      d.variants().empty() || std::find(d.variants().begin(), d.variants().end(),
-                                        v1::DDP_VARIANT_BUCKETED) != d.variants().end();
+      d.variants().empty() || std::any_of(d.variants().begin(), d.variants().end(), [](int v) {
+        return DdpVariantTakesBuckets(static_cast<v1::DdpVariant>(v));
+      });
   if (!d.bucket_mb().empty() && !bucketed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bucket-mb: only the bucketed variant has buckets, and --variants ",
-                     o.variants, " leaves it out (add bucketed, or drop --bucket-mb)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bucket-mb: only the bucketed and reducer variants have buckets, and --variants ",
+        o.variants, " leaves them out (add bucketed, or drop --bucket-mb)"));
   }
   if (o.sharded_optimizer && !o.optimizers.empty()) {
     return absl::InvalidArgumentError(

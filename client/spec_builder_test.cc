@@ -353,7 +353,8 @@ TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
        "--global-batch and --batch-size: give one (the batch of all ranks together, split evenly, "
        "or each rank's)"},
       {[](DdpOptions& o) { o.variants = "naive,ring"; },
-       "--variants: unknown variant 'ring'; expected naive, flat, overlap or bucketed, separated "
+       "--variants: unknown variant 'ring'; expected naive, flat, overlap, bucketed or reducer, "
+       "separated "
        "by commas"},
       {[](DdpOptions& o) { o.bucket_mb = "10,ten"; },
        "--bucket-mb: expected bucket sizes in MB (10^6 bytes), above 0 and at most 1000000, "
@@ -367,8 +368,8 @@ TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
          o.variants = "naive,flat";
          o.bucket_mb = "25";
        },
-       "--bucket-mb: only the bucketed variant has buckets, and --variants naive,flat leaves it "
-       "out (add bucketed, or drop --bucket-mb)"},
+       "--bucket-mb: only the bucketed and reducer variants have buckets, and --variants "
+       "naive,flat leaves them out (add bucketed, or drop --bucket-mb)"},
       {[](DdpOptions& o) {
          o.sharded_optimizer = true;
          o.optimizers = "adamw";

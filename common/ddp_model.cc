@@ -48,6 +48,26 @@ std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& param
   return buckets;
 }
 
+std::vector<std::vector<size_t>> ReducerBuckets(const std::vector<int64_t>& param_bytes,
+                                                const std::vector<size_t>& ready_order,
+                                                int64_t bucket_bytes) {
+  constexpr int64_t kFirstBucketBytes = 1 << 20;  // DDP's _DEFAULT_FIRST_BUCKET_BYTES
+  std::vector<std::vector<size_t>> buckets(1);
+  int64_t filled = 0;
+  for (size_t i : ready_order) {
+    buckets.back().push_back(i);
+    filled += param_bytes[i];
+    const int64_t limit =
+        buckets.size() == 1 ? std::min(kFirstBucketBytes, bucket_bytes) : bucket_bytes;
+    if (filled >= limit) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+  }
+  if (buckets.back().empty()) buckets.pop_back();
+  return buckets;
+}
+
 absl::StatusOr<AllReduceFit> FitAllReduce(const std::vector<int64_t>& bytes,
                                           const std::vector<double>& seconds) {
   if (bytes.size() != seconds.size()) {
@@ -90,6 +110,16 @@ double PredictExposedSeconds(v1::DdpVariant variant, int64_t bucket_bytes, const
                              const AllReduceFit& fit) {
   std::vector<Call> calls;
   const size_t n = b.param_bytes.size();
+  auto bucket_calls = [&](const std::vector<std::vector<size_t>>& buckets) {
+    for (const auto& bucket : buckets) {
+      Call c;
+      for (size_t i : bucket) {
+        c.ready = std::max(c.ready, ReadyOf(b, i));
+        c.bytes += b.param_bytes[i];
+      }
+      calls.push_back(c);
+    }
+  };
   switch (variant) {
     case v1::DDP_VARIANT_NAIVE:
       for (size_t i = 0; i < n; ++i) calls.push_back({b.backward_seconds, b.param_bytes[i]});
@@ -103,15 +133,17 @@ double PredictExposedSeconds(v1::DdpVariant variant, int64_t bucket_bytes, const
       for (size_t i = n; i-- > 0;) calls.push_back({ReadyOf(b, i), b.param_bytes[i]});
       break;
     case v1::DDP_VARIANT_BUCKETED:
-      for (const auto& bucket : AssignBuckets(b.param_bytes, bucket_bytes)) {
-        Call c;
-        for (size_t i : bucket) {
-          c.ready = std::max(c.ready, ReadyOf(b, i));
-          c.bytes += b.param_bytes[i];
-        }
-        calls.push_back(c);
-      }
+      bucket_calls(AssignBuckets(b.param_bytes, bucket_bytes));
       break;
+    case v1::DDP_VARIANT_REDUCER: {
+      // The order the gradients became final; ties from the back.
+      std::vector<size_t> order(n);
+      for (size_t k = 0; k < n; ++k) order[k] = n - 1 - k;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t x, size_t y) { return ReadyOf(b, x) < ReadyOf(b, y); });
+      bucket_calls(ReducerBuckets(b.param_bytes, order, bucket_bytes));
+      break;
+    }
     default:
       return 0;
   }

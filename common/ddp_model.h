@@ -23,6 +23,15 @@ namespace benchd {
 std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& param_bytes,
                                                int64_t bucket_bytes);
 
+// c10d's Reducer's buckets once rebuilt (compute_bucket_assignment_by_size
+// with DDP's limits): parameters in the order their gradients became final
+// (`ready_order`), each added to the open bucket, which closes once it
+// holds at least its limit: the first's min(1 MiB, bucket_bytes), then
+// bucket_bytes (so a bucket may pass its limit by its last parameter).
+std::vector<std::vector<size_t>> ReducerBuckets(const std::vector<int64_t>& param_bytes,
+                                                const std::vector<size_t>& ready_order,
+                                                int64_t bucket_bytes);
+
 struct AllReduceFit {
   double per_call_seconds = 0;  // o
   double bandwidth = 0;         // w, bytes per second
@@ -44,7 +53,7 @@ struct BackwardTiming {
 };
 
 // Predicted exposed communication of one variant's synchronisation;
-// `bucket_bytes` for kBucketed only.
+// `bucket_bytes` for bucketed and reducer only.
 double PredictExposedSeconds(v1::DdpVariant variant, int64_t bucket_bytes,
                              const BackwardTiming& backward, const AllReduceFit& fit);
 

@@ -17,6 +17,28 @@ TEST(AssignBucketsTest, ReverseOrderPackedUpToTheBucketSize) {
   EXPECT_EQ(AssignBuckets(bytes, 1).size(), 5u);  // each its own, the big ones too
 }
 
+TEST(ReducerBucketsTest, ReadyOrderClosedOnceAtTheLimitFirstBucketSmall) {
+  const std::vector<int64_t> bytes = {40, 10, 30, 20, 100};
+  const std::vector<size_t> ready = {4, 3, 2, 1, 0};
+  // Under 1 MiB the first bucket's limit is the bucket size too: 100 >= 50
+  // closes it; 20 + 30 = 50 closes; 10 + 40 = 50 closes.
+  EXPECT_EQ(ReducerBuckets(bytes, ready, 50),
+            (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}}));
+  // A bucket passes its limit by its last parameter: 20 + 30 >= 45.
+  EXPECT_EQ(ReducerBuckets(bytes, ready, 45),
+            (std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}}));
+  EXPECT_EQ(ReducerBuckets(bytes, ready, 1000),
+            (std::vector<std::vector<size_t>>{{4, 3, 2, 1, 0}}));
+  // The first bucket closes at 1 MiB whatever the bucket size: the 2 MiB
+  // parameter ready first is alone; the rest fill 25 MB buckets.
+  const int64_t mib = 1 << 20;
+  EXPECT_EQ(ReducerBuckets({10 * mib, 10 * mib, 2 * mib}, {2, 1, 0}, 25'000'000),
+            (std::vector<std::vector<size_t>>{{2}, {1, 0}}));
+  // The order is the ready order, not the model's.
+  EXPECT_EQ(ReducerBuckets(bytes, {0, 1, 2, 3, 4}, 50),
+            (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}}));
+}
+
 TEST(FitAllReduceTest, RecoversOverheadAndBandwidthOfExactPoints) {
   const double o = 20e-6, w = 100e9;
   std::vector<int64_t> bytes;
@@ -88,6 +110,11 @@ TEST(PredictExposedTest, EachVariantReplayedByHand) {
   EXPECT_DOUBLE_EQ(PredictExposedSeconds(v1::DDP_VARIANT_BUCKETED, 200, b, kFit), 3.0);
   // one bucket of everything: as flat.
   EXPECT_DOUBLE_EQ(PredictExposedSeconds(v1::DDP_VARIANT_BUCKETED, 1000, b, kFit), 4.5);
+  // reducer 200 bytes: in ready order {3,2} closes at 200 (ready 2, to
+  // 4.5), {1,0} (ready 4, 4.5 to 7): as bucketed, 3 s.
+  EXPECT_DOUBLE_EQ(PredictExposedSeconds(v1::DDP_VARIANT_REDUCER, 200, b, kFit), 3.0);
+  // 150 bytes: {3,2} closes (200 >= 150), {1,0} too: the same.
+  EXPECT_DOUBLE_EQ(PredictExposedSeconds(v1::DDP_VARIANT_REDUCER, 150, b, kFit), 3.0);
 }
 
 TEST(PredictExposedTest, CommunicationThatFitsUnderTheBackwardIsHidden) {

@@ -73,29 +73,29 @@ const std::vector<std::pair<std::string, v1::DdpOptimizer>>& OptimizerNames() {
   return *names;
 }
 
-// The step's options that a data-parallel step does not run: it takes the
-// gradients layer by layer from benchd's explicit backward (so nothing that
-// needs the autograd engine) and times every step. optimizer_impl (faithful,
-// foreach, fused) steps AdamW, or the sharded optimizer's shard, its way.
+// The step's options that a data-parallel step does not run: it trains the
+// course's model as written (the variants take its gradients as they become
+// final, from benchd's explicit backward or, with autograd, from the
+// engine's hooks) and times every step. optimizer_impl (faithful, foreach,
+// fused) steps AdamW, or the sharded optimizer's shard, its way.
 absl::Status CheckStepForDdp(const v1::BenchmarkSpec& in) {
   if (in.mode() != v1::BENCHMARK_MODE_UNSPECIFIED && in.mode() != v1::BENCHMARK_MODE_TRAIN_STEP) {
     return absl::InvalidArgumentError(
         absl::StrCat("ddp.step.mode: data-parallel training runs train_step, got ",
                      ModeName(in.mode()), "; leave it unset"));
   }
-  auto needs_autograd = [](absl::string_view field, absl::string_view what) {
+  auto not_the_model = [](absl::string_view field, absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ddp.step.", field, ": ", what,
-        " needs the autograd engine; data-parallel training takes each layer's gradients from "
-        "benchd's explicit backward as they become final, so it runs without these options"));
+        " changes the model's ops; data-parallel training trains the course's model as written "
+        "(explicit backward, or the autograd engine with ddp.step.autograd), so leave it unset"));
   };
   if (in.attention() != v1::ATTENTION_IMPL_UNSPECIFIED &&
       in.attention() != v1::ATTENTION_IMPL_FAITHFUL) {
-    return needs_autograd("attention", absl::StrCat("attention ", AttentionName(in.attention())));
+    return not_the_model("attention", absl::StrCat("attention ", AttentionName(in.attention())));
   }
-  if (in.fused_ops()) return needs_autograd("fused_ops", "fused_ops");
-  if (in.weight_copies()) return needs_autograd("weight_copies", "weight_copies");
-  if (in.autograd()) return needs_autograd("autograd", "autograd");
+  if (in.fused_ops()) return not_the_model("fused_ops", "fused_ops");
+  if (in.weight_copies()) return not_the_model("weight_copies", "weight_copies");
   if (in.cuda_graph()) {
     return absl::InvalidArgumentError(
         "ddp.step.cuda_graph: not supported by data-parallel training (the gradients' "
@@ -127,10 +127,14 @@ absl::StatusOr<v1::DdpOptimizer> ParseDdpOptimizer(const std::string& name) {
 }
 std::string DdpOptimizerChoices() { return Choices(OptimizerNames()); }
 
+bool DdpVariantTakesBuckets(v1::DdpVariant variant) {
+  return variant == v1::DDP_VARIANT_BUCKETED || variant == v1::DDP_VARIANT_REDUCER;
+}
+
 std::string DdpRunLabel(v1::DdpVariant variant, double bucket_mb, v1::DdpOptimizer optimizer) {
   if (variant == v1::DDP_VARIANT_UNSPECIFIED) return "compute only";
   std::string label = DdpVariantName(variant);
-  if (variant == v1::DDP_VARIANT_BUCKETED) absl::StrAppend(&label, " ", bucket_mb, " MB");
+  if (DdpVariantTakesBuckets(variant)) absl::StrAppend(&label, " ", bucket_mb, " MB");
   if (optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW) {
     absl::StrAppend(&label, " + ", DdpOptimizerName(optimizer));
   }
@@ -202,10 +206,18 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
           absl::StrCat("ddp.variants[", i, "]: ", DdpVariantName(in.variants(i)),
                        " is listed twice; each variant runs once (bucket sizes in ddp.bucket_mb)"));
     }
-    bucketed |= v == v1::DDP_VARIANT_BUCKETED;
+    if (v == v1::DDP_VARIANT_REDUCER && !in.step().autograd()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ddp.variants[", i,
+          "]: reducer (c10d's Reducer, PyTorch DDP's engine) learns that a gradient is final from "
+          "the autograd engine's hooks; set ddp.step.autograd (benchctl --autograd) to run it"));
+    }
+    bucketed |= DdpVariantTakesBuckets(static_cast<v1::DdpVariant>(v));
   }
   if (in.variants_size() == 0) {
-    for (const auto& [name, v] : VariantNames()) out.add_variants(v);
+    for (const auto& [name, v] : VariantNames()) {
+      if (v != v1::DDP_VARIANT_REDUCER || in.step().autograd()) out.add_variants(v);
+    }
     bucketed = true;
   }
   std::set<double> sizes;
@@ -223,7 +235,8 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
   }
   if (!bucketed && in.bucket_mb_size() > 0) {
     return absl::InvalidArgumentError(
-        "ddp.bucket_mb: bucket sizes are for the bucketed variant, which ddp.variants leaves out");
+        "ddp.bucket_mb: bucket sizes are for the bucketed and reducer variants, which ddp.variants "
+        "leaves out");
   }
   if (bucketed && in.bucket_mb_size() == 0) {
     for (double mb : kDefaultDdpBucketMb) out.add_bucket_mb(mb);
@@ -282,7 +295,7 @@ std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved) {
   for (int v : resolved.variants()) {
     const auto variant = static_cast<v1::DdpVariant>(v);
     std::vector<double> sizes = {0};
-    if (variant == v1::DDP_VARIANT_BUCKETED) {
+    if (DdpVariantTakesBuckets(variant)) {
       sizes.assign(resolved.bucket_mb().begin(), resolved.bucket_mb().end());
     }
     for (double mb : sizes) {

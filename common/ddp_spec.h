@@ -20,8 +20,9 @@ inline constexpr double kMaxDdpBucketMb = 1e6;
 
 // Every default written out: the step as a train_step benchmark
 // (ResolveBenchmark's defaults and checks; options a data-parallel step does
-// not run are refused, naming ddp.step.<field>), variants (all four),
-// bucket_mb (the course's 1, 10, 100, 1000, only when bucketed runs),
+// not run are refused, naming ddp.step.<field>), variants (the four, and
+// reducer with step.autograd), bucket_mb (the course's 1, 10, 100, 1000,
+// only when bucketed or reducer runs),
 // optimizers (adamw), timeout_seconds (300). The target is checked as a
 // collective's (a group id, or 2+ devices of one kind with a backend, the
 // backend written out). With devices, the batch is resolved against their
@@ -38,7 +39,7 @@ absl::Status ResolveDdpBatch(int world, v1::DdpSpec* spec);
 // the compute-only run): variants x (bucket sizes, for bucketed) x optimizers.
 struct DdpRunSpec {
   v1::DdpVariant variant = v1::DDP_VARIANT_UNSPECIFIED;
-  double bucket_mb = 0;  // bucketed only
+  double bucket_mb = 0;  // bucketed and reducer only
   v1::DdpOptimizer optimizer = v1::DDP_OPTIMIZER_ADAMW;
 };
 std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved);
@@ -48,11 +49,13 @@ std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved);
 // accepted otherwise. The lists are derived from the enums.
 std::string DdpVariantName(v1::DdpVariant v);
 absl::StatusOr<v1::DdpVariant> ParseDdpVariant(const std::string& name);
-std::string DdpVariantChoices();  // "naive, flat, overlap or bucketed"
+std::string DdpVariantChoices();  // "naive, flat, overlap, bucketed or reducer"
 std::string DdpOptimizerName(v1::DdpOptimizer o);
 absl::StatusOr<v1::DdpOptimizer> ParseDdpOptimizer(const std::string& name);
 std::string DdpOptimizerChoices();
-// "bucketed 25 MB + sharded_adamw", "compute only": a row's label.
+// bucketed and reducer: one run per bucket size (DdpSpec.bucket_mb).
+bool DdpVariantTakesBuckets(v1::DdpVariant variant);
+// "bucketed 25 MB + sharded_adamw", "reducer 25 MB", "compute only": a row's label.
 std::string DdpRunLabel(v1::DdpVariant variant, double bucket_mb, v1::DdpOptimizer optimizer);
 
 }  // namespace benchd

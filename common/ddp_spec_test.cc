@@ -109,12 +109,12 @@ TEST(ResolveDdpTest, BadListsAreNamed) {
   d.add_variants(v1::DDP_VARIANT_FLAT);
   d.add_bucket_mb(25);
   EXPECT_EQ(Error(d),
-            "ddp.bucket_mb: bucket sizes are for the bucketed variant, which ddp.variants leaves "
-            "out");
+            "ddp.bucket_mb: bucket sizes are for the bucketed and reducer variants, which "
+            "ddp.variants leaves out");
   d.clear_bucket_mb();
   d.add_variants(static_cast<v1::DdpVariant>(9));
   EXPECT_EQ(Error(d),
-            "ddp.variants[1]: unknown value 9; expected naive, flat, overlap or bucketed");
+            "ddp.variants[1]: unknown value 9; expected naive, flat, overlap, bucketed or reducer");
   d.set_variants(1, v1::DDP_VARIANT_FLAT);
   EXPECT_EQ(Error(d),
             "ddp.variants[1]: flat is listed twice; each variant runs once (bucket sizes in "
@@ -135,7 +135,10 @@ TEST(ResolveDdpTest, StepOptionsItDoesNotRunAreRefused) {
             "ddp.step.mode: data-parallel training runs train_step, got forward; leave it unset");
   d = OnCpus(2);
   d.mutable_step()->set_attention(v1::ATTENTION_IMPL_SDPA);
-  EXPECT_THAT(Error(d), HasSubstr("ddp.step.attention: attention sdpa needs the autograd engine"));
+  EXPECT_THAT(Error(d), HasSubstr("ddp.step.attention: attention sdpa changes the model's ops"));
+  d = OnCpus(2);
+  d.mutable_step()->set_fused_ops(true);
+  EXPECT_THAT(Error(d), HasSubstr("ddp.step.fused_ops: fused_ops changes the model's ops"));
   d = OnCpus(2);
   d.mutable_step()->set_cuda_graph(true);
   EXPECT_THAT(Error(d), HasSubstr("ddp.step.cuda_graph: not supported"));
@@ -155,6 +158,39 @@ TEST(ResolveDdpTest, StepOptionsItDoesNotRunAreRefused) {
   d = OnCpus(2);
   d.mutable_step()->mutable_model()->set_preset("huge");
   EXPECT_THAT(Error(d), HasSubstr("ddp.step.model.preset"));
+}
+
+// c10d's Reducer needs the autograd engine's hooks: refused without
+// step.autograd, and one of the defaults with it.
+TEST(ResolveDdpTest, TheReducerRunsWithAutogradOnly) {
+  v1::DdpSpec d = OnCpus(2);
+  d.add_variants(v1::DDP_VARIANT_OVERLAP);
+  d.add_variants(v1::DDP_VARIANT_REDUCER);
+  EXPECT_EQ(Error(d),
+            "ddp.variants[1]: reducer (c10d's Reducer, PyTorch DDP's engine) learns that a "
+            "gradient is final from the autograd engine's hooks; set ddp.step.autograd (benchctl "
+            "--autograd) to run it");
+  d.mutable_step()->set_autograd(true);
+  d.add_bucket_mb(25);
+  auto r = ResolveDdp(d);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->step().autograd());
+  std::vector<std::string> labels;
+  for (const DdpRunSpec& run : DdpRuns(*r)) {
+    labels.push_back(DdpRunLabel(run.variant, run.bucket_mb, run.optimizer));
+  }
+  EXPECT_THAT(labels, ::testing::ElementsAre("overlap", "reducer 25 MB"));
+
+  v1::DdpSpec defaults = OnCpus(2);
+  defaults.mutable_step()->set_autograd(true);
+  r = ResolveDdp(defaults);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(
+      r->variants(),
+      ::testing::ElementsAre(v1::DDP_VARIANT_NAIVE, v1::DDP_VARIANT_FLAT, v1::DDP_VARIANT_OVERLAP,
+                             v1::DDP_VARIANT_BUCKETED, v1::DDP_VARIANT_REDUCER));
+  EXPECT_TRUE(DdpVariantTakesBuckets(v1::DDP_VARIANT_REDUCER));
+  EXPECT_FALSE(DdpVariantTakesBuckets(v1::DDP_VARIANT_OVERLAP));
 }
 
 TEST(ResolveDdpTest, JobSpecRoutesAndRefusesDeviceAndSweep) {
@@ -198,7 +234,7 @@ TEST(DdpNamesTest, ParseShortAndFullNamesAndListTheChoices) {
   EXPECT_EQ(*ParseDdpVariant("overlap"), v1::DDP_VARIANT_OVERLAP);
   EXPECT_EQ(*ParseDdpVariant("DDP_VARIANT_NAIVE"), v1::DDP_VARIANT_NAIVE);
   EXPECT_EQ(ParseDdpVariant("unspecified").status().message(),
-            "unknown variant 'unspecified'; expected naive, flat, overlap or bucketed");
+            "unknown variant 'unspecified'; expected naive, flat, overlap, bucketed or reducer");
   EXPECT_EQ(*ParseDdpOptimizer("Sharded_AdamW"), v1::DDP_OPTIMIZER_SHARDED_ADAMW);
   EXPECT_EQ(ParseDdpOptimizer("zero").status().message(),
             "unknown optimizer 'zero'; expected adamw or sharded_adamw");

@@ -28,7 +28,7 @@ absl::StatusOr<v1::DdpRow> AggregateDdpRow(const std::vector<internal::DdpRankRu
   if (run > 0) {
     const DdpRunSpec& r = runs[run - 1];
     row.set_variant(r.variant);
-    if (r.variant == v1::DDP_VARIANT_BUCKETED) row.set_bucket_mb(r.bucket_mb);
+    if (DdpVariantTakesBuckets(r.variant)) row.set_bucket_mb(r.bucket_mb);
     row.set_optimizer(r.optimizer);
   } else {
     row.set_optimizer(v1::DDP_OPTIMIZER_ADAMW);

@@ -95,13 +95,14 @@ Need DdpNeedOf(const v1::DdpSpec& ddp, int world) {
                            all_sharded ? " with AdamW sharded (ZeRO-1)" : "");
   const bool flat_copy = ddp.variants().empty() ||
                          std::any_of(ddp.variants().begin(), ddp.variants().end(), [](int v) {
-                           return v == v1::DDP_VARIANT_FLAT || v == v1::DDP_VARIANT_BUCKETED;
+                           return v == v1::DDP_VARIANT_FLAT || v == v1::DDP_VARIANT_BUCKETED ||
+                                  v == v1::DDP_VARIANT_REDUCER;
                          });
   if (flat_copy && need.bytes != std::numeric_limits<int64_t>::max()) {
     const int64_t grads = 4 * ParameterCount(ddp.step().model());  // fp32 gradients
     need.bytes += grads;
     absl::StrAppend(&need.what, ", + ", memory::HumanBytes(grads),
-                    " for the flat and bucketed runs' flat copy of the gradients");
+                    " for the flat, bucketed and reducer runs' flat copy of the gradients");
   }
   return need;
 }

@@ -147,7 +147,9 @@ def test_bad_requests_are_refused_naming_the_field(cpu4):
     assert refused(spec(["cpu:0", "cpu:9"])).startswith("ddp.target.devices")
     s = spec(DEVICES[:2])
     s.ddp.step.attention = bench_pb2.ATTENTION_IMPL_SDPA
-    assert refused(s).startswith("ddp.step.attention: attention sdpa needs the autograd engine")
+    assert refused(s).startswith("ddp.step.attention: attention sdpa changes the model's ops")
+    s = spec(DEVICES[:2], variants=[bench_pb2.DDP_VARIANT_REDUCER])
+    assert refused(s).startswith("ddp.variants[0]: reducer (c10d's Reducer")
 
 
 def test_a_resident_group_is_used_and_stays(cpu4):
@@ -170,5 +172,55 @@ def test_a_resident_group_is_used_and_stays(cpu4):
         after = next(g for g in cpu4.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups
                      if g.id == group.id)
         assert after.state == bench_pb2.GROUP_STATE_READY and after.jobs_run == 1
+    finally:
+        cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id), timeout=60)
+
+
+def test_autograd_runs_and_the_reducer_on_a_resident_group(cpu4):
+    """step.autograd: every run through the autograd engine, gradients known
+    final from its hooks, and c10d's Reducer (PyTorch DDP's engine) as a
+    variant; the same model trained as by benchd's variants, on a resident
+    group that stays usable after the Reducer has used it."""
+    group = cpu4.stub.CreateGroup(bench_pb2.CreateGroupRequest(
+        devices=DEVICES[:2], backend=bench_pb2.COLLECTIVE_BACKEND_GLOO), timeout=120)
+    V = bench_pb2
+    try:
+        s = spec([], variants=[V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED, V.DDP_VARIANT_REDUCER],
+                 bucket_mb=[0.004, 0.03], optimizers=[ADAMW, SHARDED])
+        s.ddp.target.group = group.id
+        s.ddp.step.batch_size = 4
+        s.ddp.step.autograd = True
+        job = run(cpu4, s)
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+        r = job.result.ddp
+        assert r.spec.step.autograd
+        rows = {(row.variant, row.bucket_mb, row.optimizer): row for row in r.rows}
+        assert set(rows) == {(v, mb, o) for v, mb in [(V.DDP_VARIANT_OVERLAP, 0),
+                                                      (V.DDP_VARIANT_BUCKETED, 0.004),
+                                                      (V.DDP_VARIANT_BUCKETED, 0.03),
+                                                      (V.DDP_VARIANT_REDUCER, 0.004),
+                                                      (V.DDP_VARIANT_REDUCER, 0.03)]
+                             for o in (ADAMW, SHARDED)}
+        param_bytes = 4 * r.parameter_count
+        for key, row in rows.items():
+            assert row.ranks_agree, key
+            assert row.loss == pytest.approx(r.rows[0].loss, rel=1e-4), key
+            if key[0] == V.DDP_VARIANT_REDUCER and key[2] == ADAMW:
+                # Its buckets, rebuilt in the order gradients became final, each one call.
+                assert row.buckets >= 1 and row.calls_per_step == row.buckets, key
+                assert row.bytes_per_step == param_bytes, key
+                assert row.HasField("predicted_exposed_comm_seconds"), key
+        small = rows[(V.DDP_VARIANT_REDUCER, 0.004, ADAMW)].buckets
+        large = rows[(V.DDP_VARIANT_REDUCER, 0.03, ADAMW)].buckets
+        assert small > large >= 1, (small, large)
+        # The gradient-ready times came from the engine's hooks.
+        assert r.overhead_model.backward_seconds > 0 and not r.overhead_model.unavailable
+        # The group is still whole: a second job runs on it.
+        again = spec([], variants=[V.DDP_VARIANT_FLAT], traces=False)
+        again.ddp.target.group = group.id
+        again.ddp.step.batch_size = 2
+        job2 = run(cpu4, again)
+        assert job2.state == bench_pb2.JOB_STATE_SUCCEEDED, (job2.error_message, cpu4.log())
+        assert job2.result.ddp.rows[0].ranks_agree
     finally:
         cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id), timeout=60)

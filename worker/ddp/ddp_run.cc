@@ -21,13 +21,16 @@
 #include "worker/adamw.h"
 #include "worker/autocast_guard.h"
 #include "worker/collective_run.h"
+#include "worker/ddp/grad_ready_hooks.h"
 #include "worker/ddp/gradient_sync.h"
+#include "worker/ddp/reducer_sync.h"
 #include "worker/ddp/sharded_adamw.h"
 #include "worker/explicit_step.h"
 #include "worker/job_options.h"
 #include "worker/kineto_session.h"
 #include "worker/out_of_memory.h"
 #include "worker/phase_clock.h"
+#include "worker/transformer.h"
 
 namespace benchd::worker::ddp {
 namespace {
@@ -265,13 +268,29 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       if (r.optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW) {
         sharded_opt = std::make_unique<ShardedAdamW>(params, m.pg);
       }
+      const int64_t bucket_bytes = static_cast<int64_t>(r.bucket_mb * 1e6);
       std::optional<GradientSync> sync;
-      if (!compute_only) {
-        sync.emplace(SyncOf(r.variant), params, m.pg, static_cast<int64_t>(r.bucket_mb * 1e6));
+      std::unique_ptr<ReducerSync> reducer;
+      if (r.variant == v1::DDP_VARIANT_REDUCER) {
+        reducer = std::make_unique<ReducerSync>(params, m, bucket_bytes);
+      } else if (!compute_only) {
+        sync.emplace(SyncOf(r.variant), params, m.pg, bucket_bytes);
       }
-      ExplicitStep explicit_step(*model);
       std::optional<ReadyTimes> ready;
       if (compute_only) ready.emplace(params, device);
+      // Who says a gradient is final: the explicit backward, layer by layer;
+      // or with autograd, hooks on the engine's AccumulateGrad nodes,
+      // parameter by parameter (the reducer has its own).
+      std::optional<ExplicitStep> explicit_step;
+      std::unique_ptr<GradReadyHooks> autograd_hooks;
+      if (!step.autograd()) {
+        explicit_step.emplace(*model);
+      } else if (!reducer) {
+        autograd_hooks = std::make_unique<GradReadyHooks>(params, [&](const torch::Tensor& p) {
+          if (sync) sync->GradsReady({p});
+          if (ready) ready->Ready({p});
+        });
+      }
 
       internal::DdpRankRun out;
       if (compute_only) out = sweep;
@@ -284,25 +303,31 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       auto run_step = [&]() -> torch::Tensor {
         model->zero_grad();
         if (sync) sync->BeginStep();
+        if (reducer) reducer->BeforeForward();
         torch::Tensor l;
         {
           const AutocastGuard autocast(device.device.type(), AutocastDtype(step.precision()));
-          l = explicit_step.Forward(batch.ids, batch.targets, /*keep_for_backward=*/true);
+          l = explicit_step
+                  ? explicit_step->Forward(batch.ids, batch.targets, /*keep_for_backward=*/true)
+                  : CrossEntropy(model->forward(batch.ids), batch.targets);
         }
-        if (sync) {
-          explicit_step.Backward(
+        if (ready) ready->BeginBackward();
+        if (!explicit_step) {
+          if (reducer) reducer->BeforeBackward();
+          l.backward();
+        } else if (sync) {
+          explicit_step->Backward(
               [&](const std::vector<torch::Tensor>& grads) { sync->GradsReady(grads); });
-          sync->Finish();
         } else if (ready) {
-          ready->BeginBackward();
-          explicit_step.Backward(
+          explicit_step->Backward(
               [&](const std::vector<torch::Tensor>& grads) { ready->Ready(grads); });
-          ready->EndBackward();
         } else {
-          explicit_step.Backward();
+          explicit_step->Backward();
         }
-        step_bytes = sync ? sync->stats().bytes : 0;
-        step_calls = sync ? sync->stats().calls : 0;
+        if (sync) sync->Finish();
+        if (ready) ready->EndBackward();
+        step_bytes = sync ? sync->stats().bytes : reducer ? reducer->Bytes() : 0;
+        step_calls = sync ? sync->stats().calls : reducer ? reducer->Buckets() : 0;
         // The allocator's peaks apart: to the end of the synchronisation
         // (activations and gradients), and in the optimizer step (the
         // figure ZeRO-1's formula predicts). Host-side accounting, in issue
@@ -367,6 +392,7 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       out.set_calls_per_step(calls);
       out.set_bytes_per_step(bytes);
       if (sync) out.set_buckets(static_cast<int>(sync->buckets().size()));
+      if (reducer) out.set_buckets(static_cast<int>(reducer->Buckets()));
       out.set_parameter_sum(sum);
       out.set_parameter_sum_sq(sum_sq);
       out.set_loss(loss);

@@ -12,6 +12,11 @@
 // compute-only run when each gradient became final: the daemon's overhead
 // model (common/ddp_model.h) fits and predicts from them.
 //
+// The backward is benchd's explicit one, which says when each layer's
+// gradients are final; with step.autograd, the autograd engine's, whose
+// AccumulateGrad hooks say it per parameter (grad_ready_hooks.h), and the
+// reducer variant is c10d's Reducer on those hooks (reducer_sync.h).
+//
 // Timing: a step is forward, backward with the gradients' synchronisation,
 // and the optimizer step; on CUDA, events on the current stream around it
 // (NCCL's stream is made to wait for by the current one, so the end event

@@ -10,7 +10,9 @@
 
 #include "common/model_config.h"
 #include "worker/adamw.h"
+#include "worker/ddp/grad_ready_hooks.h"
 #include "worker/ddp/gradient_sync.h"
+#include "worker/ddp/reducer_sync.h"
 #include "worker/ddp/sharded_adamw.h"
 #include "worker/explicit_step.h"
 #include "worker/process_groups.h"
@@ -82,12 +84,20 @@ struct Variant {
   SyncVariant sync;
   int64_t bucket_bytes = 0;
   bool sharded = false;
+  // The backward through the autograd engine, gradients known final from its
+  // hooks (DdpSpec.step.autograd).
+  bool autograd = false;
+  // c10d's Reducer instead of `sync` (autograd; bucket_bytes its cap).
+  bool reducer = false;
 };
 
 std::string Name(const Variant& v) {
-  std::string s = SyncVariantName(v.sync);
-  if (v.sync == SyncVariant::kBucketed) s += "(" + std::to_string(v.bucket_bytes) + " B)";
+  std::string s = v.reducer ? "reducer" : SyncVariantName(v.sync);
+  if (v.sync == SyncVariant::kBucketed || v.reducer) {
+    s += "(" + std::to_string(v.bucket_bytes) + " B)";
+  }
   if (v.sharded) s += "+sharded_optimizer";
+  if (v.autograd) s += "+autograd";
   return s;
 }
 
@@ -156,7 +166,16 @@ class DdpTest : public ::testing::Test {
         c10::DeviceGuard on_device(device);
         TransformerLM& model = models[r];
         BroadcastFromRankZero(model->parameters(), *member->pg);
-        GradientSync sync(variant.sync, model->parameters(), member->pg, variant.bucket_bytes);
+        const std::vector<torch::Tensor> parameters = model->parameters();
+        GradientSync sync(variant.sync, parameters, member->pg, variant.bucket_bytes);
+        std::unique_ptr<ReducerSync> reducer;
+        std::unique_ptr<GradReadyHooks> hooks;
+        if (variant.reducer) {
+          reducer = std::make_unique<ReducerSync>(parameters, *member, variant.bucket_bytes);
+        } else if (variant.autograd) {
+          hooks = std::make_unique<GradReadyHooks>(
+              parameters, [&sync](const torch::Tensor& p) { sync.GradsReady({p}); });
+        }
         std::unique_ptr<AdamW> plain;
         std::unique_ptr<ShardedAdamW> sharded;
         if (variant.sharded) {
@@ -168,13 +187,24 @@ class DdpTest : public ::testing::Test {
         const int64_t local = kGlobalBatch / world;
         for (const auto& b : batches) {
           model->zero_grad();
-          sync.BeginStep();
-          step.Forward(b.ids.narrow(0, r * local, local).to(device),
-                       b.targets.narrow(0, r * local, local).to(device),
-                       /*keep_for_backward=*/true);
-          step.Backward(
-              [&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
-          sync.Finish();
+          const auto ids = b.ids.narrow(0, r * local, local).to(device);
+          const auto targets = b.targets.narrow(0, r * local, local).to(device);
+          if (reducer) {
+            reducer->BeforeForward();
+            const auto loss = CrossEntropy(model->forward(ids), targets);
+            reducer->BeforeBackward();
+            loss.backward();
+          } else if (variant.autograd) {
+            sync.BeginStep();
+            CrossEntropy(model->forward(ids), targets).backward();
+            sync.Finish();
+          } else {
+            sync.BeginStep();
+            step.Forward(ids, targets, /*keep_for_backward=*/true);
+            step.Backward(
+                [&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
+            sync.Finish();
+          }
           if (sharded) {
             sharded->Step();
           } else {
@@ -183,6 +213,10 @@ class DdpTest : public ::testing::Test {
         }
         (*params)[r] = Snapshot(model);
         (*stats)[r] = sync.stats();
+        if (reducer) {
+          (*stats)[r].calls = reducer->Buckets();
+          (*stats)[r].bytes = reducer->Bytes();
+        }
         if (state_bytes) (*state_bytes)[r] = sharded ? sharded->StateBytes() : plain->StateBytes();
       });
     }
@@ -272,13 +306,50 @@ TEST_F(DdpTest, EveryVariantTrainsAsOneProcessOnTheGlobalBatch) {
   }
 }
 
+// Through the autograd engine: the variants fed by its hooks, and c10d's
+// Reducer (PyTorch DDP's engine) as the reference, train as one process does.
+TEST_F(DdpTest, AutogradVariantsAndTheReducerTrainAsOneProcessOnTheGlobalBatch) {
+  const auto alone = TrainAlone(GlobalBatches());
+  int64_t grad_bytes = 0;
+  for (const auto& p : alone) grad_bytes += p.numel() * 4;
+  const std::vector<Variant> variants = {
+      {SyncVariant::kOverlap, 0, false, /*autograd=*/true},
+      {SyncVariant::kBucketed, 16 << 10, false, /*autograd=*/true},
+      {SyncVariant::kNaive, 0, true, /*autograd=*/true},
+      {SyncVariant::kNaive, 1 << 10, false, true, /*reducer=*/true},
+      {SyncVariant::kNaive, 64 << 10, true, true, /*reducer=*/true},
+  };
+  for (int world : {2, 4}) {
+    for (const auto& v : variants) {
+      std::vector<std::vector<torch::Tensor>> params;
+      std::vector<SyncStats> stats;
+      Train(world, v, &params, &stats);
+      ExpectSameAsAlone(params, alone, Name(v) + " on " + std::to_string(world) + " ranks");
+      for (const auto& s : stats) EXPECT_EQ(s.bytes, grad_bytes) << Name(v);
+      if (v.sync == SyncVariant::kOverlap) {
+        EXPECT_EQ(stats[0].calls, static_cast<int64_t>(alone.size())) << Name(v);
+      }
+      if (v.reducer) {
+        // Rebuilt after the first step into buckets of at most the cap (a
+        // larger parameter alone): 1 KiB makes one per parameter but the
+        // smallest; 64 KiB a few.
+        EXPECT_GT(stats[0].calls, 1) << Name(v);
+        EXPECT_LT(stats[0].calls, static_cast<int64_t>(alone.size()) + 1) << Name(v);
+      }
+    }
+  }
+}
+
 TEST_F(CudaDdpTest, EveryVariantOnTwoGpusTrainsAsOneGpuOnTheGlobalBatch) {
   const auto alone = TrainAlone(GlobalBatches(), torch::Device(torch::kCUDA, 0));
   for (const Variant& v : std::vector<Variant>{{SyncVariant::kNaive},
                                                {SyncVariant::kFlat},
                                                {SyncVariant::kOverlap},
                                                {SyncVariant::kBucketed, 16 << 10},
-                                               {SyncVariant::kBucketed, 16 << 10, true}}) {
+                                               {SyncVariant::kBucketed, 16 << 10, true},
+                                               {SyncVariant::kOverlap, 0, false, true},
+                                               {SyncVariant::kNaive, 16 << 10, false, true,
+                                                /*reducer=*/true}}) {
     std::vector<std::vector<torch::Tensor>> params;
     std::vector<SyncStats> stats;
     Train(2, v, &params, &stats);

@@ -135,8 +135,10 @@ class DdpArgs(ModelArgs, total=False):
     steps: int               # measured steps per run (default 10)
     seed: int
     tf32: bool
-    variants: Union[str, Sequence[str]]     # naive | flat | overlap | bucketed (default all four)
-    bucket_mb: Union[float, str, Sequence[float]]  # bucketed: MB (10^6 bytes), one run each
+    autograd: bool           # every run through the autograd engine; needed by reducer
+    # naive | flat | overlap | bucketed | reducer (default the first four, and reducer with autograd)
+    variants: Union[str, Sequence[str]]
+    bucket_mb: Union[float, str, Sequence[float]]  # bucketed, reducer: MB (10^6 bytes), one run each
     optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw (default adamw)
     sharded_optimizer: bool  # = optimizers="sharded_adamw"
     optimizer_impl: str      # faithful (default), foreach or fused: how AdamW steps
@@ -358,6 +360,7 @@ DDP_CHECKS: dict[str, Checker] = {
     "bucket_mb": lambda a, v: as_list(a, v, _number_or_text),
     "optimizers": _enum_list(E.DDP_OPTIMIZER), "sharded_optimizer": as_bool,
     "optimizer_impl": _enum(E.OPTIMIZER), "group_timeout": as_float, "traces": as_bool,
+    "autograd": as_bool,
 }
 ATTENTION_CHECKS: dict[str, Checker] = {
     "device": as_str, "batch_size": as_int, "heads": as_int, "head_dim": as_int,
@@ -401,9 +404,9 @@ _HINTS: dict[str, dict[str, str]] = {
                      "optimizer_impl (faithful, foreach, fused) says how they step",
         "mode": "a data-parallel step is always a train_step",
         "warmup": "give warmup_steps (every rank runs the same steps)",
-        **{name: "data-parallel training takes its gradients from benchd's explicit backward, "
-                 "so it runs without this option"
-           for name in ("attention", "fused_ops", "weight_copies", "autograd")},
+        **{name: "this option changes the model's ops; data-parallel training trains the "
+                 "course's model as written (autograd=True runs it through the autograd engine)"
+           for name in ("attention", "fused_ops", "weight_copies")},
     },
     "profile": {
         "export_parity": "only benchmark() writes parity bundles",
@@ -603,17 +606,17 @@ def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
                                 f"bucket_mb[{i}]: expected a bucket size in MB (10^6 bytes), "
                                 f"above 0 and at most {MAX_BUCKET_MB:g}, got {mb!r}")
     variants = a.get("variants", [])
-    if a.get("bucket_mb") and variants and pb.DDP_VARIANT_BUCKETED not in variants:
+    if a.get("bucket_mb") and variants and not any(map(E.ddp_takes_buckets, variants)):
         raise ArgumentError("bucket_mb", given["bucket_mb"], "with the bucketed variant",
-                            "bucket_mb: only the bucketed variant has buckets, and variants "
-                            "leaves it out (add 'bucketed', or drop bucket_mb)")
+                            "bucket_mb: only the bucketed and reducer variants have buckets, "
+                            "and variants leaves them out (add 'bucketed', or drop bucket_mb)")
     if a.get("sharded_optimizer") and "optimizers" in a:
         raise ArgumentError("sharded_optimizer", True, ["sharded_optimizer", "optimizers"],
                             "sharded_optimizer and optimizers: give one (sharded_optimizer=True "
                             "is optimizers='sharded_adamw')")
     step_keys = ("preset", "vocab_size", "d_model", "d_ff", "num_layers", "num_heads",
                  "rope_theta", "precision", "batch_size", "context_length", "warmup_steps",
-                 "steps", "seed", "tf32")
+                 "steps", "seed", "tf32", "autograd")
     step: dict[str, Any] = {k: a[k] for k in step_keys if k in a}
     if "optimizer_impl" in a:
         step["optimizer"] = a["optimizer_impl"]

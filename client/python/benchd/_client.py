@@ -270,9 +270,11 @@ class Client(ClientBase):
         preset or vocab_size, d_model, d_ff, num_layers, num_heads,
         rope_theta; precision, global_batch (all ranks, split evenly;
         default 8) or batch_size (per rank), context_length, warmup_steps,
-        steps, seed, tf32; the runs: variants (naive, flat, overlap,
-        bucketed; default all), bucket_mb (bucketed's sizes, default 1, 10,
-        100, 1000), optimizers (adamw, sharded_adamw; default adamw) or
+        steps, seed, tf32, autograd (every run through the autograd
+        engine); the runs: variants (naive, flat, overlap, bucketed, and
+        reducer: c10d's Reducer, PyTorch DDP's engine, with autograd only;
+        default the first four, and reducer with autograd), bucket_mb
+        (bucketed's and reducer's sizes, default 1, 10, 100, 1000), optimizers (adamw, sharded_adamw; default adamw) or
         sharded_optimizer=True, optimizer_impl (faithful, foreach, fused:
         how AdamW or a rank's shard steps); group_timeout. The result's to_pandas() has
         a row per run (compute only first): step time, exposed

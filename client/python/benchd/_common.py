@@ -220,7 +220,7 @@ def ddp_runs(spec: pb.JobSpec) -> int | None:
     if spec.WhichOneof("kind") != "ddp":
         return None
     d = spec.ddp
-    per_optimizer = sum(len(d.bucket_mb) if v == pb.DDP_VARIANT_BUCKETED else 1
+    per_optimizer = sum(len(d.bucket_mb) if E.ddp_takes_buckets(v) else 1
                         for v in d.variants)
     return 1 + per_optimizer * len(d.optimizers) if per_optimizer and d.optimizers else None
 

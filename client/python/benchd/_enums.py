@@ -92,6 +92,12 @@ DTYPE = EnumArg("CollectiveDtype", {"float32": "fp32", "float": "fp32", "float16
 EXPERIMENT = EnumArg("PrecisionExperiment")
 DDP_VARIANT = EnumArg("DdpVariant")
 DDP_OPTIMIZER = EnumArg("DdpOptimizer")
+
+
+def ddp_takes_buckets(variant: int) -> bool:
+    """bucketed and reducer run once per bucket size (common/ddp_spec.h
+    DdpVariantTakesBuckets)."""
+    return variant in (pb.DDP_VARIANT_BUCKETED, pb.DDP_VARIANT_REDUCER)
 JOB_STATE = EnumArg("JobState")
 JOB_KIND = EnumArg("JobKind")
 WORKER_STATE = EnumArg("WorkerState")

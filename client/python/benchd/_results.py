@@ -618,7 +618,7 @@ def ddp_run_label(variant: int, bucket_mb: float, optimizer: int) -> str:
     if variant == pb.DDP_VARIANT_UNSPECIFIED:
         return "compute only"
     label = E.DDP_VARIANT.name(variant)
-    if variant == pb.DDP_VARIANT_BUCKETED:
+    if E.ddp_takes_buckets(variant):
         label += f" {bucket_mb:g} MB"
     if optimizer == pb.DDP_OPTIMIZER_SHARDED_ADAMW:
         label += f" + {E.DDP_OPTIMIZER.name(optimizer)}"

@@ -57,6 +57,12 @@ def test_spec_mirrors_benchctl_flags() -> None:
     assert not d.HasField("traces")
     off = A.ddp_spec(dict(devices="cpu:0,cpu:1", traces=False)).ddp
     assert off.HasField("traces") and not off.traces
+    # autograd: the step through the engine; reducer takes bucket sizes.
+    reducer = A.ddp_spec(dict(devices="cpu:0,cpu:1", autograd=True, variants="reducer",
+                              bucket_mb=25)).ddp
+    assert reducer.step.autograd and list(reducer.variants) == [pb.DDP_VARIANT_REDUCER]
+    assert list(reducer.bucket_mb) == [25.0]
+    assert ddp_run_label(pb.DDP_VARIANT_REDUCER, 25, pb.DDP_OPTIMIZER_ADAMW) == "reducer 25 MB"
 
 
 def test_spec_unset_stays_unset_and_the_sharded_shortcut() -> None:
@@ -81,7 +87,7 @@ def test_spec_unset_stays_unset_and_the_sharded_shortcut() -> None:
     (dict(devices="cpu:0,cpu:1", bucket_mb="2e6"), "bucket_mb[0]", "at most"),
     (dict(devices="cpu:0,cpu:1", bucket_mb="ten"), "bucket_mb[0]", "expected a number"),
     (dict(devices="cpu:0,cpu:1", variants="naive", bucket_mb=25), "bucket_mb",
-     "only the bucketed variant has buckets"),
+     "only the bucketed and reducer variants have buckets"),
     (dict(devices="cpu:0,cpu:1", sharded_optimizer=True, optimizers="adamw"),
      "sharded_optimizer", "sharded_optimizer and optimizers: give one"),
     (dict(devices="cpu:0,cpu:1", seed=-1), "seed", "0 or more"),
@@ -95,7 +101,8 @@ def test_spec_refusals_name_the_argument(kwargs: dict[str, object], argument: st
 
 
 @pytest.mark.parametrize("kwargs, argument, accepted", [
-    (dict(variants="naive,ring"), "variants[1]", ["naive", "flat", "overlap", "bucketed"]),
+    (dict(variants="naive,ring"), "variants[1]",
+     ["naive", "flat", "overlap", "bucketed", "reducer"]),
     (dict(optimizers=["sgd"]), "optimizers[0]", ["adamw", "sharded_adamw"]),
     (dict(backend="mpi"), "backend", ["nccl", "gloo"]),
     (dict(precision="fp8"), "precision", ["fp32", "bf16", "fp16"]),
@@ -110,7 +117,7 @@ def test_unknown_enum_values_list_the_descriptors_values(
 
 
 @pytest.mark.parametrize("keyword, hint", [
-    ("autograd", "explicit backward"), ("attention", "explicit backward"),
+    ("fused_ops", "model's ops"), ("attention", "model's ops"),
     ("global_batch_size", "give global_batch"), ("timeout", "give group_timeout"),
     ("optimizer", "give optimizers"), ("device", "give devices"), ("mode", "train_step"),
 ])
