@@ -113,6 +113,12 @@ def main():
     p.add_argument("--optimizer-impl", default="faithful", choices=["faithful", "foreach", "fused"],
                    help="how benchd's AdamW (or a rank's shard) steps; the peer's torch.optim.AdamW "
                         "takes its default (foreach) either way")
+    p.add_argument("--autograd", action="store_true",
+                   help="benchd's runs through the autograd engine (its hooks say when a gradient "
+                        "is final); add reducer to --variants for c10d's Reducer beside them")
+    p.add_argument("--peers", default="ddp,zero",
+                   help="which peers to run first: ddp (DistributedDataParallel + AdamW), zero "
+                        "(+ ZeroRedundancyOptimizer), both (default) or none")
     p.add_argument("--json-out", help="write both sides' figures here")
     args = p.parse_args()
     devices = args.devices.split(",")
@@ -126,7 +132,12 @@ def main():
           f"{args.warmup_steps} warm-up + {args.steps} "
           f"measured steps; torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
     peer = {}
+    wanted = {x for x in args.peers.split(",") if x and x != "none"}
+    if wanted - {"ddp", "zero"}:
+        sys.exit(f"ddp_compare: --peers: expected ddp, zero or none, got {args.peers}")
     for zero in (False, True):
+        if ("zero" if zero else "ddp") not in wanted:
+            continue
         t0 = time.time()
         peer[zero] = run_peer(args, world, zero)
         print(f"# peer {'DDP + ZeroRedundancyOptimizer(AdamW)' if zero else 'DDP + AdamW'}: "
@@ -137,24 +148,30 @@ def main():
                       "--precision", args.precision, "--context-length", args.context_length,
                       "--global-batch", args.global_batch, "--warmup-steps", args.warmup_steps,
                       "--steps", args.steps, "--variants", args.variants,
-                      "--bucket-mb", args.bucket_mb, "--optimizers", args.optimizers,
-                      "--optimizer-impl", args.optimizer_impl)
+                      # Bucket sizes only where a variant takes them (benchctl refuses them else).
+                      *(["--bucket-mb", args.bucket_mb]
+                        if {"bucketed", "reducer"} & set(args.variants.split(",")) else []),
+                      "--optimizers", args.optimizers,
+                      "--optimizer-impl", args.optimizer_impl,
+                      *(["--autograd"] if args.autograd else []))
     if job["state"] != SUCCEEDED:
         sys.exit(f"benchd's job {job['id']} {job['state']}: {job.get('errorMessage')}")
     r = job["result"]["ddp"]
-    base = statistics.median(peer[False]["seconds"])
-    zbase = statistics.median(peer[True]["seconds"])
+    # Ratios against a peer that did not run are blank (nan).
+    base = statistics.median(peer[False]["seconds"]) if False in peer else float("nan")
+    zbase = statistics.median(peer[True]["seconds"]) if True in peer else float("nan")
     gib = 1 << 30
     print(f"# benchd job {job['id']}: {r.get('deviceName')}, {r.get('parameterCount')} parameters, "
           f"timer {r.get('timer')}; group {json.dumps(r.get('group'))}")
     header = (f"{'run':34} {'median ms':>10} {'spread':>7} {'exposed ms':>11} {'exposed %':>9} "
-              f"{'pred ms':>8} {'hidden':>7} "
+              f"{'pred ms':>8} {'hidden':>7} {'busy':>5} "
               f"{'calls':>6} {'peak GiB':>9} {'opt GiB':>8} {'agree':>6} {'loss':>9} "
               f"{'/ DDP':>7} {'/ ZeRO':>7}")
     print(header)
 
-    def line(label, med, sp, exposed, frac, pred, hidden, calls, peak, opt, agree, loss):
+    def line(label, med, sp, exposed, frac, pred, hidden, busy, calls, peak, opt, agree, loss):
         print(f"{label:34} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {pred:>8} {hidden:>7} "
+              f"{busy:>5} "
               f"{calls:>6} {peak / gib:9.2f} {opt:>8} {agree:>6} {loss:9.4f} {med / base:7.3f} "
               f"{med / zbase:7.3f}")
 
@@ -164,10 +181,25 @@ def main():
         comm = sum(x.get("commSeconds", 0) for x in t)
         return f"{sum(x.get('commOverlappedSeconds', 0) for x in t) / comm:.0%}" if comm else ""
 
+    def busy(row):
+        # The least busy rank's profiled step: the share of it with a kernel
+        # running (compute or communication). Well under 100% with no
+        # communication to wait for: the step waited for the host.
+        shares = []
+        for k in row.get("ranks", []):
+            t = k.get("timeline", {})
+            if t.get("stepSeconds"):
+                union = (t.get("computeSeconds", 0) + t.get("commSeconds", 0)
+                         - t.get("commOverlappedSeconds", 0))
+                shares.append(union / t["stepSeconds"])
+        return f"{min(shares):.0%}" if shares else ""
+
     for zero, label in ((False, "PyTorch DDP (25 MB) + AdamW"), (True, "PyTorch DDP + ZeRO-1 AdamW")):
+        if zero not in peer:
+            continue
         xs = peer[zero]["seconds"]
-        line(label, statistics.median(xs), spread(xs), "", "", "", "", "", peer[zero]["peak"], "",
-             "", peer[zero]["loss"])
+        line(label, statistics.median(xs), spread(xs), "", "", "", "", "", "", peer[zero]["peak"],
+             "", "", peer[zero]["loss"])
     rows = [("compute only (no comm)", r["computeOnly"])] + [
         (run_label(row), row) for row in r.get("rows", [])]
     for label, row in rows:
@@ -175,7 +207,7 @@ def main():
         pred = row.get("predictedExposedCommSeconds")
         line(label, statistics.median(xs), spread(xs), f"{row.get('exposedCommSeconds', 0) * 1e3:.2f}",
              f"{row.get('exposedCommFraction', 0):.1%}", "" if pred is None else f"{pred * 1e3:.2f}",
-             hidden(row), row.get("callsPerStep", 0),
+             hidden(row), busy(row), row.get("callsPerStep", 0),
              int(row.get("peakMemoryBytes", 0)), f"{int(row.get('optimizerStateBytes', 0)) / gib:.2f}",
              "-" if label.startswith("compute") else ("yes" if row.get("ranksAgree") else "NO"),
              row.get("loss", 0.0))
@@ -208,12 +240,12 @@ def main():
           f"PyTorch DDP's step (target <= 0.8)")
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"peer": {"ddp": peer[False], "zero": peer[True]}, "benchd": job}, f)
+            json.dump({"peer": {"ddp": peer.get(False), "zero": peer.get(True)}, "benchd": job}, f)
 
 
 def run_label(row):
     v = row.get("variant", "DDP_VARIANT_UNSPECIFIED").removeprefix("DDP_VARIANT_").lower()
-    if v == "bucketed":
+    if v in ("bucketed", "reducer"):
         v += f" {row.get('bucketMb', 0):g} MB"
     if row.get("optimizer") == "DDP_OPTIMIZER_SHARDED_ADAMW":
         v += " + sharded_adamw"

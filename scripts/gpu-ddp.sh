@@ -17,7 +17,14 @@
 #   GPU_DDP_VARIANTS, GPU_DDP_BUCKET_MB, GPU_DDP_OPTIMIZERS, GPU_DDP_OPTIMIZER_IMPL
 #                        benchd's runs (defaults: every variant; 1,10,25,100,1000;
 #                        adamw,sharded_adamw; faithful)
+#   GPU_DDP_AUTOGRAD     1: benchd's runs through the autograd engine (--autograd; add
+#                        reducer to GPU_DDP_VARIANTS for c10d's Reducer)
+#   GPU_DDP_PEERS        the PyTorch peers to run: ddp,zero (default), ddp, or none
+#   GPU_DDP_TAG          prefix of every output file (several runs into one $OUT)
+#   GPU_DDP_SKIP_BUILD   1: use $BUILD as it is
 #   GPU_DDP_CTEST        ctest regex, or none: build without tests and run none
+# The daemon's environment reaches its workers: NCCL_* or BENCHD_WORKER_THREADS exported
+# before this script apply to benchd's side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -28,7 +35,10 @@ source scripts/daemon-lib.sh
 gpu_setup
 # NCCL's NVLS (multicast) stays off on these machines (KINDS.md).
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-if [ "${GPU_DDP_CTEST:-}" = none ]; then
+TAG=${GPU_DDP_TAG:-}
+if [ -n "${GPU_DDP_SKIP_BUILD:-}" ] && [ "${GPU_DDP_CTEST:-}" = none ]; then
+  echo "gpu-ddp: using $BUILD as it is"
+elif [ "${GPU_DDP_CTEST:-}" = none ]; then
   gpu_build gpu-ddp -DBENCHD_BUILD_TESTS=OFF --target benchd benchd-worker benchctl
 else
   gpu_ctest ddp "${GPU_DDP_SKIP_BUILD:-}" "${GPU_DDP_CTEST:-CudaDdp|Fused}"
@@ -40,7 +50,7 @@ DEVARGS=""
 for i in $(seq 0 $((W - 1))); do DEVARGS="$DEVARGS --device cuda:$i"; done
 DATA=$(mktemp -d /tmp/benchd-gpu-ddp-XXXXXX)
 # shellcheck disable=SC2086  # DEVARGS: --device flags, split on spaces
-benchd_start --copy-logs "$OUT" "$BUILD/bin" "$DATA" "$OUT/benchd.log" $DEVARGS
+benchd_start --copy-logs "$OUT" "$BUILD/bin" "$DATA" "$OUT/${TAG}benchd.log" $DEVARGS
 for _ in $(seq 1 300); do
   up=$("$BUILD/bin/benchctl" node --json | python3 -c 'import json,sys; print(sum(d.get("workerState")=="WORKER_STATE_UP" for d in json.load(sys.stdin)["devices"]))')
   [ "$up" -ge "$W" ] && break; sleep 1
@@ -52,15 +62,16 @@ for P in ${GPU_DDP_PRECISIONS:-fp32 bf16}; do
     --variants "${GPU_DDP_VARIANTS:-naive,flat,overlap,bucketed}" \
     --bucket-mb "${GPU_DDP_BUCKET_MB:-1,10,25,100,1000}" \
     --optimizers "${GPU_DDP_OPTIMIZERS:-adamw,sharded_adamw}" \
-    --optimizer-impl "${GPU_DDP_OPTIMIZER_IMPL:-faithful}" \
-    --json-out "$OUT/ddp-$P.json" 2>&1 | tee "$OUT/ddp-$P.txt" || echo "FAIL ddp_compare $P"
+    --optimizer-impl "${GPU_DDP_OPTIMIZER_IMPL:-faithful}" --peers "${GPU_DDP_PEERS:-ddp,zero}" \
+    ${GPU_DDP_AUTOGRAD:+--autograd} \
+    --json-out "$OUT/${TAG}ddp-$P.json" 2>&1 | tee "$OUT/${TAG}ddp-$P.txt" || echo "FAIL ddp_compare $P"
 done
 # The timelines' pictures and rank 0's traces (gzipped) of every job.
 for d in "$DATA"/artifacts/*/; do
   j=$(basename "$d")
-  [ -f "$d/ddp-timeline.svg" ] && cp "$d/ddp-timeline.svg" "$OUT/ddp-timeline-job$j.svg"
+  [ -f "$d/ddp-timeline.svg" ] && cp "$d/ddp-timeline.svg" "$OUT/${TAG}ddp-timeline-job$j.svg"
   for t in "$d"/ddp-run*-rank0.trace.json; do
-    [ -f "$t" ] && gzip -c "$t" > "$OUT/job$j-$(basename "$t").gz"
+    [ -f "$t" ] && gzip -c "$t" > "$OUT/${TAG}job$j-$(basename "$t").gz"
   done
 done
 benchd_stop
