@@ -191,6 +191,11 @@ void RunDdpJob(GroupRegistry* groups, Workers* workers, const std::string& artif
     }
     auto row = AggregateDdpRow(ranks, spec, run == 0 ? 0 : result.compute_only().step().median());
     if (!row.ok()) return row.status();
+    // The worker knows its device by its own name ("cpu:0" on every node);
+    // the group's list names it as the job does ("node1/cpu:0").
+    for (v1::DdpRank& k : *row->mutable_ranks()) {
+      if (k.rank() >= 0 && k.rank() < group.devices_size()) k.set_device(group.devices(k.rank()));
+    }
     PredictRow(backward, result.overhead_model(), &*row);
     const std::string label = DdpRunLabel(row->variant(), row->bucket_mb(), row->optimizer());
     if (run == 0) {

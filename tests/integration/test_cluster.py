@@ -325,3 +325,29 @@ def test_a_collective_on_devices_of_both_nodes_makes_its_own_group(cluster):
         "--sizes", "4KiB", "--iters", "3", "--warmup", "1", "--watch", "--json", check=0).stdout)
     assert there["state"] == "JOB_STATE_SUCCEEDED", there
     assert there["devices"] == ["cpu:0", "node0/cpu:0"], there
+
+
+def test_data_parallel_training_with_ranks_on_both_nodes(cluster):
+    """Issue 33's correctness across daemons: a ddp job whose two ranks are on
+    two nodes trains every variant (and the sharded optimizer) to the same
+    parameters on both ranks and the same loss in every run."""
+    node0, _ = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    job = json.loads(node0.benchctl(
+        "submit", "ddp", "--devices", "node0/cpu:0,node1/cpu:0", "--vocab-size", "97",
+        "--d-model", "32", "--d-ff", "64", "--num-layers", "2", "--num-heads", "4",
+        "--context-length", "16", "--global-batch", "4", "--warmup-steps", "1", "--steps", "2",
+        "--bucket-mb", "0.004", "--optimizers", "adamw,sharded_adamw", "--no-traces",
+        "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert job["devices"] == ["cpu:0", "node1/cpu:0"], job
+    r = job["result"]["ddp"]
+    assert r["worldSize"] == 2 and r["group"]["transient"], r["group"]
+    rows = r["rows"]
+    assert len(rows) == 8, [row.get("variant") for row in rows]  # 4 variants x 2 optimizers
+    loss = rows[0]["loss"]
+    for row in rows:
+        assert row["ranksAgree"], row
+        assert [k.get("device") for k in row["ranks"]] == ["cpu:0", "node1/cpu:0"], row["ranks"]
+        assert abs(row["loss"] - loss) <= 1e-4 * abs(loss), (row["loss"], loss)
+    assert node0.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups == []
