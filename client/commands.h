@@ -15,7 +15,7 @@
 #include "benchd/v1/bench.pb.h"
 #include "client/attention_view.h"
 #include "client/collective_view.h"
-#include "client/credentials.h"
+#include "common/credentials.h"
 #include "client/precision_view.h"
 #include "client/profile_view.h"
 #include "client/spec_builder.h"
@@ -26,7 +26,7 @@ namespace benchd::client {
 struct GlobalOptions {
   std::string address;
   double timeout_seconds = 10;
-  ChannelSecurity security;  // TLS and the token (client/credentials.h)
+  ChannelSecurity security;  // TLS and the token (common/credentials.h)
 };
 
 // "queued", "running", ... (any case) for list --state.

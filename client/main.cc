@@ -13,12 +13,12 @@
 
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
-#include "client/credentials.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/rpc.h"
 #include "client/spec_builder.h"
 #include "client/token_command.h"
+#include "common/credentials.h"
 #include "common/model_config.h"
 #include "common/version.h"
 
@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
   if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
   CLI::App app{"benchctl: the command-line client of benchd, the GPU benchmarking daemon",
                "benchctl"};
-  app.footer(std::string(bc::kExitCodesHelp) + bc::kCredentialsEnvHelp);
+  app.footer(std::string(bc::kExitCodesHelp) + benchd::kCredentialsEnvHelp);
   app.require_subcommand(1);
   // Global flags may come after the subcommand too: `benchctl get J --address h:p`.
   app.fallthrough();
@@ -310,9 +310,9 @@ int main(int argc, char** argv) {
   });
 
   // Connection settings resolve flag > environment > client config file >
-  // default after parsing (client/credentials.h).
+  // default after parsing (common/credentials.h).
   GlobalOptions g;
-  bc::CredentialFlags creds;
+  benchd::CredentialFlags creds;
   app.add_option("--address", creds.address,
                  "benchd's gRPC address host:port (env BENCHD_ADDRESS, config \"address\"; "
                  "default 127.0.0.1:7531)");
@@ -617,8 +617,8 @@ int main(int argc, char** argv) {
     return bc::RunEstimate(bc::GlobalOptions(), estimate, json);
 
   // Every other command talks to the daemon.
-  absl::StatusOr<bc::ClientSettings> settings =
-      bc::ResolveClientSettings(creds, bc::ProcessEnvironment());
+  absl::StatusOr<benchd::ClientSettings> settings =
+      benchd::ResolveClientSettings(creds, benchd::ProcessEnvironment());
   if (!settings.ok()) return bc::ReportError(settings.status());
   for (const std::string& warning : settings->warnings) {
     std::fprintf(stderr, "benchctl: %s\n", warning.c_str());

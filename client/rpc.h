@@ -1,5 +1,5 @@
 // A thin client of benchd's Bench service: every unary call has the --timeout
-// deadline, every call carries the token (client/credentials.h), a failed
+// deadline, every call carries the token (common/credentials.h), a failed
 // connection becomes one UNAVAILABLE message naming the address (and saying
 // when TLS failed), and gRPC statuses come back as absl::Status.
 #ifndef BENCHD_CLIENT_RPC_H_
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "benchd/v1/bench.grpc.pb.h"
-#include "client/credentials.h"
+#include "common/credentials.h"
 
 namespace benchd::client {
 

@@ -14,7 +14,7 @@
 
 #include "client/commands.h"
 #include "client/rpc.h"
-#include "client/test_certs.h"
+#include "common/test_certs.h"
 
 namespace benchd::client {
 namespace {
@@ -127,8 +127,8 @@ class RpcTlsTest : public ::testing::Test {
                        std::move(security));
   }
 
-  testing::TestCa ca_{"test CA"};
-  testing::PemPair server_pair_, client_pair_;
+  test_certs::TestCa ca_{"test CA"};
+  test_certs::PemPair server_pair_, client_pair_;
   RecordingBench service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
@@ -189,7 +189,7 @@ TEST_F(RpcTlsTest, ServerNameOverrideVerifiesAnotherName) {
 
 TEST_F(RpcTlsTest, AnotherCaIsATlsFailureNamingTheAddress) {
   Start(Mode::kTls);
-  testing::TestCa other("other CA");
+  test_certs::TestCa other("other CA");
   ChannelSecurity sec;
   sec.tls = true;
   sec.pem_root_certs = other.cert_pem();

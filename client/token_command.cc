@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "client/commands.h"
-#include "client/credentials.h"
+#include "common/credentials.h"
 #include "client/exit_codes.h"
 #include "common/token_hash.h"
 

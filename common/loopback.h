@@ -1,7 +1,7 @@
 // Whether an address reaches only this host. The daemon refuses to serve a
 // non-loopback address without TLS and caller checks (server/main.cc);
 // benchctl and the Python package refuse to send a token in the clear to one
-// (client/credentials.cc, client/python/benchd/_credentials.py).
+// (common/credentials.cc, client/python/benchd/_credentials.py).
 #ifndef BENCHD_COMMON_LOOPBACK_H_
 #define BENCHD_COMMON_LOOPBACK_H_
 

@@ -1,6 +1,6 @@
 // benchd.internal.Cluster on the daemon's public port: the coordinator's end
 // of the members' heartbeats. Callers need the admin role (members call with
-// the credentials of client/credentials.h).
+// the credentials of common/credentials.h).
 #ifndef BENCHD_SERVER_CLUSTER_SERVICE_H_
 #define BENCHD_SERVER_CLUSTER_SERVICE_H_
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "client/credentials.h"
 #include "common/artifacts.h"
+#include "common/credentials.h"
 #include "common/limits.h"
 #include "common/loopback.h"
 #include "common/version.h"
@@ -232,10 +232,9 @@ int main(int argc, char** argv) {
   // coordinator's address: no token in the clear to another host.
   benchd::server::PeerChannels peers;
   if (cluster_options->enabled) {
-    benchd::client::CredentialFlags peer_flags;
+    benchd::CredentialFlags peer_flags;
     peer_flags.address = cluster_options->coordinator;
-    auto settings =
-        benchd::client::ResolveClientSettings(peer_flags, benchd::client::ProcessEnvironment());
+    auto settings = benchd::ResolveClientSettings(peer_flags, benchd::ProcessEnvironment());
     if (!settings.ok()) {
       return Fail(absl::StrCat("node-to-node credentials: ", settings.status().message()));
     }

@@ -9,13 +9,13 @@ namespace benchd::server {
 std::shared_ptr<grpc::Channel> PeerChannels::Open(const std::string& address) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
-  client::AddChannelArgs(security_, &args);
-  return grpc::CreateCustomChannel(address, client::MakeChannelCredentials(security_), args);
+  AddChannelArgs(security_, &args);
+  return grpc::CreateCustomChannel(address, MakeChannelCredentials(security_), args);
 }
 
 void PeerChannels::Authorize(grpc::ClientContext* ctx) const {
   if (!security_.token.empty()) {
-    ctx->AddMetadata(client::kAuthorizationKey, client::AuthorizationValue(security_.token));
+    ctx->AddMetadata(kAuthorizationKey, AuthorizationValue(security_.token));
   }
 }
 

@@ -1,5 +1,5 @@
 // Channels from this daemon to the other members of its cluster. Node-to-node
-// calls take the same credentials as benchctl (client/credentials.h: the
+// calls take the same credentials as benchctl (common/credentials.h: the
 // BENCHD_TOKEN_FILE / BENCHD_TLS_* variables or the client config file), so a
 // cluster is secured exactly as its clients are.
 #ifndef BENCHD_SERVER_PEER_CHANNELS_H_
@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "client/credentials.h"
+#include "common/credentials.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
@@ -16,7 +16,7 @@ namespace benchd::server {
 
 class PeerChannels {
  public:
-  explicit PeerChannels(client::ChannelSecurity security = {}) : security_(std::move(security)) {}
+  explicit PeerChannels(ChannelSecurity security = {}) : security_(std::move(security)) {}
 
   // A channel to the daemon at `address` (host:port), taking answers as large
   // as a long run's result.
@@ -27,7 +27,7 @@ class PeerChannels {
   std::string Describe() const;
 
  private:
-  client::ChannelSecurity security_;
+  ChannelSecurity security_;
 };
 
 }  // namespace benchd::server

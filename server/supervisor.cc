@@ -1,6 +1,7 @@
 #include "server/supervisor.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -177,6 +178,17 @@ void Supervisor::OnMemoryInfo(const std::string& device, uint64_t generation,
   if (--heartbeat_calls_ == 0) cv_.notify_all();
 }
 
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int WorkerThreadShare(int cpus, size_t workers) {
+  return std::max(1, static_cast<int>(cpus / std::max<size_t>(1, workers)));
+}
+
 absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   const std::string socket = SocketPath(slot.device);
   const std::string log = LogPath(slot.device);
@@ -189,10 +201,22 @@ absl::StatusOr<pid_t> Supervisor::Spawn(const Slot& slot) {
   // The worker ends itself when the daemon dies (PR_SET_PDEATHSIG), even
   // when the daemon is killed outright; it learns its daemon's pid from here.
   std::vector<std::string> env_storage;
+  bool threads_given = false;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string_view(*e).rfind("BENCHD_PARENT_PID=", 0) != 0) env_storage.emplace_back(*e);
+    const std::string_view var(*e);
+    threads_given |= var.rfind("BENCHD_WORKER_THREADS=", 0) == 0;
+    if (var.rfind("BENCHD_PARENT_PID=", 0) != 0) env_storage.emplace_back(*e);
   }
   env_storage.push_back("BENCHD_PARENT_PID=" + parent);
+  // Each worker's share of this node's CPUs for LibTorch's intra-op threads,
+  // unless the environment says otherwise: four GPU workers that each
+  // started one thread per core crowded each other's launch threads, and
+  // their small steps ran at the host's pace, ranks apart by up to 1.7x
+  // (docs/results/ddp-h200x4.md).
+  if (!threads_given) {
+    env_storage.push_back(absl::StrCat("BENCHD_WORKER_THREADS=",
+                                       WorkerThreadShare(UsableCpus(), device_order_.size())));
+  }
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -28,6 +28,12 @@ class Metrics;
 // "exited with code 1", "killed by signal 9 (SIGKILL: Killed)".
 std::string DescribeExit(int wait_status);
 
+// The CPUs this process may run on (its affinity mask; at least 1).
+int UsableCpus();
+// A worker's intra-op threads when BENCHD_WORKER_THREADS is not set: an equal
+// share of `cpus` among `workers`, at least 1.
+int WorkerThreadShare(int cpus, size_t workers);
+
 // The real Workers: processes, and a GrpcWorkerClient for each incarnation
 // that answers on its socket.
 class Supervisor final : public Workers {

@@ -28,6 +28,14 @@ TEST(DescribeExitTest, SaysCodeOrSignal) {
   EXPECT_EQ(killed, "killed by signal 9 (SIGKILL: Killed)");
 }
 
+TEST(WorkerThreadShareTest, AnEqualShareOfTheCpusAtLeastOne) {
+  EXPECT_EQ(WorkerThreadShare(64, 4), 16);
+  EXPECT_EQ(WorkerThreadShare(64, 1), 64);
+  EXPECT_EQ(WorkerThreadShare(2, 3), 1);
+  EXPECT_EQ(WorkerThreadShare(8, 0), 8);
+  EXPECT_GE(UsableCpus(), 1);
+}
+
 TEST(SupervisorTest, MissingWorkerBinaryIsReportedNotHung) {
   char tmpl[] = "/tmp/benchd-sup-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -1,7 +1,8 @@
 """A cluster of two real daemons on this machine (docs/architecture.md
 "Cluster"): node0 on 127.0.0.1, node1 on 127.0.0.2, each with its own CPU
 workers. They form a cluster with the cluster flags, a Gloo group spans both,
-and an all-reduce across them passes its exact check; a member that dies is
+and an all-reduce across them passes its exact check, as does data-parallel
+training with a rank on each node; a member that dies is
 LOST within the bound, the collective fails naming it, and once it is back the
 cluster and the group form again. (tests/cluster runs the same under Slurm,
 each node in its own network namespace.)"""

@@ -1,5 +1,5 @@
 """benchd.Credentials and how a client's settings are resolved (the same rules
-as benchctl's, client/credentials.h): for each setting, an explicit argument,
+as benchctl's, common/credentials.h): for each setting, an explicit argument,
 else the environment, else the client config file, else the default.
 
     address          address=            BENCHD_ADDRESS          "address"

@@ -15,8 +15,8 @@
 // There is no --token flag: it would show in `ps`. The config file is JSON at
 // $BENCHD_CLIENT_CONFIG, else ${XDG_CONFIG_HOME:-~/.config}/benchd/client.json;
 // relative paths in it are relative to its folder. Paths may start with "~/".
-#ifndef BENCHD_CLIENT_CREDENTIALS_H_
-#define BENCHD_CLIENT_CREDENTIALS_H_
+#ifndef BENCHD_COMMON_CREDENTIALS_H_
+#define BENCHD_COMMON_CREDENTIALS_H_
 
 #include <functional>
 #include <memory>
@@ -29,7 +29,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace benchd::client {
+namespace benchd {
 
 inline constexpr const char* kDefaultAddress = "127.0.0.1:7531";
 
@@ -103,6 +103,6 @@ void AddChannelArgs(const ChannelSecurity& security, grpc::ChannelArguments* arg
 inline constexpr const char* kAuthorizationKey = "authorization";
 std::string AuthorizationValue(const std::string& token);
 
-}  // namespace benchd::client
+}  // namespace benchd
 
-#endif  // BENCHD_CLIENT_CREDENTIALS_H_
+#endif  // BENCHD_COMMON_CREDENTIALS_H_

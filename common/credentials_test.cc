@@ -1,4 +1,4 @@
-#include "client/credentials.h"
+#include "common/credentials.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "client/test_certs.h"
+#include "common/test_certs.h"
 
-namespace benchd::client {
+namespace benchd {
 namespace {
 
 using ::testing::HasSubstr;
@@ -220,8 +220,8 @@ class TlsCredentialsTest : public CredentialsTest {
     cert_ = Write("alice.pem", client.cert);
     key_ = Write("alice.key", client.key);
   }
-  testing::TestCa ca{"test CA"};
-  testing::PemPair client;
+  test_certs::TestCa ca{"test CA"};
+  test_certs::PemPair client;
   std::string ca_, cert_, key_;
 };
 
@@ -345,4 +345,4 @@ TEST(Authorization, BearerScheme) {
 }
 
 }  // namespace
-}  // namespace benchd::client
+}  // namespace benchd

@@ -1,7 +1,7 @@
 // Certificates for the client's unit tests, made in memory with OpenSSL (EC
 // P-256, valid from a minute ago for a day): a CA, and leaves it signs.
-#ifndef BENCHD_CLIENT_TEST_CERTS_H_
-#define BENCHD_CLIENT_TEST_CERTS_H_
+#ifndef BENCHD_COMMON_TEST_CERTS_H_
+#define BENCHD_COMMON_TEST_CERTS_H_
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace benchd::client::testing {
+namespace benchd::test_certs {
 
 struct PemPair {
   std::string cert;
@@ -110,6 +110,6 @@ class TestCa {
   long serial_ = 1;
 };
 
-}  // namespace benchd::client::testing
+}  // namespace benchd::test_certs
 
-#endif  // BENCHD_CLIENT_TEST_CERTS_H_
+#endif  // BENCHD_COMMON_TEST_CERTS_H_

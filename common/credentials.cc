@@ -1,4 +1,4 @@
-#include "client/credentials.h"
+#include "common/credentials.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +24,7 @@
 #include "common/loopback.h"
 #include "common/pem.h"
 
-namespace benchd::client {
+namespace benchd {
 namespace {
 
 // PEM files and token files are a few KiB; anything this big is a wrong path.
@@ -407,4 +407,4 @@ void AddChannelArgs(const ChannelSecurity& security, grpc::ChannelArguments* arg
 
 std::string AuthorizationValue(const std::string& token) { return fmt::format("Bearer {}", token); }
 
-}  // namespace benchd::client
+}  // namespace benchd
