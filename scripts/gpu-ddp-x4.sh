@@ -12,8 +12,6 @@
 #               contention with the backward, more exposed time per call
 #   course-     4 GPUs, the course's setup (global batch 8): every variant, buckets 25, 100,
 #               1000 MB, both optimizers, beside PyTorch DDP
-#   prio-dflt-, prio-high-  2 GPUs, overlap and bucketed 100 MB with NCCL's streams at
-#               default priority and at high priority (BENCHD_NCCL_HIGH_PRIORITY_STREAM=1)
 #   GPU_DDP_X4_CASES  which cases (default "weak threads4 ctas-dflt ctas4")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +33,6 @@ for c in ${GPU_DDP_X4_CASES:-weak threads4 ctas-dflt ctas4}; do
       GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
     course) GPU_DDP_TAG=course- GPU_DDP_WORLD=4 GPU_DDP_PEERS=ddp \
       GPU_DDP_OPTIMIZERS=adamw,sharded_adamw GPU_DDP_BUCKET_MB=25,100,1000 scripts/gpu-ddp.sh ;;
-    prio-dflt) GPU_DDP_TAG=prio-dflt- GPU_DDP_WORLD=2 GPU_DDP_PEERS=none \
-      GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
-    prio-high) BENCHD_NCCL_HIGH_PRIORITY_STREAM=1 GPU_DDP_TAG=prio-high- GPU_DDP_WORLD=2 \
-      GPU_DDP_PEERS=none GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
     *) echo "gpu-ddp-x4: unknown case $c"; exit 2 ;;
   esac
   export GPU_DDP_SKIP_BUILD=1

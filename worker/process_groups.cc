@@ -7,9 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -181,13 +179,6 @@ absl::StatusOr<internal::JoinGroupResponse> ProcessGroups::Join(
 #if BENCHD_WITH_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = member->timeout;
-      // BENCHD_NCCL_HIGH_PRIORITY_STREAM=1 (the worker's environment, so the
-      // daemon's): NCCL's kernels on high-priority streams, as PyTorch's
-      // ProcessGroupNCCL.Options(is_high_priority_stream=True); an experiment
-      // on overlapped communication (docs/results/ddp-h200x4.md), off by
-      // default as in PyTorch.
-      const char* high = std::getenv("BENCHD_NCCL_HIGH_PRIORITY_STREAM");
-      options->is_high_priority_stream = high != nullptr && std::string_view(high) == "1";
       member->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(member->store, member->rank,
                                                                member->world_size, options);
 #endif
