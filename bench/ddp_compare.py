@@ -247,8 +247,9 @@ def run_label(row):
     v = row.get("variant", "DDP_VARIANT_UNSPECIFIED").removeprefix("DDP_VARIANT_").lower()
     if v in ("bucketed", "reducer"):
         v += f" {row.get('bucketMb', 0):g} MB"
-    if row.get("optimizer") == "DDP_OPTIMIZER_SHARDED_ADAMW":
-        v += " + sharded_adamw"
+    optimizer = row.get("optimizer", "DDP_OPTIMIZER_ADAMW")
+    if optimizer != "DDP_OPTIMIZER_ADAMW":
+        v += " + " + optimizer.removeprefix("DDP_OPTIMIZER_").lower()
     return v
 
 

@@ -235,9 +235,10 @@ void AddDdpFlags(CLI::App* cmd, benchd::client::DdpOptions& o) {
                   "bucketed and reducer: bucket sizes in MB (10^6 bytes), one run each, e.g. "
                   "1,10,25,100 (default 1,10,100,1000)");
   cmd->add_option("--optimizers", o.optimizers,
-                  "adamw (every rank keeps all of AdamW's state) and/or sharded_adamw (ZeRO "
-                  "stage 1: each rank keeps and steps its shard, then broadcasts it); both = "
-                  "every variant twice (default adamw)");
+                  "adamw (every rank keeps all of AdamW's state), sharded_adamw (ZeRO stage 1: "
+                  "each rank keeps and steps its shard, then broadcasts it), adamw_overlapped "
+                  "(adamw, each parameter stepped as soon as its all-reduce ends, while later "
+                  "ones still run); several = every variant once per optimizer (default adamw)");
   cmd->add_flag("--sharded-optimizer", o.sharded_optimizer, "--optimizers sharded_adamw");
   cmd->add_option("--optimizer-impl", o.step.optimizer,
                   "how AdamW (or a rank's shard of it) steps: faithful (the course's loop, "

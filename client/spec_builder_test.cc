@@ -377,7 +377,8 @@ TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
        "--sharded-optimizer and --optimizers: give one (--sharded-optimizer is --optimizers "
        "sharded_adamw)"},
       {[](DdpOptions& o) { o.optimizers = "sgd"; },
-       "--optimizers: unknown optimizer 'sgd'; expected adamw or sharded_adamw, separated by "
+       "--optimizers: unknown optimizer 'sgd'; expected adamw, sharded_adamw or adamw_overlapped, "
+       "separated by "
        "commas"},
       {[](DdpOptions& o) { o.step.precision = "fp8"; }, "--precision: "},
   };

@@ -1,5 +1,6 @@
 #include "common/ddp_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -135,7 +136,7 @@ std::string DdpRunLabel(v1::DdpVariant variant, double bucket_mb, v1::DdpOptimiz
   if (variant == v1::DDP_VARIANT_UNSPECIFIED) return "compute only";
   std::string label = DdpVariantName(variant);
   if (DdpVariantTakesBuckets(variant)) absl::StrAppend(&label, " ", bucket_mb, " MB");
-  if (optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW) {
+  if (optimizer != v1::DDP_OPTIMIZER_ADAMW) {
     absl::StrAppend(&label, " + ", DdpOptimizerName(optimizer));
   }
   return label;
@@ -254,6 +255,13 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
     }
   }
   if (in.optimizers_size() == 0) out.add_optimizers(v1::DDP_OPTIMIZER_ADAMW);
+  if (optimizers.count(v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED) > 0 &&
+      std::find(out.variants().begin(), out.variants().end(), v1::DDP_VARIANT_REDUCER) !=
+          out.variants().end()) {
+    return absl::InvalidArgumentError(
+        "ddp.optimizers: adamw_overlapped steps each parameter as its all-reduce ends, and the "
+        "reducer variant ends its buckets inside the backward; leave one of them out");
+  }
 
   auto timeout = ResolveTimeoutSeconds("ddp.timeout_seconds", in.timeout_seconds());
   if (!timeout.ok()) return timeout.status();

@@ -122,7 +122,9 @@ TEST(ResolveDdpTest, BadListsAreNamed) {
 
   d = OnCpus(2);
   d.add_optimizers(v1::DDP_OPTIMIZER_UNSPECIFIED);
-  EXPECT_EQ(Error(d), "ddp.optimizers[0]: unknown value 0; expected adamw or sharded_adamw");
+  EXPECT_EQ(
+      Error(d),
+      "ddp.optimizers[0]: unknown value 0; expected adamw, sharded_adamw or adamw_overlapped");
   d = OnCpus(2);
   d.set_timeout_seconds(-1);
   EXPECT_EQ(Error(d), "ddp.timeout_seconds: expected 0 (= 300) or 1..86400, got -1");
@@ -189,6 +191,13 @@ TEST(ResolveDdpTest, TheReducerRunsWithAutogradOnly) {
       r->variants(),
       ::testing::ElementsAre(v1::DDP_VARIANT_NAIVE, v1::DDP_VARIANT_FLAT, v1::DDP_VARIANT_OVERLAP,
                              v1::DDP_VARIANT_BUCKETED, v1::DDP_VARIANT_REDUCER));
+  // An overlapped optimizer steps after the reducer's backward has ended.
+  defaults.add_optimizers(v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED);
+  EXPECT_THAT(Error(defaults),
+              HasSubstr("ddp.optimizers: adamw_overlapped steps each parameter as its all-reduce "
+                        "ends, and the reducer variant ends its buckets inside the backward"));
+  EXPECT_EQ(DdpRunLabel(v1::DDP_VARIANT_OVERLAP, 0, v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED),
+            "overlap + adamw_overlapped");
   EXPECT_TRUE(DdpVariantTakesBuckets(v1::DDP_VARIANT_REDUCER));
   EXPECT_FALSE(DdpVariantTakesBuckets(v1::DDP_VARIANT_OVERLAP));
 }
@@ -237,7 +246,7 @@ TEST(DdpNamesTest, ParseShortAndFullNamesAndListTheChoices) {
             "unknown variant 'unspecified'; expected naive, flat, overlap, bucketed or reducer");
   EXPECT_EQ(*ParseDdpOptimizer("Sharded_AdamW"), v1::DDP_OPTIMIZER_SHARDED_ADAMW);
   EXPECT_EQ(ParseDdpOptimizer("zero").status().message(),
-            "unknown optimizer 'zero'; expected adamw or sharded_adamw");
+            "unknown optimizer 'zero'; expected adamw, sharded_adamw or adamw_overlapped");
   // Every value of each enum has a name that parses back.
   for (int i = 0; i < v1::DdpVariant_descriptor()->value_count(); ++i) {
     const auto v = static_cast<v1::DdpVariant>(v1::DdpVariant_descriptor()->value(i)->number());

@@ -224,3 +224,24 @@ def test_autograd_runs_and_the_reducer_on_a_resident_group(cpu4):
         assert job2.result.ddp.rows[0].ranks_agree
     finally:
         cpu4.stub.DestroyGroup(bench_pb2.DestroyGroupRequest(group=group.id), timeout=60)
+
+
+def test_the_overlapped_optimizer_trains_as_adamw(cpu4):
+    """adamw_overlapped steps each parameter as its all-reduce ends: the same
+    calls, bytes, state and training as adamw, and no prediction (the model
+    does not know the optimizer's overlap)."""
+    V = bench_pb2
+    job = run(cpu4, spec(DEVICES[:2], variants=[V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED],
+                         bucket_mb=[0.004], optimizers=[ADAMW, V.DDP_OPTIMIZER_ADAMW_OVERLAPPED],
+                         traces=False))
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+    rows = {(row.variant, row.optimizer): row for row in job.result.ddp.rows}
+    assert len(rows) == 4
+    for variant in (V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED):
+        plain, overlapped = rows[(variant, ADAMW)], rows[(variant, V.DDP_OPTIMIZER_ADAMW_OVERLAPPED)]
+        assert overlapped.ranks_agree
+        assert overlapped.loss == pytest.approx(plain.loss, rel=1e-5)
+        assert (overlapped.calls_per_step, overlapped.bytes_per_step) == \
+            (plain.calls_per_step, plain.bytes_per_step)
+        assert overlapped.optimizer_state_bytes == plain.optimizer_state_bytes
+        assert not overlapped.HasField("predicted_exposed_comm_seconds")

@@ -268,6 +268,14 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       if (r.optimizer == v1::DDP_OPTIMIZER_SHARDED_ADAMW) {
         sharded_opt = std::make_unique<ShardedAdamW>(params, m.pg);
       }
+      // adamw_overlapped: one AdamW per parameter (its state and t are per
+      // parameter anyway, so the update is adamw's), each stepped as soon as
+      // GradientSync::Finish has its parameter's mean.
+      std::vector<std::unique_ptr<AdamW>> per_param_opt;
+      if (r.optimizer == v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED) {
+        for (const auto& p : params)
+          per_param_opt.push_back(std::make_unique<AdamW>(std::vector<torch::Tensor>{p}));
+      }
       const int64_t bucket_bytes = static_cast<int64_t>(r.bucket_mb * 1e6);
       std::optional<GradientSync> sync;
       std::unique_ptr<ReducerSync> reducer;
@@ -324,7 +332,15 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         } else {
           explicit_step->Backward();
         }
-        if (sync) sync->Finish();
+        if (sync) {
+          if (per_param_opt.empty()) {
+            sync->Finish();
+          } else {
+            sync->Finish([&](const std::vector<size_t>& averaged) {
+              for (size_t i : averaged) RunOptimizerStep(*per_param_opt[i], step);
+            });
+          }
+        }
         if (ready) ready->EndBackward();
         step_bytes = sync ? sync->stats().bytes : reducer ? reducer->Bytes() : 0;
         step_calls = sync ? sync->stats().calls : reducer ? reducer->Buckets() : 0;
@@ -334,7 +350,9 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
         // order: no synchronisation needed.
         backward_peak = std::max(backward_peak, PeakAllocatedBytes(device));
         ResetPeakAllocated(device);
-        if (sharded_opt) {
+        if (!per_param_opt.empty()) {
+          // Stepped in Finish, overlapping the communication still running.
+        } else if (sharded_opt) {
           const ShardedAdamW::Moved moved =
               sharded_opt->Step([&](AdamW& shard) { RunOptimizerStep(shard, step); });
           step_bytes += moved.bytes;
@@ -406,8 +424,10 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       rank->set_comm_host_median_seconds(
           ComputeStats({out.comm_host_seconds().begin(), out.comm_host_seconds().end()}).median());
       rank->set_peak_memory_bytes(peak);
-      rank->set_optimizer_state_bytes(sharded_opt ? sharded_opt->StateBytes()
-                                                  : resident->optimizer->StateBytes());
+      int64_t state_bytes = sharded_opt ? sharded_opt->StateBytes() : 0;
+      for (const auto& o : per_param_opt) state_bytes += o->StateBytes();
+      if (!sharded_opt && per_param_opt.empty()) state_bytes = resident->optimizer->StateBytes();
+      rank->set_optimizer_state_bytes(state_bytes);
       if (hooks.on_run && !hooks.on_run(out)) return absl::CancelledError("the stream is gone");
     }
     // The model stays resident with the last run's AdamW state (empty after

@@ -89,6 +89,9 @@ struct Variant {
   bool autograd = false;
   // c10d's Reducer instead of `sync` (autograd; bucket_bytes its cap).
   bool reducer = false;
+  // Each parameter's AdamW step as soon as Finish has its mean
+  // (DDP_OPTIMIZER_ADAMW_OVERLAPPED).
+  bool overlapped_optimizer = false;
 };
 
 std::string Name(const Variant& v) {
@@ -98,6 +101,7 @@ std::string Name(const Variant& v) {
   }
   if (v.sharded) s += "+sharded_optimizer";
   if (v.autograd) s += "+autograd";
+  if (v.overlapped_optimizer) s += "+overlapped_optimizer";
   return s;
 }
 
@@ -178,7 +182,16 @@ class DdpTest : public ::testing::Test {
         }
         std::unique_ptr<AdamW> plain;
         std::unique_ptr<ShardedAdamW> sharded;
-        if (variant.sharded) {
+        std::vector<std::unique_ptr<AdamW>> per_param;
+        GradientSync::Averaged step_averaged;
+        if (variant.overlapped_optimizer) {
+          for (const auto& p : parameters) {
+            per_param.push_back(std::make_unique<AdamW>(std::vector<torch::Tensor>{p}));
+          }
+          step_averaged = [&per_param](const std::vector<size_t>& averaged) {
+            for (size_t i : averaged) per_param[i]->Step();
+          };
+        } else if (variant.sharded) {
           sharded = std::make_unique<ShardedAdamW>(model->parameters(), member->pg);
         } else {
           plain = std::make_unique<AdamW>(model->parameters());
@@ -197,17 +210,17 @@ class DdpTest : public ::testing::Test {
           } else if (variant.autograd) {
             sync.BeginStep();
             CrossEntropy(model->forward(ids), targets).backward();
-            sync.Finish();
+            sync.Finish(step_averaged);
           } else {
             sync.BeginStep();
             step.Forward(ids, targets, /*keep_for_backward=*/true);
             step.Backward(
                 [&sync](const std::vector<torch::Tensor>& ready) { sync.GradsReady(ready); });
-            sync.Finish();
+            sync.Finish(step_averaged);
           }
           if (sharded) {
             sharded->Step();
-          } else {
+          } else if (plain) {
             plain->Step();
           }
         }
@@ -217,7 +230,11 @@ class DdpTest : public ::testing::Test {
           (*stats)[r].calls = reducer->Buckets();
           (*stats)[r].bytes = reducer->Bytes();
         }
-        if (state_bytes) (*state_bytes)[r] = sharded ? sharded->StateBytes() : plain->StateBytes();
+        if (state_bytes && !per_param.empty()) {
+          for (const auto& o : per_param) (*state_bytes)[r] += o->StateBytes();
+        } else if (state_bytes) {
+          (*state_bytes)[r] = sharded ? sharded->StateBytes() : plain->StateBytes();
+        }
       });
     }
     for (auto& x : t) x.join();
@@ -282,6 +299,11 @@ TEST_F(DdpTest, EveryVariantTrainsAsOneProcessOnTheGlobalBatch) {
       {SyncVariant::kBucketed, 100 << 20},  // one
       {SyncVariant::kNaive, 0, true},
       {SyncVariant::kBucketed, 16 << 10, true},
+      // Each parameter stepped as its mean arrives: the same training.
+      {SyncVariant::kNaive, 0, false, false, false, /*overlapped_optimizer=*/true},
+      {SyncVariant::kFlat, 0, false, false, false, true},
+      {SyncVariant::kOverlap, 0, false, false, false, true},
+      {SyncVariant::kBucketed, 16 << 10, false, false, false, true},
   };
   for (int world : {2, 4}) {
     for (const auto& v : variants) {
@@ -349,7 +371,9 @@ TEST_F(CudaDdpTest, EveryVariantOnTwoGpusTrainsAsOneGpuOnTheGlobalBatch) {
                                                {SyncVariant::kBucketed, 16 << 10, true},
                                                {SyncVariant::kOverlap, 0, false, true},
                                                {SyncVariant::kNaive, 16 << 10, false, true,
-                                                /*reducer=*/true}}) {
+                                                /*reducer=*/true},
+                                               {SyncVariant::kBucketed, 16 << 10, false, false,
+                                                false, /*overlapped_optimizer=*/true}}) {
     std::vector<std::vector<torch::Tensor>> params;
     std::vector<SyncStats> stats;
     Train(2, v, &params, &stats);

@@ -89,6 +89,7 @@ void GradientSync::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
 void GradientSync::BeginStep() {
   stats_ = SyncStats{};
   launched_.assign(params_.size(), false);
+  launch_order_.clear();
   for (auto& w : per_param_) w.reset();
   for (auto& b : bucket_state_) {
     b.pending = b.params.size();
@@ -127,6 +128,7 @@ void GradientSync::GradsReady(const std::vector<torch::Tensor>& params) {
     if (variant_ == SyncVariant::kOverlap) {
       if (launched_[i]) continue;
       launched_[i] = true;
+      launch_order_.push_back(i);
       per_param_[i] = AllReduce(GradOf(i));
     } else {
       Bucket& bucket = bucket_state_[bucket_of_[i]];
@@ -137,13 +139,14 @@ void GradientSync::GradsReady(const std::vector<torch::Tensor>& params) {
   }
 }
 
-void GradientSync::Finish() {
+void GradientSync::Finish(const Averaged& averaged) {
   const int world = group_->getSize();
   switch (variant_) {
     case SyncVariant::kNaive:
       for (size_t i = 0; i < params_.size(); ++i) {
         Wait(AllReduce(GradOf(i)));
         GradOf(i).div_(world);
+        if (averaged) averaged({i});
       }
       break;
     case SyncVariant::kFlat: {
@@ -151,6 +154,7 @@ void GradientSync::Finish() {
       for (size_t i = 0; i < params_.size(); ++i) all.params.push_back(i);
       Launch(all);
       Unpack(all);
+      if (averaged) averaged(all.params);
       break;
     }
     case SyncVariant::kOverlap:
@@ -158,13 +162,16 @@ void GradientSync::Finish() {
       for (size_t i = 0; i < params_.size(); ++i) {
         if (!launched_[i]) {
           launched_[i] = true;
+          launch_order_.push_back(i);
           per_param_[i] = AllReduce(GradOf(i));
         }
       }
-      for (size_t i = 0; i < params_.size(); ++i) {
+      // In launch order: the first launched is the first done.
+      for (size_t i : launch_order_) {
         Wait(per_param_[i]);
         per_param_[i].reset();
         GradOf(i).div_(world);
+        if (averaged) averaged({i});
       }
       break;
     case SyncVariant::kBucketed:
@@ -175,7 +182,10 @@ void GradientSync::Finish() {
           Launch(bucket);
         }
       }
-      for (auto& bucket : bucket_state_) Unpack(bucket);
+      for (auto& bucket : bucket_state_) {
+        Unpack(bucket);
+        if (averaged) averaged(bucket.params);
+      }
       break;
   }
 }

@@ -26,6 +26,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -61,8 +62,13 @@ class GradientSync {
   void GradsReady(const std::vector<torch::Tensor>& params);
   // Issues what is left, waits for everything, and leaves the mean in every
   // parameter's gradient. A parameter without a gradient gets zeros first, so
-  // every rank issues the same collectives.
-  void Finish();
+  // every rank issues the same collectives. `averaged`, when given, is called
+  // with each unit's parameter indices (a parameter, a bucket, all of them)
+  // as soon as the current stream has their mean, in the order the units
+  // finish communicating: work issued there runs while later units still
+  // communicate (DDP_OPTIMIZER_ADAMW_OVERLAPPED steps their AdamW there).
+  using Averaged = std::function<void(const std::vector<size_t>& params)>;
+  void Finish(const Averaged& averaged = nullptr);
 
   const SyncStats& stats() const { return stats_; }
   // kBucketed's buckets as parameter indices (model order), in launch order;
@@ -93,6 +99,7 @@ class GradientSync {
   std::vector<size_t> bucket_of_;                          // parameter index -> bucket (kBucketed)
   std::vector<c10::intrusive_ptr<c10d::Work>> per_param_;  // kOverlap
   std::vector<bool> launched_;                             // kOverlap
+  std::vector<size_t> launch_order_;                       // kOverlap, this step
   SyncStats stats_;
 };
 

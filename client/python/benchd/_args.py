@@ -139,7 +139,7 @@ class DdpArgs(ModelArgs, total=False):
     # naive | flat | overlap | bucketed | reducer (default the first four, and reducer with autograd)
     variants: Union[str, Sequence[str]]
     bucket_mb: Union[float, str, Sequence[float]]  # bucketed, reducer: MB (10^6 bytes), one run each
-    optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw (default adamw)
+    optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw | adamw_overlapped (default adamw)
     sharded_optimizer: bool  # = optimizers="sharded_adamw"
     optimizer_impl: str      # faithful (default), foreach or fused: how AdamW steps
     group_timeout: float     # seconds before a hung collective fails the job (default 300)

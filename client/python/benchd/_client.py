@@ -274,10 +274,11 @@ class Client(ClientBase):
         engine); the runs: variants (naive, flat, overlap, bucketed, and
         reducer: c10d's Reducer, PyTorch DDP's engine, with autograd only;
         default the first four, and reducer with autograd), bucket_mb
-        (bucketed's and reducer's sizes, default 1, 10, 100, 1000), optimizers (adamw, sharded_adamw; default adamw) or
-        sharded_optimizer=True, optimizer_impl (faithful, foreach, fused:
-        how AdamW or a rank's shard steps); group_timeout. The result's to_pandas() has
-        a row per run (compute only first): step time, exposed
+        (bucketed's and reducer's sizes, default 1, 10, 100, 1000),
+        optimizers (adamw, sharded_adamw, adamw_overlapped; default adamw)
+        or sharded_optimizer=True, optimizer_impl (faithful, foreach, fused:
+        how AdamW or a rank's shard steps); group_timeout. The result's
+        to_pandas() has a row per run (compute only first): step time, exposed
         communication, traffic, memory, optimizer state, ranks_agree."""
         A.check_positionals("ddp", args, A.DDP_CHECKS)
         return self._submit(A.ddp_spec(kwargs))

@@ -620,7 +620,7 @@ def ddp_run_label(variant: int, bucket_mb: float, optimizer: int) -> str:
     label = E.DDP_VARIANT.name(variant)
     if E.ddp_takes_buckets(variant):
         label += f" {bucket_mb:g} MB"
-    if optimizer == pb.DDP_OPTIMIZER_SHARDED_ADAMW:
+    if optimizer != pb.DDP_OPTIMIZER_ADAMW:
         label += f" + {E.DDP_OPTIMIZER.name(optimizer)}"
     return label
 

@@ -103,7 +103,7 @@ def test_spec_refusals_name_the_argument(kwargs: dict[str, object], argument: st
 @pytest.mark.parametrize("kwargs, argument, accepted", [
     (dict(variants="naive,ring"), "variants[1]",
      ["naive", "flat", "overlap", "bucketed", "reducer"]),
-    (dict(optimizers=["sgd"]), "optimizers[0]", ["adamw", "sharded_adamw"]),
+    (dict(optimizers=["sgd"]), "optimizers[0]", ["adamw", "sharded_adamw", "adamw_overlapped"]),
     (dict(backend="mpi"), "backend", ["nccl", "gloo"]),
     (dict(precision="fp8"), "precision", ["fp32", "bf16", "fp16"]),
 ])
