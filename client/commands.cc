@@ -254,13 +254,9 @@ absl::StatusOr<v1::JobState> ParseJobState(const std::string& name) {
 }
 
 absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
-  v1::JobKind kind;
-  if (!name.empty() && absl::AsciiStrToLower(name) != "unspecified" &&
-      v1::JobKind_Parse("JOB_KIND_" + absl::AsciiStrToUpper(name), &kind)) {
-    return kind;
-  }
-  return absl::InvalidArgumentError(
-      fmt::format("--kind: unknown kind '{}'; expected {}", name, ChoicesText(JobKindNames())));
+  auto kind = benchd::ParseJobKind(name);
+  if (kind.ok()) return kind;
+  return absl::InvalidArgumentError(absl::StrCat("--kind: ", kind.status().message()));
 }
 
 std::string ErrorMessage(const absl::Status& status) {

@@ -108,17 +108,6 @@ std::string JobKindText(const v1::Job& job) {
       JobKindName(job.kind() == v1::JOB_KIND_UNSPECIFIED ? JobKindOf(job.spec()) : job.kind()));
 }
 
-std::vector<std::string> JobKindNames() {
-  const google::protobuf::EnumDescriptor* kinds = v1::JobKind_descriptor();
-  std::vector<std::string> names;
-  for (int i = 0; i < kinds->value_count(); ++i) {
-    const google::protobuf::EnumValueDescriptor* kind = kinds->value(i);
-    if (kind->number() == v1::JOB_KIND_UNSPECIFIED) continue;
-    names.push_back(absl::AsciiStrToLower(absl::StripPrefix(kind->name(), "JOB_KIND_")));
-  }
-  return names;
-}
-
 std::string ChoicesText(const std::vector<std::string>& choices) {
   if (choices.size() < 2) return absl::StrJoin(choices, "");
   return absl::StrJoin(choices.begin(), choices.end() - 1, ", ") + " or " + choices.back();

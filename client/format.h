@@ -40,10 +40,6 @@ std::string WorkerStateName(v1::WorkerState state);
 std::string OrDash(const std::string& s);
 // "benchmark", "collective", ... ("-" when the job says none).
 std::string JobKindText(const v1::Job& job);
-// Every request kind, as benchctl names them ("benchmark", ..., "ddp"): the
-// JobKind enum's values without their prefix, in its order, so a kind added
-// to the proto shows up in every list of kinds without a change here.
-std::vector<std::string> JobKindNames();
 // {"a", "b", "c"} -> "a, b or c", for "expected ..." in error and help texts.
 std::string ChoicesText(const std::vector<std::string>& choices);
 // "cuda:0", or a collective's "cpu:0,cpu:1" ("-" before it has any).

@@ -77,14 +77,6 @@ TEST(Names, CodesStatesVersions) {
   EXPECT_EQ(FormatVersions(v), "benchd 0.1.0, torch 2.11.0, CUDA 13.0 (driver 13.0), NCCL 2.28.3");
 }
 
-TEST(JobKindNames, EveryKindOfTheEnumInItsOrder) {
-  const std::vector<std::string> names = JobKindNames();
-  ASSERT_EQ(names.size(), static_cast<size_t>(v1::JobKind_descriptor()->value_count() - 1));
-  EXPECT_EQ(names.front(), "benchmark");
-  EXPECT_EQ(names.back(), "ddp");
-  EXPECT_EQ(std::count(names.begin(), names.end(), "unspecified"), 0);
-}
-
 TEST(ChoicesText, CommasThenOr) {
   EXPECT_EQ(ChoicesText({}), "");
   EXPECT_EQ(ChoicesText({"a"}), "a");

@@ -19,6 +19,7 @@
 #include "client/spec_builder.h"
 #include "client/token_command.h"
 #include "common/credentials.h"
+#include "common/job_spec.h"
 #include "common/model_config.h"
 #include "common/version.h"
 
@@ -344,7 +345,7 @@ int main(int argc, char** argv) {
 
   // submit KIND: every request kind is queued the same way.
   CLI::App* submit = app.add_subcommand(
-      "submit", "queue a job (" + bc::ChoicesText(bc::JobKindNames()) +
+      "submit", "queue a job (" + bc::ChoicesText(benchd::JobKindNames()) +
                     "); prints the job id and returns (--watch: follows the job, then prints "
                     "its result)");
   submit->require_subcommand(1);
@@ -499,7 +500,7 @@ int main(int argc, char** argv) {
                    "only jobs in this state: queued, running, succeeded, failed, cancelled, "
                    "interrupted");
   list->add_option("--kind", list_opts.kind,
-                   "only jobs of this kind: " + bc::ChoicesText(bc::JobKindNames()));
+                   "only jobs of this kind: " + bc::ChoicesText(benchd::JobKindNames()));
   list->add_option(
       "--device", list_opts.device,
       "only jobs that run on this device, e.g. cuda:0 (a collective: any of its); in a "
@@ -595,7 +596,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Some request kinds were top-level verbs once: say where every kind is.
     if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
-      const std::vector<std::string> kinds = bc::JobKindNames();
+      const std::vector<std::string> kinds = benchd::JobKindNames();
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (std::find(kinds.begin(), kinds.end(), arg) != kinds.end()) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "google/protobuf/descriptor.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -760,18 +761,22 @@ absl::Status CheckSizeLimits(const google::protobuf::Message& message, absl::str
   return absl::OkStatus();
 }
 
-double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
-  switch (spec.kind_case()) {
-    case v1::JobSpec::kProfile:
-    case v1::JobSpec::kMemory:
+double DefaultProgressTimeoutSeconds(v1::JobKind kind) {
+  switch (kind) {
+    case v1::JOB_KIND_PROFILE:
+    case v1::JOB_KIND_MEMORY:
       return 900;  // trace / snapshot export and analysis are silent
-    case v1::JobSpec::kAttention:
+    case v1::JOB_KIND_ATTENTION:
       return 600;  // every pass is progress; one pass of the largest cell takes seconds
-    case v1::JobSpec::kPrecision:
+    case v1::JOB_KIND_PRECISION:
       return 600;  // seconds of work at most; each row is a log line
     default:
-      return 600;
+      return 600;  // benchmark, collective, ddp: every step, size or run is progress
   }
+}
+
+double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec) {
+  return DefaultProgressTimeoutSeconds(JobKindOf(spec));
 }
 
 double ProgressTimeoutSeconds(const v1::JobSpec& spec) {
@@ -933,25 +938,45 @@ v1::JobKind JobKindOf(const v1::JobSpec& spec) {
   return v1::JOB_KIND_UNSPECIFIED;
 }
 
+const std::vector<v1::JobKind>& JobKinds() {
+  static const auto* kinds = [] {
+    auto* out = new std::vector<v1::JobKind>;
+    const google::protobuf::EnumDescriptor* d = v1::JobKind_descriptor();
+    for (int i = 0; i < d->value_count(); ++i) {
+      const int n = d->value(i)->number();
+      if (n != v1::JOB_KIND_UNSPECIFIED) out->push_back(static_cast<v1::JobKind>(n));
+    }
+    return out;
+  }();
+  return *kinds;
+}
+
 std::string JobKindName(v1::JobKind kind) {
-  switch (kind) {
-    case v1::JOB_KIND_BENCHMARK:
-      return "benchmark";
-    case v1::JOB_KIND_PROFILE:
-      return "profile";
-    case v1::JOB_KIND_MEMORY:
-      return "memory";
-    case v1::JOB_KIND_COLLECTIVE:
-      return "collective";
-    case v1::JOB_KIND_ATTENTION:
-      return "attention";
-    case v1::JOB_KIND_PRECISION:
-      return "precision";
-    case v1::JOB_KIND_DDP:
-      return "ddp";
-    default:
-      return "";
+  if (kind == v1::JOB_KIND_UNSPECIFIED) return "";
+  const google::protobuf::EnumValueDescriptor* v =
+      v1::JobKind_descriptor()->FindValueByNumber(kind);
+  return v == nullptr ? "" : absl::AsciiStrToLower(absl::StripPrefix(v->name(), "JOB_KIND_"));
+}
+
+std::vector<std::string> JobKindNames() {
+  std::vector<std::string> names;
+  for (v1::JobKind k : JobKinds()) names.push_back(JobKindName(k));
+  return names;
+}
+
+std::string JobKindChoices() {
+  const std::vector<std::string> names = JobKindNames();
+  if (names.size() < 2) return absl::StrJoin(names, "");
+  return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "), " or ", names.back());
+}
+
+absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (v1::JobKind k : JobKinds()) {
+    if (lower == JobKindName(k) || lower == absl::StrCat("job_kind_", JobKindName(k))) return k;
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown kind ", QuotedForError(name), "; expected ", JobKindChoices()));
 }
 
 std::string JobKindName(const v1::JobSpec& spec) { return JobKindName(JobKindOf(spec)); }

@@ -42,9 +42,20 @@ inline constexpr double kDefaultPrecisionAddend = 0.01;
 
 // The request's kind (the JobSpec oneof's case); unspecified when none is set.
 v1::JobKind JobKindOf(const v1::JobSpec& spec);
-// "benchmark", "profile", ..., or "" for unspecified.
+// Every request kind, in the proto's order (JobKind but UNSPECIFIED): the one
+// list behind help texts, list filters, progress deadlines and messages, so
+// a kind added to the proto shows up in all of them (JobKindsTest).
+const std::vector<v1::JobKind>& JobKinds();
+// "benchmark", "profile", ..., "ddp" (the enum's name, lower case, without
+// JOB_KIND_), or "" for unspecified and unknown values.
 std::string JobKindName(v1::JobKind kind);
 std::string JobKindName(const v1::JobSpec& spec);
+std::vector<std::string> JobKindNames();  // of JobKinds()
+// "benchmark, profile, ... or ddp".
+std::string JobKindChoices();
+// A kind's name (any case) or full enum name; INVALID_ARGUMENT "unknown kind
+// '...'; expected <JobKindChoices()>".
+absl::StatusOr<v1::JobKind> ParseJobKind(const std::string& name);
 
 // "accumulation", "autocast" (v1::PrecisionExperiment), and back (also the
 // full enum names); INVALID_ARGUMENT "unknown experiment '...'; expected ...".
@@ -154,6 +165,7 @@ absl::StatusOr<double> ResolveTimeoutSeconds(absl::string_view field, double val
 // collective size), short enough that a hung job does not hold a device for
 // an hour.
 double DefaultProgressTimeoutSeconds(const v1::JobSpec& spec);
+double DefaultProgressTimeoutSeconds(v1::JobKind kind);
 // The spec's own progress_timeout_seconds, or (0) the default for its kind.
 double ProgressTimeoutSeconds(const v1::JobSpec& spec);
 

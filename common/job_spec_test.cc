@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/number_fields_test_util.h"
 #include "common/size_fields_test_util.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 
 namespace benchd {
@@ -1432,6 +1434,41 @@ TEST(ResolveAttentionTest, TheLeaderboardPresetFillsWhatIsUnsetAndFlushesL2) {
   EXPECT_PRED_FORMAT2(IsSubstring,
                       "attention.preset: unknown preset 'leaderbord'; expected leaderboard or none",
                       std::string(s.message()));
+}
+
+// The one list of request kinds: every JobKind but UNSPECIFIED, named as
+// benchctl spells it, parsed back, with a progress deadline, and a JobSpec
+// oneof field for each (a kind added to the proto without one fails here).
+TEST(JobKindsTest, EveryKindOfTheEnumNamedParsedAndAFieldOfTheSpec) {
+  const std::vector<v1::JobKind>& kinds = JobKinds();
+  ASSERT_EQ(kinds.size(), static_cast<size_t>(v1::JobKind_descriptor()->value_count() - 1));
+  EXPECT_EQ(JobKindName(kinds.front()), "benchmark");
+  EXPECT_EQ(JobKindName(kinds.back()), "ddp");
+  EXPECT_EQ(JobKindName(v1::JOB_KIND_UNSPECIFIED), "");
+  EXPECT_EQ(JobKindChoices(),
+            "benchmark, profile, memory, collective, attention, precision or ddp");
+  EXPECT_EQ(ParseJobKind("train").status().message(),
+            "unknown kind 'train'; expected benchmark, profile, memory, collective, attention, "
+            "precision or ddp");
+  EXPECT_FALSE(ParseJobKind("unspecified").ok());
+  const google::protobuf::OneofDescriptor* oneof =
+      v1::JobSpec::descriptor()->FindOneofByName("kind");
+  ASSERT_NE(oneof, nullptr);
+  std::set<std::string> fields;
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = oneof->field(i);
+    v1::JobSpec spec;
+    spec.GetReflection()->MutableMessage(&spec, f);
+    EXPECT_EQ(JobKindName(spec), f->name()) << f->name();
+    fields.insert(f->name());
+  }
+  for (v1::JobKind k : kinds) {
+    const std::string name = JobKindName(k);
+    EXPECT_EQ(*ParseJobKind(name), k);
+    EXPECT_EQ(*ParseJobKind(absl::AsciiStrToUpper(name)), k);
+    EXPECT_GT(DefaultProgressTimeoutSeconds(k), 0) << name;
+    EXPECT_TRUE(fields.count(name)) << "JobKind " << name << " has no JobSpec field";
+  }
 }
 
 }  // namespace

@@ -318,9 +318,8 @@ grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ct
   }
   if (!v1::JobKind_IsValid(req->kind())) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("kind: unknown job kind ", req->kind(),
-                                      "; expected benchmark, profile, memory, collective, "
-                                      "attention, precision, or unspecified"))));
+                         absl::StrCat("kind: unknown job kind ", req->kind(), "; expected ",
+                                      JobKindChoices(), ", or unspecified"))));
   }
   if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
     return Done(ctx, ToGrpc(absl::InvalidArgumentError(

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/job_spec.h"
 #include "nlohmann/json.hpp"
 
 namespace benchd::server {
@@ -85,13 +86,10 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
 absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string, double>* out) {
   const size_t eq = flag.find('=');
   const std::string kind = flag.substr(0, eq);
-  if (eq == std::string::npos ||
-      (kind != "benchmark" && kind != "profile" && kind != "memory" && kind != "collective" &&
-       kind != "attention" && kind != "precision")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("progress timeout '", flag,
-                     "': expected KIND=SECONDS with KIND benchmark, profile, memory, collective, "
-                     "attention or precision"));
+  const std::vector<std::string> kinds = JobKindNames();
+  if (eq == std::string::npos || std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "progress timeout '", flag, "': expected KIND=SECONDS with KIND ", JobKindChoices()));
   }
   double seconds = 0;
   if (!absl::SimpleAtod(flag.substr(eq + 1), &seconds) || !(seconds >= 1 && seconds <= 86400)) {

@@ -27,8 +27,8 @@ struct DaemonConfig {
   // Seconds running jobs get to finish after SIGTERM before they are
   // INTERRUPTED (under Kubernetes' default 30 s termination grace).
   int stop_grace_s = 10;
-  // Progress deadlines by job kind ("benchmark", "profile", "memory",
-  // "collective", "attention", "precision"), in seconds; a kind not here uses
+  // Progress deadlines by job kind (JobKindName: "benchmark" ... "ddp"), in
+  // seconds; a kind not here uses
   // DefaultProgressTimeoutSeconds (common/job_spec.h); a job's own
   // progress_timeout_seconds wins over both.
   std::map<std::string, double> progress_timeout_s;
@@ -40,8 +40,8 @@ struct DaemonConfig {
   bool insecure = false;
 };
 
-// "KIND=SECONDS" (--progress-timeout benchmark=900) into `out`: KIND one of
-// benchmark, profile, memory, collective; SECONDS 1..86400.
+// "KIND=SECONDS" (--progress-timeout benchmark=900) into `out`: KIND a
+// JobKindName (common/job_spec.h); SECONDS 1..86400.
 absl::Status ParseProgressTimeout(const std::string& flag, std::map<std::string, double>* out);
 
 // Reads a JSON file with any of the keys listen_address, metrics_address,

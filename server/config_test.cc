@@ -56,7 +56,9 @@ TEST(ProgressTimeoutFlagTest, KindEqualsSecondsElseNamed) {
                 {"benchmark", 30}, {"collective", 86400}, {"attention", 45}, {"precision", 20}}));
   EXPECT_EQ(ParseProgressTimeout("training=30", &t).message(),
             "progress timeout 'training=30': expected KIND=SECONDS with KIND benchmark, profile, "
-            "memory, collective, attention or precision");
+            "memory, collective, attention, precision or ddp");
+  ASSERT_TRUE(ParseProgressTimeout("ddp=1200", &t).ok());
+  EXPECT_EQ(t["ddp"], 1200);
   EXPECT_EQ(ParseProgressTimeout("profile=0", &t).message(),
             "progress timeout 'profile=0': expected 1..86400 seconds for profile");
   EXPECT_FALSE(ParseProgressTimeout("profile=nan", &t).ok());

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/artifacts.h"
 #include "common/credentials.h"
+#include "common/job_spec.h"
 #include "common/limits.h"
 #include "common/loopback.h"
 #include "common/version.h"
@@ -114,11 +115,16 @@ int main(int argc, char** argv) {
   app.add_option("--stop-grace", stop_grace,
                  "seconds running jobs get to finish after SIGTERM/SIGINT before they are "
                  "interrupted (default 10; queued jobs stay queued)");
+  std::vector<std::string> kind_defaults;
+  for (benchd::v1::JobKind kind : benchd::JobKinds()) {
+    kind_defaults.push_back(
+        absl::StrCat(benchd::JobKindName(kind), " ", benchd::DefaultProgressTimeoutSeconds(kind)));
+  }
   app.add_option("--progress-timeout", progress_timeouts,
-                 "KIND=SECONDS: a job of KIND (benchmark, profile, memory, collective, attention, "
-                 "precision) that shows no progress for SECONDS has its worker killed and fails "
-                 "(defaults 600, 900, 900, 600, 600, 600); repeat; a job's "
-                 "progress_timeout_seconds wins");
+                 absl::StrCat("KIND=SECONDS: a job of KIND that shows no progress for SECONDS has "
+                              "its worker killed and fails (defaults: ",
+                              absl::StrJoin(kind_defaults, ", "),
+                              "); repeat; a job's progress_timeout_seconds wins"));
   app.add_option("--tls-cert", tls_cert,
                  "PEM certificate chain: the gRPC port speaks TLS (reloaded on SIGHUP)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (reloaded on SIGHUP)");

@@ -13,6 +13,7 @@ from typing_extensions import Unpack
 
 from . import _args as A
 from . import _base as B
+from . import _enums as E
 from ._base import Call, ClientBase, JobBase
 from ._client import JobList
 from ._common import (Event, JobState, Progress, load_snapshot, show_progress, snapshot_name,
@@ -282,8 +283,8 @@ class AsyncClient(ClientBase):
 # The blocking client's docstrings serve both.
 def _share_docs() -> None:
     from ._client import Client
-    for name in ("benchmark", "profile", "memory", "collective", "attention", "precision", "ddp",
-                 "job",
+    # One method per request kind (the JobKind enum's names), then the rest.
+    for name in (*E.JOB_KIND.accepted, "job",
                  "jobs_page", "iter_jobs",
                  "jobs", "cancel", "models", "evict", "node", "estimate", "create_group", "groups",
                  "destroy_group", "artifacts", "fetch_artifact", "download"):

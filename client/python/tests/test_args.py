@@ -209,3 +209,15 @@ def test_attention_spec_mirrors_benchctl_flags() -> None:
     assert not board.HasField("seq_len")  # the daemon fills the preset's sizes
     with pytest.raises(benchd.ArgumentError, match="preset: unknown preset 'leaderbord'"):
         A.attention_spec(dict(preset="leaderbord"))
+
+
+def test_every_request_kind_has_a_method_on_both_clients() -> None:
+    """The JobKind enum is the one list of kinds: each has a Client and an
+    AsyncClient method of its name (a kind added to the proto without one
+    fails here)."""
+    kinds = E.JOB_KIND.accepted
+    assert kinds[0] == "benchmark" and kinds[-1] == "ddp"
+    for kind in kinds:
+        assert callable(getattr(benchd.Client, kind, None)), kind
+        assert callable(getattr(benchd.AsyncClient, kind, None)), kind
+        assert getattr(benchd.AsyncClient, kind).__doc__ == getattr(benchd.Client, kind).__doc__
