@@ -15,11 +15,11 @@
 #include "benchd/v1/bench.pb.h"
 #include "client/attention_view.h"
 #include "client/collective_view.h"
-#include "common/credentials.h"
 #include "client/precision_view.h"
 #include "client/profile_view.h"
 #include "client/spec_builder.h"
 #include "client/sweep_view.h"
+#include "common/credentials.h"
 
 namespace benchd::client {
 

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_join.h"
+#include "client/command_suggestion.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -594,19 +595,48 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("evict", "give a model KEY, --device D or --all");
     }
   } catch (const CLI::ParseError& e) {
-    // Some request kinds were top-level verbs once: say where every kind is.
-    if (e.get_exit_code() != 0 && app.get_subcommands().empty()) {
-      const std::vector<std::string> kinds = benchd::JobKindNames();
-      for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (std::find(kinds.begin(), kinds.end(), arg) != kinds.end()) {
-          std::fprintf(stderr,
-                       "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
-                       "follow the job and print its result)\n",
-                       arg.c_str(), arg.c_str());
-          return bc::kExitUsage;
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    // `benchctl` alone prints the help (and is a usage error); `benchctl help
+    // [COMMAND...]` prints that command's.
+    const std::optional<bc::UnknownCommand> unknown =
+        e.get_exit_code() != 0 ? bc::FindUnknownCommand(app, args) : std::nullopt;
+    const bool no_command = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !unknown &&
+                            app.get_subcommands().empty();
+    if (no_command || (unknown && unknown->path == "benchctl" && unknown->word == "help")) {
+      const CLI::App* at = &app;
+      auto word = std::find(args.begin(), args.end(), std::string("help"));
+      for (word = word == args.end() ? word : word + 1; word != args.end(); ++word) {
+        const CLI::App* sub = nullptr;
+        for (const CLI::App* s : at->get_subcommands([](const CLI::App*) { return true; })) {
+          if (s->get_name() == *word) sub = s;
+        }
+        if (sub == nullptr) break;
+        at = sub;
+      }
+      std::fputs(at->help().c_str(), stdout);
+      for (const std::string& arg : args) {  // and a flag it does not know, by name
+        const std::string flag = arg.substr(0, arg.find('='));
+        if (flag.size() > 1 && flag[0] == '-' && app.get_option_no_throw(flag) == nullptr) {
+          std::fprintf(stderr, "benchctl: unknown option '%s'\n", flag.c_str());
         }
       }
+      return no_command ? bc::kExitUsage : bc::kExitOk;
+    }
+    // A command that is not one: say which word and the nearest commands.
+    // Request kinds were top-level verbs once: say where every kind is.
+    if (unknown) {
+      const std::vector<std::string> kinds = benchd::JobKindNames();
+      if (unknown->path == "benchctl" &&
+          std::find(kinds.begin(), kinds.end(), unknown->word) != kinds.end()) {
+        std::fprintf(stderr,
+                     "benchctl: no command '%s': it is `benchctl submit %s ...` (with --watch to "
+                     "follow the job and print its result)\n",
+                     unknown->word.c_str(), unknown->word.c_str());
+      } else {
+        std::fprintf(stderr, "benchctl: %s\nRun with --help for more information.\n",
+                     unknown->message.c_str());
+      }
+      return bc::kExitUsage;
     }
     // --help and --version exit 0; every other parse error is a usage error.
     app.exit(e);

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "client/commands.h"
-#include "common/credentials.h"
 #include "client/exit_codes.h"
+#include "common/credentials.h"
 #include "common/token_hash.h"
 
 namespace benchd::client {

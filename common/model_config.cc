@@ -65,6 +65,12 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
     if (in.num_heads() == 0) out.set_num_heads(found->num_heads);
   }
   if (out.rope_theta() == 0) out.set_rope_theta(10000.0);
+  if (in.preset().empty() && in.vocab_size() == 0 && in.d_model() == 0 && in.d_ff() == 0 &&
+      in.num_layers() == 0 && in.num_heads() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "preset: no model given; expected a preset (one of ", PresetNames(),
+                     ") or the sizes vocab_size, d_model, d_ff, num_layers and num_heads"));
+  }
 
   struct Field {
     const char* name;

@@ -186,6 +186,17 @@ TEST(ResolveModelConfigTest, ZeroOrNegativeSizesNameTheField) {
   }
 }
 
+// No preset and no sizes: say that a model is needed, not that vocab_size is 0.
+TEST(ResolveModelConfigTest, NoModelAtAllSaysAPresetOrSizesAreNeeded) {
+  auto m = ResolveModelConfig(v1::ModelConfig());
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(m.status().message());
+  EXPECT_PRED_FORMAT2(IsSubstring, "model.preset: no model given; expected a preset (one of", msg);
+  EXPECT_PRED_FORMAT2(IsSubstring, "small", msg);
+  EXPECT_PRED_FORMAT2(IsSubstring,
+                      "or the sizes vocab_size, d_model, d_ff, num_layers and num_heads", msg);
+}
+
 TEST(ResolveModelConfigTest, NegativeOverrideOfPresetRefused) {
   v1::ModelConfig in = Named("tiny");
   in.set_d_ff(-1);

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   // meant for debug builds (docs/results/load.md).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"benchd: GPU benchmarking and profiling daemon"};
+  app.set_version_flag("--version", std::string("benchd ") + benchd::kVersion);
   DaemonConfig config;
   std::string config_file, listen, metrics, data_dir, worker;
   std::vector<std::string> devices;

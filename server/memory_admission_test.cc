@@ -203,7 +203,8 @@ TEST(CheckFitsDeviceMemoryTest, DataParallelCountsShardingAndTheFlatCopy) {
   const absl::Status s = CheckFitsDeviceMemory(ddp({}, v1::DDP_OPTIMIZER_ADAMW), ranks, {gpu});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("ddp.step: the memory estimate exceeds cuda:1's memory: xl "));
-  EXPECT_THAT(s.message(), HasSubstr("per rank of 2, + 7.44 GiB for the flat and bucketed runs'"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("per rank of 2, + 7.44 GiB for the flat, bucketed and reducer runs'"));
   EXPECT_THAT(s.message(), HasSubstr("shard AdamW (--optimizers sharded_adamw)"));
   // Overlap alone, AdamW sharded: ZeRO-1's 4 + 4 + 8/2 bytes a parameter fit.
   EXPECT_TRUE(CheckFitsDeviceMemory(ddp({v1::DDP_VARIANT_OVERLAP}, v1::DDP_OPTIMIZER_SHARDED_ADAMW),
