@@ -42,6 +42,13 @@ std::vector<std::string> NearestNames(const std::string& word,
   return out;
 }
 
+const CLI::App* SubcommandNamed(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == name) return sub;
+  }
+  return nullptr;
+}
+
 std::optional<UnknownCommand> FindUnknownCommand(const CLI::App& app,
                                                  const std::vector<std::string>& args) {
   const CLI::App* at = &app;
@@ -61,17 +68,13 @@ std::optional<UnknownCommand> FindUnknownCommand(const CLI::App& app,
     const std::vector<const CLI::App*> subs =
         at->get_subcommands([](const CLI::App*) { return true; });
     if (subs.empty()) return std::nullopt;  // a positional of a command
-    std::vector<std::string> names;
-    const CLI::App* next = nullptr;
-    for (const CLI::App* sub : subs) {
-      names.push_back(sub->get_name());
-      if (sub->get_name() == arg) next = sub;
-    }
-    if (next != nullptr) {
+    if (const CLI::App* next = SubcommandNamed(*at, arg)) {
       at = next;
       path = absl::StrCat(path, " ", arg);
       continue;
     }
+    std::vector<std::string> names;
+    for (const CLI::App* sub : subs) names.push_back(sub->get_name());
     const std::vector<std::string> near = NearestNames(arg, names);
     std::vector<std::string> quoted;
     for (const std::string& n : near) quoted.push_back(absl::StrCat("'", n, "'"));

@@ -21,6 +21,9 @@ int EditDistance(const std::string& a, const std::string& b);
 std::vector<std::string> NearestNames(const std::string& word,
                                       const std::vector<std::string>& names);
 
+// The subcommand of `app` with this name, or null.
+const CLI::App* SubcommandNamed(const CLI::App& app, const std::string& name);
+
 // Walks `args` (argv without the program) down `app`'s subcommands, skipping
 // flags and the values of options that take one, to the first word where a
 // subcommand is expected and none has that name. nullopt when every word

@@ -606,10 +606,7 @@ int main(int argc, char** argv) {
       const CLI::App* at = &app;
       auto word = std::find(args.begin(), args.end(), std::string("help"));
       for (word = word == args.end() ? word : word + 1; word != args.end(); ++word) {
-        const CLI::App* sub = nullptr;
-        for (const CLI::App* s : at->get_subcommands([](const CLI::App*) { return true; })) {
-          if (s->get_name() == *word) sub = s;
-        }
+        const CLI::App* sub = bc::SubcommandNamed(*at, *word);
         if (sub == nullptr) break;
         at = sub;
       }

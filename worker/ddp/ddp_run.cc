@@ -424,9 +424,14 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       rank->set_comm_host_median_seconds(
           ComputeStats({out.comm_host_seconds().begin(), out.comm_host_seconds().end()}).median());
       rank->set_peak_memory_bytes(peak);
-      int64_t state_bytes = sharded_opt ? sharded_opt->StateBytes() : 0;
-      for (const auto& o : per_param_opt) state_bytes += o->StateBytes();
-      if (!sharded_opt && per_param_opt.empty()) state_bytes = resident->optimizer->StateBytes();
+      int64_t state_bytes = 0;
+      if (sharded_opt) {
+        state_bytes = sharded_opt->StateBytes();
+      } else if (!per_param_opt.empty()) {
+        for (const auto& o : per_param_opt) state_bytes += o->StateBytes();
+      } else {
+        state_bytes = resident->optimizer->StateBytes();
+      }
       rank->set_optimizer_state_bytes(state_bytes);
       if (hooks.on_run && !hooks.on_run(out)) return absl::CancelledError("the stream is gone");
     }

@@ -36,27 +36,26 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params, const GroupMe
       /*first_bucket_bytes_cap=*/std::min<int64_t>(c10d::kDefaultFirstBucketBytes, bucket_bytes),
       /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
       /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
+  CountBuckets();
 }
 
 ReducerSync::~ReducerSync() = default;
 
 void ReducerSync::BeforeForward() {
   reducer_->prepare_for_forward();
-  reducer_->rebuild_buckets();
+  if (reducer_->rebuild_buckets()) CountBuckets();
 }
 
 void ReducerSync::BeforeBackward() { reducer_->prepare_for_backward({}); }
 
-int64_t ReducerSync::Buckets() const {
-  return static_cast<int64_t>(reducer_->get_grad_buckets(/*return_zero_tensors=*/false).size());
-}
-
-int64_t ReducerSync::Bytes() const {
-  int64_t bytes = 0;
-  for (const c10d::GradBucket& b : reducer_->get_grad_buckets(/*return_zero_tensors=*/false)) {
-    bytes += b.getBuffer().numel() * static_cast<int64_t>(b.getBuffer().element_size());
+void ReducerSync::CountBuckets() {
+  const std::vector<c10d::GradBucket> buckets =
+      reducer_->get_grad_buckets(/*return_zero_tensors=*/false);
+  buckets_ = static_cast<int64_t>(buckets.size());
+  bytes_ = 0;
+  for (const c10d::GradBucket& b : buckets) {
+    bytes_ += b.getBuffer().numel() * static_cast<int64_t>(b.getBuffer().element_size());
   }
-  return bytes;
 }
 
 }  // namespace benchd::worker::ddp

@@ -46,13 +46,17 @@ class ReducerSync {
   // reduce. When backward() returns, every gradient holds the ranks' mean.
   void BeforeBackward();
 
-  // The buckets now (calls per step) and their bytes.
-  int64_t Buckets() const;
-  int64_t Bytes() const;
+  // The buckets now (calls per step) and their bytes: counted when they are
+  // made or rebuilt, not in every step.
+  int64_t Buckets() const { return buckets_; }
+  int64_t Bytes() const { return bytes_; }
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  void CountBuckets();
+
   std::unique_ptr<c10d::Reducer> reducer_;
+  int64_t buckets_ = 0, bytes_ = 0;
 };
 
 }  // namespace benchd::worker::ddp
