@@ -17,6 +17,7 @@ the same reference and printed beside ours.
 import argparse
 import ctypes
 import math
+import os
 import sys
 
 import torch
@@ -211,7 +212,7 @@ def cmd_test(fl):
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
     # the alternative wgmma forward variants (timed by `bench`) on a subset
     vfail, vn = 0, 0
-    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11):
+    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12):
         for D in (64, 128):
             for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
                       + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
@@ -294,11 +295,12 @@ def cmd_bench(fl, reps_ms):
         # register operand of S^T (see BwdWsDtype
         # in flash_attention_sm90.cu). Variant 7 (forward in LPT order, run 11) and
         # variants 1-4 are still selectable and tested but no longer timed here.
+        # Runs 13-: variant 12, the backward with FlashAttention-3's d64 tiling (128 queries
+        # x 128 keys per step, BwdWs128Kernel); variants 8-11 (runs 11-12, none faster) are
+        # still tested but no longer timed. The backward variants only differ at d64.
         impls["ours-prev"] = (with_variant(ours_fwd, 6), with_variant(ours_fb, 6), None)
-        impls["ours-lpt"] = (None, with_variant(ours_fb, 8), None)
-        impls["ours-pipe"] = (None, with_variant(ours_fb, 9), None)
-        impls["ours-sched"] = (None, with_variant(ours_fb, 10), None)
-        impls["ours-kreg"] = (None, with_variant(ours_fb, 11), None)
+        if D == 64:
+            impls["ours-b128"] = (None, with_variant(ours_fb, 12), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 
@@ -343,9 +345,13 @@ def cmd_profile(fl):
     gen.manual_seed(0)
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
     ones = torch.ones_like(q)
-    for _ in range(2):
+    # the default kernels, then the backward variant PROFILE_BWD_VARIANT (default 12: the
+    # 128x128 backward of runs 13-) so that ncu's first 5 kernels hold both backwards
+    for var in (0, int(os.environ.get("PROFILE_BWD_VARIANT", "12"))):
+        fl.lib.benchd_flash_set_variant(0, var)
         o, lse = fl.forward(q, k, v, True, 1 / 8)
         fl.backward(q, k, v, o, ones, lse, True, 1 / 8)
+    fl.lib.benchd_flash_set_variant(0, 0)
     q, k, v = (torch.randn(B, H, S, 128, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
     fl.forward(q, k, v, True, 128 ** -0.5)
     torch.cuda.synchronize()

@@ -1202,6 +1202,278 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// ---------------------------------------------------------------------------
+// Warp-specialised backward, head dim 64, FlashAttention-3's d64 tiling
+// (hopper/flash_bwd_launch_template.h: kBlockM = kBlockN = 128, SdP_swapAB,
+// dK/dV as RS, dQ as SS, 2 consumer warpgroups). One CTA per 128-key tile;
+// the loop runs over 128-query tiles (Q, dO, L, D in a 2-deep ring). Per
+// tile, warpgroup w (64 keys): Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ as m64n128 SS
+// (K_w, V_w read once per 128 queries instead of per 64), P under dPᵀ, dSᵀ of
+// its keys to shared memory (both 64-query column blocks), dV += Pᵀ dO (RS);
+// one 256-thread named barrier (both warpgroups' dSᵀ written); dQ of query
+// half w over all 128 keys (M 64, N 64, K 128, SS: A = dS MN-major, B = K
+// MN-major) and dK += dSᵀ Q (RS); dQ staged as float32 and added by one
+// 16 KB cp.reduce.async.bulk per warpgroup and tile: 32 KB of reductions per
+// 128×128 tile instead of run 9's 64 KB. Nothing is carried in flight over the
+// loop's back edge (wait_group 0 at the end of each tile).
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
+                   const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                   const __grid_constant__ CUtensorMap tdo) {
+#ifdef BENCHD_FLASH_WGMMA
+  static_assert(D == 64, "head dim 64 only");
+  constexpr int kBc = 128, kBr = 128, kQBuf = 2;
+  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
+  constexpr uint32_t kSBytes = kBc * kBr * 2;    // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
+  constexpr uint32_t kSBlk = kBc * 128;          // one 64-query column block (128-byte rows)
+  constexpr uint32_t kdQBytes = 64 * D * 4;      // one warpgroup's [64][64] float32 dQ tile
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
+                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + 2 * kSBytes;
+  const uint32_t sLD = sdQ + 2 * kdQBytes;  // L then D, kQBuf × 128 floats each
+  float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
+  float* Dl = Ls + kQBuf * kBr;
+  const uint32_t bars = sLD + 2 * kQBuf * kBr * 4;
+  const uint32_t barKV = bars;
+  auto full = [&](int s) { return bars + 8u * (1 + s); };
+  auto empty = [&](int s) { return bars + 8u * (1 + kQBuf + s); };
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n0 = static_cast<int>(blockIdx.x) * kBc;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = static_cast<int64_t>(b) * p.H + h;
+  const int n_q_tiles = (p.Sq + kBr - 1) / kBr;
+  const int i_begin = p.causal ? min(n_q_tiles, n0 / kBr) : 0;
+
+  if (tid == 0) {
+    MbarInit(barKV, 1);
+#pragma unroll
+    for (int s = 0; s < kQBuf; ++s) {
+      MbarInit(full(s), 1 + 32);  // the TMA thread's expect_tx + the warp's cp.async arrivals
+      MbarInit(empty(s), 8);      // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // producer
+    SetMaxNRegDec<24>();
+    if (warp == 0) {
+      const float* lg = p.lse + bh * p.Sq;
+      const float* dg = p.delta + bh * p.Sq;
+      if (lane == 0) {
+        MbarExpectTx(barKV, 2 * kKBytes);
+        TmaLoad4d(sK, &tk, barKV, 0, n0, h, b);
+        TmaLoad4d(sV, &tv, barKV, 0, n0, h, b);
+      }
+      for (int it = i_begin; it < n_q_tiles; ++it) {
+        const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
+        if (u >= kQBuf) MbarWait(empty(st), ((u / kQBuf) & 1) ^ 1);
+        if (lane == 0) {
+          MbarExpectTx(full(st), 2 * kQBytes);
+          TmaLoad4d(sQ + st * kQBytes, &tq, full(st), 0, m0, h, b);
+          TmaLoad4d(sdO + st * kQBytes, &tdo, full(st), 0, m0, h, b);
+        }
+#pragma unroll
+        for (int e = 0; e < kBr / 32; ++e) {
+          const int r = lane + 32 * e;
+          const bool valid = m0 + r < p.Sq;
+          CpAsync4(SmemAddr(Ls + st * kBr + r), valid ? lg + m0 + r : lg, valid);
+          CpAsync4(SmemAddr(Dl + st * kBr + r), valid ? dg + m0 + r : dg, valid);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st))
+                     : "memory");
+      }
+    }
+    return;
+  }
+
+  SetMaxNRegInc<240>();
+  const int cw = wgi - 1;
+  const bool leader = (tid % 128) == 0;
+  float* dqa = p.dq_accum + bh * p.Sq * D;
+
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  const int key_lo = n0 + cw * 64 + warp * 16 + lane / 4;
+  const int key_row_l = cw * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
+  const float sl2 = p.scale_log2;
+  const uint32_t sKw = sK + cw * 64 * 128, sVw = sV + cw * 64 * 128;
+  const uint32_t sdQw = sdQ + cw * kdQBytes;
+
+  MbarWait(barKV, 0);
+  for (int it = i_begin; it < n_q_tiles; ++it) {
+    const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
+    MbarWait(full(st), (u / kQBuf) & 1);
+    const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
+    const uint32_t sdSb = sdS + (u & 1) * kSBytes;
+    const float* Lb = Ls + st * kBr;
+    const float* Db = Dl + st * kBr;
+
+    float stt[kBr / 2], dpt[kBr / 2];
+    wg::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
+                                         wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                         wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+    const bool need_mask =
+        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+    wg::Wait<1>();
+    wg::FenceRegs(stt);
+    uint32_t pa[kBr / 16][4], da[kBr / 16][4];
+    // P = exp2(Sᵀ·scale·log2e − L·log2e) (under dPᵀ), packed as the A operand of dV
+#pragma unroll
+    for (int i = 0; i < kBr / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float l = (e & 1) ? lv.y : lv.x;
+        float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+        if (need_mask) {
+          const int q = m0 + col + (e & 1);
+          const int key = key_lo + (e >> 1) * 8;
+          if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+        }
+        stt[4 * i + e] = pv;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(stt + 8 * ks, pa[ks]);
+    wg::Wait<0>();
+    wg::FenceRegs(dpt);
+#pragma unroll
+    for (int i = 0; i < kBr / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float dl = (e & 1) ? dd.y : dd.x;
+        dpt[4 * i + e] = stt[4 * i + e] * (dpt[4 * i + e] - dl);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
+    // dSᵀ of this warpgroup's 64 keys into both 64-query column blocks (swizzled 128-byte rows)
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = key_row_l + r * 8;
+          const int g = 2 * ks + c;  // 16-byte chunk (8 queries) across the 128 queries
+          StShared32(sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4) +
+                         (lane % 4) * 4,
+                     da[ks][2 * c + r]);
+        }
+    wg::FenceProxyAsync();
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
+    wg::Commit();
+    // the dQ staging slot was last read by the reduction issued one tile ago
+    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ are written
+    float dq[D / 2];
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks)
+      wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + cw * kSBlk + ks * 16 * 128, 8192, 1024),
+                                       wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024),
+                                       ks > 0 ? 1 : 0);
+    wg::Commit();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
+    wg::Commit();
+    wg::Wait<1>();  // dV and dQ are complete, dK may still run
+    wg::FenceRegs(dq);
+    {
+      const int r_lo = warp * 16 + lane / 4;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + (r_lo * D + col) * 4),
+                     "f"(dq[4 * i]), "f"(dq[4 * i + 1])
+                     : "memory");
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + ((r_lo + 8) * D + col) * 4),
+                     "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
+                     : "memory");
+      }
+    }
+    wg::FenceProxyAsync();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+    const int mq = m0 + cw * 64;
+    if (leader && mq < p.Sq) {
+      const uint32_t bytes = static_cast<uint32_t>(min(64, p.Sq - mq)) * D * 4;
+      asm volatile(
+          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+              dqa + static_cast<int64_t>(mq) * D),
+          "r"(sdQw), "r"(bytes)
+          : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+    wg::Wait<0>();
+    wg::FenceRegs(dk);
+    wg::FenceRegs(dv);
+    wg::FenceRegs(pa);
+    wg::FenceRegs(da);
+    if (lane == 0) MbarArrive(empty(st));  // Q, dO of this tile are no longer read
+  }
+  if (leader) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+
+  T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
+  T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_lo + r * 8;
+    if (key < p.Sk) {
+      T* dkr = dkg + static_cast<int64_t>(key) * p.sdk.s + (lane % 4) * 2;
+      T* dvr = dvg + static_cast<int64_t>(key) * p.sdv.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<uint32_t*>(dkr + i * 8) =
+            Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) =
+            Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+      }
+    }
+  }
+#endif
+}
+
+template <typename T, int D>
+const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
+  CUtensorMap tq, tk, tv, tdo;
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
+      !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128))
+    return LaunchBwd<T, D>(p, stream);
+  // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers; alignment
+  constexpr size_t smem =
+      (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
+  auto kernel = BwdWs128Kernel<T, D>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  const dim3 grid((p.Sk + 127) / 128, p.H, p.B);
+  kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
 // Backward variants (runs 11-12; none beat run 9's kernel, which stays the
 // default): 6 run 9's kernel, explicitly; 8 run 9's kernel in LPT grid order;
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
@@ -1224,6 +1496,8 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs<T, 64, false, true, false>(p, true, stream);
     case 11:
       return LaunchBwdWs<T, 64, false, false, true>(p, false, stream);
+    case 12:
+      return LaunchBwdWs128<T, 64>(p, stream);
 #endif
     default:
       return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
