@@ -38,6 +38,9 @@ $CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | awk '
   { line = $0; while (match(line, /R[0-9]+/)) { r = substr(line, RSTART + 1, RLENGTH - 1) + 0; if (r > mx[f]) mx[f] = r; line = substr(line, RSTART + RLENGTH) } }
   END { for (f in mx) printf "regs %d local %d %s\n", mx[f] + 1, stl[f] + 0, f }' | sort -k6 > "$OUT/sass_regs.txt" || true
 grep -E "Fwd|Bwd" "$OUT/sass_regs.txt" | sed -E 's/_ZN6benchd6worker5flash6detail[0-9]+_GLOBAL__N__[0-9a-f_]+flash_attention_sm90_cu_[0-9a-f]+//' || true
+# SASS of the bf16 d64 backward kernels of runs 13- (instruction mix per kernel)
+$CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | awk '/Function :/ { on = ($3 ~ /BwdWs128KernelI13/) } on' > "$OUT/sass_bwd128.txt" || true
+awk '/Function :/ { f = $3 } /^ +\/\*[0-9a-f]+\*\// { n[f]++; split($2, a, "."); op[f" "a[1]]++ } END { for (k in op) print op[k], k }' "$OUT/sass_bwd128.txt" | sort -k2,2 -k1,1nr | sed -E 's/_ZN6benchd[^ ]*BwdWs128KernelI13__nv_bfloat16Li64E//' > "$OUT/sass_bwd128_mix.txt" || true
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 status=0
 if [ "$WHAT" = test ] || [ "$WHAT" = all ]; then

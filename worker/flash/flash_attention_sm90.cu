@@ -1216,11 +1216,16 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // 16 KB cp.reduce.async.bulk per warpgroup and tile: 32 KB of reductions per
 // 128×128 tile instead of run 9's 64 KB. Nothing is carried in flight over the
 // loop's back edge (wait_group 0 at the end of each tile).
-template <typename T, int D>
+// kOpt (run 14): the unmasked tiles run a P loop without mask code; dSᵀ stored
+// by stmatrix (8 instead of 32 stores per thread); dQ staged in TMA's 128-byte
+// swizzle (the plain row-major staging was an 8-way bank conflict per store)
+// and added by cp.reduce.async.bulk.tensor over a float32 tensor map of the
+// accumulator (tdq). kDkFirst: dK issued before the barrier, next to dV.
+template <typename T, int D, bool kOpt, bool kDkFirst>
 __global__ void __launch_bounds__(384, 1)
     BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                   const __grid_constant__ CUtensorMap tdo) {
+                   const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tdq) {
 #ifdef BENCHD_FLASH_WGMMA
   static_assert(D == 64, "head dim 64 only");
   constexpr int kBc = 128, kBr = 128, kQBuf = 2;
@@ -1331,22 +1336,29 @@ __global__ void __launch_bounds__(384, 1)
     wg::FenceRegs(stt);
     uint32_t pa[kBr / 16][4], da[kBr / 16][4];
     // P = exp2(Sᵀ·scale·log2e − L·log2e) (under dPᵀ), packed as the A operand of dV
+    auto p_loop = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
-    for (int i = 0; i < kBr / 8; ++i) {
-      const int col = i * 8 + (lane % 4) * 2;
-      const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+      for (int i = 0; i < kBr / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float l = (e & 1) ? lv.y : lv.x;
-        float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
-        if (need_mask) {
-          const int q = m0 + col + (e & 1);
-          const int key = key_lo + (e >> 1) * 8;
-          if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const float l = (e & 1) ? lv.y : lv.x;
+          float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          if (kMasked && need_mask) {
+            const int q = m0 + col + (e & 1);
+            const int key = key_lo + (e >> 1) * 8;
+            if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+          }
+          stt[4 * i + e] = pv;
         }
-        stt[4 * i + e] = pv;
       }
-    }
+    };
+    if (!kOpt || need_mask)
+      p_loop(std::true_type{});
+    else
+      p_loop(std::false_type{});
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(stt + 8 * ks, pa[ks]);
     wg::Wait<0>();
@@ -1364,24 +1376,45 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
     // dSᵀ of this warpgroup's 64 keys into both 64-query column blocks (swizzled 128-byte rows)
+    if constexpr (kOpt) {
+      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from lanes 8j..8j+7
+      const int row = cw * 64 + warp * 16 + ((lane / 8) & 1) * 8 + lane % 8;
 #pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
+      for (int ks = 0; ks < kBr / 16; ++ks) {
+        const int g = 2 * ks + lane / 16;
+        const uint32_t addr = sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         addr),
+                     "r"(da[ks][0]), "r"(da[ks][1]), "r"(da[ks][2]), "r"(da[ks][3])
+                     : "memory");
+      }
+    } else {
 #pragma unroll
-      for (int c = 0; c < 2; ++c)
+      for (int ks = 0; ks < kBr / 16; ++ks)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = key_row_l + r * 8;
-          const int g = 2 * ks + c;  // 16-byte chunk (8 queries) across the 128 queries
-          StShared32(sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4) +
-                         (lane % 4) * 4,
-                     da[ks][2 * c + r]);
-        }
+        for (int c = 0; c < 2; ++c)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = key_row_l + r * 8;
+            const int g = 2 * ks + c;  // 16-byte chunk (8 queries) across the 128 queries
+            StShared32(sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4) +
+                           (lane % 4) * 4,
+                       da[ks][2 * c + r]);
+          }
+    }
     wg::FenceProxyAsync();
     wg::Fence();
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks)
       wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
     wg::Commit();
+    if constexpr (kDkFirst) {
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+    }
     // the dQ staging slot was last read by the reduction issued one tile ago
     if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
     asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ are written
@@ -1393,14 +1426,33 @@ __global__ void __launch_bounds__(384, 1)
                                        wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024),
                                        ks > 0 ? 1 : 0);
     wg::Commit();
+    if constexpr (!kDkFirst) {
 #pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
-      wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
-    wg::Commit();
-    wg::Wait<1>();  // dV and dQ are complete, dK may still run
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+      wg::Wait<1>();  // dV and dQ are complete, dK may still run
+    } else {
+      wg::Wait<0>();
+    }
     wg::FenceRegs(dq);
-    {
-      const int r_lo = warp * 16 + lane / 4;
+    const int r_lo = warp * 16 + lane / 4;
+    if constexpr (kOpt) {
+      // two [64 rows][32 floats] boxes, 128-byte rows, 16-byte chunk c of row r at c ^ (r % 8)
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = r_lo + 8 * r;
+          const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                           sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                           (lane % 2) * 8),
+                       "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+                       : "memory");
+        }
+    } else {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
         const int col = i * 8 + (lane % 4) * 2;
@@ -1415,7 +1467,16 @@ __global__ void __launch_bounds__(384, 1)
     wg::FenceProxyAsync();
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
     const int mq = m0 + cw * 64;
-    if (leader && mq < p.Sq) {
+    if (kOpt && leader && mq < p.Sq) {
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j)
+        asm volatile(
+            "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+            " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+            "r"(32 * j), "r"(mq), "r"(static_cast<int>(bh)), "r"(sdQw + j * 8192)
+            : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    } else if (leader && mq < p.Sq) {
       const uint32_t bytes = static_cast<uint32_t>(min(64, p.Sq - mq)) * D * 4;
       asm volatile(
           "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
@@ -1453,29 +1514,51 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-template <typename T, int D>
+// The float32 dQ accumulator [B·H, Sq, D] as a 3-D tensor map {D, Sq, B·H}, boxes
+// of [64 rows][32 floats] (128-byte rows, 128-byte swizzle), for the bulk
+// tensor reduction of BwdWs128Kernel<kOpt>; rows past Sq are not written.
+bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p) {
+  EncodeTiledFn enc = GetEncodeTiled();
+  if (enc == nullptr || (reinterpret_cast<uintptr_t>(ptr) & 15) != 0) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.D), static_cast<cuuint64_t>(p.Sq),
+                              static_cast<cuuint64_t>(p.B) * p.H};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.D) * 4,
+                                 static_cast<cuuint64_t>(p.Sq) * p.D * 4};
+  const cuuint32_t box[3] = {32, 64, 1};
+  const cuuint32_t es[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, ptr, dims, strides, box, es,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D, bool kOpt, bool kDkFirst>
 const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
-  CUtensorMap tq, tk, tv, tdo;
+  CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
       !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
-      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128))
+      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128) ||
+      (kOpt && !MakeDqAccumMap(&tdq, p.dq_accum, p)))
     return LaunchBwd<T, D>(p, stream);
+  if (!kOpt) tdq = tq;  // unused
   // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers; alignment
   constexpr size_t smem =
       (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
-  auto kernel = BwdWs128Kernel<T, D>;
+  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   const dim3 grid((p.Sk + 127) / 128, p.H, p.B);
-  kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo);
+  kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo, tdq);
   err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-// Backward variants (runs 11-12; none beat run 9's kernel, which stays the
-// default): 6 run 9's kernel, explicitly; 8 run 9's kernel in LPT grid order;
+// Backward variants. Default (run 13 on): BwdWs128Kernel, FlashAttention-3's
+// d64 tiling (also variant 12); 13 the same with kOpt (unmasked P loop,
+// stmatrix dSᵀ, swizzled dQ staging + tensor reduction); 14 kOpt + dK issued
+// before the barrier. Runs 11-12 (none beat run 9's kernel): 6 run 9's kernel
+// (BwdWsKernel, the default until run 12); 8 run 9's kernel in LPT grid order;
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
 // tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
 // scheduler barrier, LPT; 11 K as the register A operand of Sᵀ.
@@ -1497,7 +1580,11 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
     case 11:
       return LaunchBwdWs<T, 64, false, false, true>(p, false, stream);
     case 12:
-      return LaunchBwdWs128<T, 64>(p, stream);
+      return LaunchBwdWs128<T, 64, false, false>(p, stream);
+    case 13:
+      return LaunchBwdWs128<T, 64, true, false>(p, stream);
+    case 14:
+      return LaunchBwdWs128<T, 64, true, true>(p, stream);
 #endif
     default:
       return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
