@@ -10,6 +10,10 @@
 #   ctas-dflt-, ctas4-  2 GPUs, global batch 8, overlap and bucketed 100 MB with NCCL's
 #               default CTAs and with NCCL_MAX_CTAS=4: fewer SMs for NCCL, less
 #               contention with the backward, more exposed time per call
+#   ctas8-, ctas16-, simple-, regbuf-  2 GPUs as ctas-dflt, with NCCL_MAX_CTAS=8, =16,
+#               NCCL_PROTO=Simple, and NCCL user-buffer registration through PyTorch's
+#               allocator hook (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 with
+#               expandable segments): what of the 2-GPU exposure is NCCL's configuration
 #   course-     4 GPUs, the course's setup (global batch 8): every variant, buckets 25, 100,
 #               1000 MB, both optimizers, beside PyTorch DDP
 #   GPU_DDP_X4_CASES  which cases (default "weak threads4 ctas-dflt ctas4")
@@ -31,6 +35,13 @@ for c in ${GPU_DDP_X4_CASES:-weak threads4 ctas-dflt ctas4}; do
       GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
     ctas4) NCCL_MAX_CTAS=4 GPU_DDP_TAG=ctas4- GPU_DDP_WORLD=2 GPU_DDP_PEERS=none \
       GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
+    ctas8|ctas16) NCCL_MAX_CTAS=${c#ctas} GPU_DDP_TAG=$c- GPU_DDP_WORLD=2 GPU_DDP_PEERS=none \
+      GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
+    simple) NCCL_PROTO=Simple GPU_DDP_TAG=simple- GPU_DDP_WORLD=2 GPU_DDP_PEERS=none \
+      GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
+    regbuf) TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 \
+      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True GPU_DDP_TAG=regbuf- GPU_DDP_WORLD=2 \
+      GPU_DDP_PEERS=none GPU_DDP_VARIANTS=overlap,bucketed GPU_DDP_BUCKET_MB=100 scripts/gpu-ddp.sh ;;
     course) GPU_DDP_TAG=course- GPU_DDP_WORLD=4 GPU_DDP_PEERS=ddp \
       GPU_DDP_OPTIMIZERS=adamw,sharded_adamw GPU_DDP_BUCKET_MB=25,100,1000 scripts/gpu-ddp.sh ;;
     *) echo "gpu-ddp-x4: unknown case $c"; exit 2 ;;

@@ -40,7 +40,7 @@ if [ "$PROFILE" = test ]; then
   # scontrol), nodes in network namespaces (ip, unshare, nsenter). Their units
   # stay as Debian ships them (slurmctld and slurmd start only with an
   # /etc/slurm/slurm.conf); the test starts its own daemons on its own files.
-  # shellcheck: the same test checks deploy/slurm/benchd.sbatch with it.
+  # The same test runs shellcheck on deploy/slurm/benchd.sbatch.
   FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}
   # libFuzzer and the sanitizer runtimes of Debian 12's clang (14).
   [ "$FUZZ_BUILD" = none ] || PKGS="$PKGS clang libclang-rt-14-dev"
@@ -65,7 +65,10 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   echo "setup: installing torch==$TORCH_VERSION into .venv (large download, once)"
   .venv/bin/pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-if [ "$PROFILE" = test ]; then
+# The test-only packages (about 75 s of downloads and unpacking on a fresh
+# machine) install beside the build, which needs none of them: the venvs are
+# made first, since the build's configure step registers the tests by them.
+install_test_packages() {
   .venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
     .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
       grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
@@ -78,17 +81,24 @@ if [ "$PROFILE" = test ]; then
   GRAFANA_SDK_VERSION='1769699379!11.6.0'
   .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('grafana-foundation-sdk') != sys.argv[1])" "$GRAFANA_SDK_VERSION" 2>/dev/null ||
     .venv/bin/pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
-
   # The benchd Python package (client/python), installed with its test and
   # type-check extras in a venv of its own (tests/CMakeLists.txt says why).
-  [ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
   # On the grpcio and protobuf the GPU machines' Python has (seen 2026-11-25 on an H100,
   # docs/results/quickstart-h100.md), so ctest python_client runs the package's calls on them.
   .venv-pyclient/bin/pip install -q --disable-pip-version-check './client/python[dev]' \
     grpcio==1.84.0 protobuf==7.36.2
   # ... and on exactly the lowest grpcio/protobuf it declares (ctest python_client.lowest).
   "${BENCHD_PYTHON:-python3}" client/python/tests/lowest.py setup .venv-pyclient-lowest
+}
+packages_pid=""
+if [ "$PROFILE" = test ]; then
+  [ -x .venv-pyclient/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient
+  [ -x .venv-pyclient-lowest/bin/python ] || "${BENCHD_PYTHON:-python3}" -m venv .venv-pyclient-lowest
+  mkdir -p "$BUILD"
+  install_test_packages > "$BUILD/test-packages.log" 2>&1 &
+  packages_pid=$!
 fi
+echo "setup: packages and torch ready after $SECONDS s"
 
 # 3. Build: the demo's three programs, or (--test) everything with the tests.
 #    A build folder configured by the demo gets its tests switched on here.
@@ -106,7 +116,15 @@ if [ "$PROFILE" = test ]; then
 else
   cmake --build "$BUILD" --target benchd benchd-worker benchctl
 fi
-echo "setup: built into $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
+echo "setup: built into $BUILD/bin after $SECONDS s: $(ls "$BUILD/bin" | tr '\n' ' ')"
+if [ -n "$packages_pid" ]; then
+  if ! wait "$packages_pid"; then
+    cat "$BUILD/test-packages.log"
+    echo "setup: installing the test packages failed (log: $BUILD/test-packages.log)" >&2
+    exit 1
+  fi
+  echo "setup: test packages installed ($BUILD/test-packages.log), after $SECONDS s"
+fi
 
 # 4. The sanitizer build: the torch-free code and its unit tests under ASan
 #    and UBSan, and the libFuzzer targets of fuzz/ (when BENCHD_FUZZ_BUILD_DIR

@@ -25,17 +25,19 @@ if [ "$FUZZ_BUILD" != none ]; then
 fi
 rc=0
 ctest --test-dir "${BENCHD_BUILD_DIR:-build}" --output-on-failure --timeout 1800 -j "$JOBS" "$@" || rc=$?
+echo "test: main suite done after $SECONDS s"
 if [ -n "$fuzz_pid" ]; then
   if ! wait "$fuzz_pid"; then
     tail -50 "$FUZZ_BUILD/build.log"
     echo "test: the sanitizer build failed (log: $FUZZ_BUILD/build.log)" >&2
     exit 1
   fi
-  echo "test: sanitizer and fuzz build in $FUZZ_BUILD"
+  echo "test: sanitizer and fuzz build in $FUZZ_BUILD, done after $SECONDS s"
   # The unit tests under ASan+UBSan (style.clang_format already ran above),
   # then the fuzzers side by side (each is one single-threaded process).
   ctest --test-dir "$FUZZ_BUILD" --output-on-failure --timeout 1800 -j "$JOBS" -E '^style\.' -LE fuzz "$@" ||
     rc=$?
   ctest --test-dir "$FUZZ_BUILD" --output-on-failure -L fuzz -j "$JOBS" "$@" || rc=$?
 fi
+echo "test: all done after $SECONDS s"
 exit "$rc"
