@@ -212,7 +212,7 @@ def cmd_test(fl):
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
     # the alternative wgmma forward variants (timed by `bench`) on a subset
     vfail, vn = 0, 0
-    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14):
+    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15):
         for D in (64, 128):
             for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
                       + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
@@ -234,7 +234,7 @@ def cmd_test(fl):
     # the backward variants of runs 13- (BwdWs128Kernel) on every case of the grid above
     # that reaches the d64 wgmma backward (bf16/fp16, d64)
     gfail, gn = 0, 0
-    for var in (6, 12, 13, 14):
+    for var in (6, 12, 14, 15):
         for c in cases:
             if c[0] == torch.float32 or c[5] != 64:
                 continue
@@ -249,7 +249,7 @@ def cmd_test(fl):
             gfail += not ok
             if not ok:
                 print(f"bwd variant {var} {c} " + " ".join(f"{n} {res[n][1]:.2e}" for n in res) + "  FAIL")
-    print(f"# bwd variants 6/12/13/14 on the grid's d64 bf16/fp16 cases: {gn - gfail}/{gn} cases passed")
+    print(f"# bwd variants 6/12/14/15 on the grid's d64 bf16/fp16 cases: {gn - gfail}/{gn} cases passed")
     vfail += gfail
     return 1 if failures or vfail else 0
 
@@ -315,13 +315,14 @@ def cmd_bench(fl, reps_ms):
         # register operand of S^T (see BwdWsDtype
         # in flash_attention_sm90.cu). Variant 7 (forward in LPT order, run 11) and
         # variants 1-4 are still selectable and tested but no longer timed here.
-        # Runs 13-: variant 12, the backward with FlashAttention-3's d64 tiling (128 queries
-        # x 128 keys per step, BwdWs128Kernel); variants 8-11 (runs 11-12, none faster) are
-        # still tested but no longer timed. The backward variants only differ at d64.
+        # Runs 13-: the backward with FlashAttention-3's d64 tiling (128 queries x 128 keys
+        # per step, BwdWs128Kernel): default = variant 13 (kOpt); 12 without kOpt (run 13);
+        # 15 kOpt + dV before the dP wait. Variants 8-11 and 14 are still tested but no
+        # longer timed. The backward variants only differ at d64.
         impls["ours-prev"] = (with_variant(ours_fwd, 6), with_variant(ours_fb, 6), None)
         if D == 64:
-            impls["ours-opt"] = (None, with_variant(ours_fb, 13), None)
-            impls["ours-dkfirst"] = (None, with_variant(ours_fb, 14), None)
+            impls["ours-b128"] = (None, with_variant(ours_fb, 12), None)
+            impls["ours-earlydv"] = (None, with_variant(ours_fb, 15), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 
@@ -366,9 +367,9 @@ def cmd_profile(fl):
     gen.manual_seed(0)
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
     ones = torch.ones_like(q)
-    # the default kernels, then the backward variant PROFILE_BWD_VARIANT (default 13: the
-    # 128x128 backward of runs 13-) so that ncu's first 5 kernels hold both backwards
-    for var in (0, int(os.environ.get("PROFILE_BWD_VARIANT", "13"))):
+    # the default kernels, then the backward variant PROFILE_BWD_VARIANT (default 6: run 9's
+    # backward, the default until run 13) so that ncu's first 5 kernels hold both backwards
+    for var in (0, int(os.environ.get("PROFILE_BWD_VARIANT", "6"))):
         fl.lib.benchd_flash_set_variant(0, var)
         o, lse = fl.forward(q, k, v, True, 1 / 8)
         fl.backward(q, k, v, o, ones, lse, True, 1 / 8)

@@ -1221,7 +1221,12 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // swizzle (the plain row-major staging was an 8-way bank conflict per store)
 // and added by cp.reduce.async.bulk.tensor over a float32 tensor map of the
 // accumulator (tdq). kDkFirst: dK issued before the barrier, next to dV.
-template <typename T, int D, bool kOpt, bool kDkFirst>
+// kEarlyDv: dV issued as soon as P is packed, before waiting for dPᵀ, so that
+// it runs under the dS elementwise work and the dSᵀ stores; P's float32 copy
+// then dies at once (it did not fit beside the packed one: 124 bytes of
+// spills), so dS = P·(dP − D) is formed in bf16x2/f16x2 from the packed P and
+// the packed (dP − D): two more roundings than the float32 product.
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false>
 __global__ void __launch_bounds__(384, 1)
     BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -1361,20 +1366,50 @@ __global__ void __launch_bounds__(384, 1)
       p_loop(std::false_type{});
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(stt + 8 * ks, pa[ks]);
-    wg::Wait<0>();
-    wg::FenceRegs(dpt);
+    if constexpr (kEarlyDv) {
+      wg::Fence();
 #pragma unroll
-    for (int i = 0; i < kBr / 8; ++i) {
-      const int col = i * 8 + (lane % 4) * 2;
-      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+      wg::Wait<1>();  // dPᵀ is complete, dV may still run
+      wg::FenceRegs(dpt);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float dl = (e & 1) ? dd.y : dd.x;
-        dpt[4 * i + e] = stt[4 * i + e] * (dpt[4 * i + e] - dl);
+      for (int i = 0; i < kBr / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dpt[4 * i + e] -= (e & 1) ? dd.y : dd.x;
       }
-    }
 #pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
+      for (int ks = 0; ks < kBr / 16; ++ks) {
+        uint32_t t[4];
+        PackA<T>(dpt + 8 * ks, t);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (std::is_same<T, __half>::value)
+            asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(da[ks][j]) : "r"(pa[ks][j]), "r"(t[j]));
+          else
+            asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(da[ks][j]) : "r"(pa[ks][j]), "r"(t[j]));
+        }
+      }
+    } else {
+      wg::Wait<0>();
+      wg::FenceRegs(dpt);
+#pragma unroll
+      for (int i = 0; i < kBr / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float dl = (e & 1) ? dd.y : dd.x;
+          dpt[4 * i + e] = stt[4 * i + e] * (dpt[4 * i + e] - dl);
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
+    }
     // dSᵀ of this warpgroup's 64 keys into both 64-query column blocks (swizzled 128-byte rows)
     if constexpr (kOpt) {
       // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from lanes 8j..8j+7
@@ -1404,10 +1439,13 @@ __global__ void __launch_bounds__(384, 1)
     }
     wg::FenceProxyAsync();
     wg::Fence();
+    if constexpr (!kEarlyDv) {
 #pragma unroll
-    for (int ks = 0; ks < kBr / 16; ++ks)
-      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
-    wg::Commit();
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+    }
     if constexpr (kDkFirst) {
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks)
@@ -1531,7 +1569,7 @@ bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p) {
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool kOpt, bool kDkFirst>
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false>
 const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
@@ -1544,7 +1582,7 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers; alignment
   constexpr size_t smem =
       (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
-  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst>;
+  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -1554,10 +1592,11 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-// Backward variants. Default (run 13 on): BwdWs128Kernel, FlashAttention-3's
-// d64 tiling (also variant 12); 13 the same with kOpt (unmasked P loop,
-// stmatrix dSᵀ, swizzled dQ staging + tensor reduction); 14 kOpt + dK issued
-// before the barrier. Runs 11-12 (none beat run 9's kernel): 6 run 9's kernel
+// Backward variants. Default (run 14 on): BwdWs128Kernel<kOpt> (also variant
+// 13): FlashAttention-3's d64 tiling, unmasked P loop, stmatrix dSᵀ, swizzled
+// dQ staging + tensor reduction; 12 BwdWs128Kernel without kOpt (run 13's
+// kernel); 14 kOpt + dK issued before the barrier; 15 kOpt + dV issued before
+// dPᵀ is waited for. Runs 11-12 (none beat run 9's kernel): 6 run 9's kernel
 // (BwdWsKernel, the default until run 12); 8 run 9's kernel in LPT grid order;
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
 // tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
@@ -1585,9 +1624,11 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs128<T, 64, true, false>(p, stream);
     case 14:
       return LaunchBwdWs128<T, 64, true, true>(p, stream);
+    case 15:
+      return LaunchBwdWs128<T, 64, true, false, true>(p, stream);
 #endif
     default:
-      return LaunchBwdWs<T, 64, false, false, false>(p, false, stream);
+      return LaunchBwdWs128<T, 64, true, false>(p, stream);
   }
 }
 
