@@ -62,6 +62,12 @@
 //   d64: dQ per warpgroup over its own 64 keys, one bulk reduction each). The
 //   cp.async kernels above stay as variant 3 and as the fallback when TMA
 //   cannot describe an operand.
+//   Since run 15 the d64 backward is BwdWs128Kernel (FlashAttention-3's d64
+//   tiling): 128 queries per step, Sᵀ/dPᵀ as m64n128 SS, dV/dK as RS, dSᵀ of
+//   both warpgroups to shared memory and one 256-thread barrier, then dQ of
+//   query half w over all 128 keys (SS), staged in TMA's 128-byte swizzle and
+//   added by cp.reduce.async.bulk.tensor; unmasked steps run without mask code.
+//   BwdWsKernel stays as variant 6 (bench/flash_attention/RESULTS.md, runs 13-15).
 #ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 #define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 
