@@ -1592,6 +1592,331 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// ---------------------------------------------------------------------------
+// Run 16: BwdWs128Kernel<kOpt> with dQ and dK of step u−1 deferred into step u
+// (variant 16). In variant 13 the two warpgroups run in lockstep (the dSᵀ
+// barrier) and the tensor pipe has only dPᵀ queued while both do their
+// exponentials (P) and the dS arithmetic. Here each warpgroup issues, per step
+// u: Sᵀ_u, dPᵀ_u, then (once dV_{u−1} is done, so its P registers are free)
+// dQ_{u−1} and dK_{u−1}, both SS from the previous dSᵀ stage (dK's A = dSᵀ
+// K-major, its own 64 key rows; B = Q_{u−1} MN-major); the P loop runs under
+// dPᵀ_u + dQ_{u−1} + dK_{u−1} (three GEMMs per warpgroup, 1536 tensor cycles
+// for the CTA against ~1024 of exponentials). dQ_{u−1} is staged and reduced
+// after the P loop, dV_u (RS) is issued after dSᵀ_u is stored and stays in
+// flight over the barrier. Q_{u−1} is read until dK_{u−1} ends (mid step u), so
+// Q has a 3-deep ring (L, D with it) and dO a 2-deep one (free once dV_{u−1}
+// ends, at the start of step u). dK's SS form reads 32 KB more shared memory
+// per step than the RS form but keeps dSᵀ out of the registers.
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    BwdWs128PipeKernel(const Params p, const __grid_constant__ CUtensorMap tq,
+                       const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                       const __grid_constant__ CUtensorMap tdo,
+                       const __grid_constant__ CUtensorMap tdq) {
+#ifdef BENCHD_FLASH_WGMMA
+  static_assert(D == 64, "head dim 64 only");
+  constexpr int kBc = 128, kBr = 128, kQBuf = 3, kOBuf = 2;
+  constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
+  constexpr uint32_t kSBytes = kBc * kBr * 2;  // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
+  constexpr uint32_t kSBlk = kBc * 128;        // one 64-query column block (128-byte rows)
+  constexpr uint32_t kdQBytes = 64 * D * 4;    // one warpgroup's [64][64] float32 dQ tile
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
+                 sdS = sdO + kOBuf * kQBytes, sdQ = sdS + 2 * kSBytes;
+  const uint32_t sLD = sdQ + 2 * kdQBytes;  // L then D, kQBuf × 128 floats each
+  float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
+  float* Dl = Ls + kQBuf * kBr;
+  const uint32_t bars = sLD + 2 * kQBuf * kBr * 4;
+  const uint32_t barKV = bars;
+  auto full = [&](int s) { return bars + 8u * (1 + s); };
+  auto emptyq = [&](int s) { return bars + 8u * (1 + kQBuf + s); };
+  auto emptyo = [&](int s) { return bars + 8u * (1 + 2 * kQBuf + s); };
+
+  const int tid = threadIdx.x, wgi = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n0 = static_cast<int>(blockIdx.x) * kBc;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = static_cast<int64_t>(b) * p.H + h;
+  const int n_q_tiles = (p.Sq + kBr - 1) / kBr;
+  const int i_begin = p.causal ? min(n_q_tiles, n0 / kBr) : 0;
+
+  if (tid == 0) {
+    MbarInit(barKV, 1);
+#pragma unroll
+    for (int s = 0; s < kQBuf; ++s) {
+      MbarInit(full(s), 1 + 32);  // the TMA thread's expect_tx + the warp's cp.async arrivals
+      MbarInit(emptyq(s), 8);     // one arrival per consumer warp
+    }
+#pragma unroll
+    for (int s = 0; s < kOBuf; ++s) MbarInit(emptyo(s), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // producer
+    SetMaxNRegDec<24>();
+    if (warp == 0) {
+      const float* lg = p.lse + bh * p.Sq;
+      const float* dg = p.delta + bh * p.Sq;
+      if (lane == 0) {
+        MbarExpectTx(barKV, 2 * kKBytes);
+        TmaLoad4d(sK, &tk, barKV, 0, n0, h, b);
+        TmaLoad4d(sV, &tv, barKV, 0, n0, h, b);
+      }
+      for (int it = i_begin; it < n_q_tiles; ++it) {
+        const int u = it - i_begin, sq = u % kQBuf, so = u % kOBuf, m0 = it * kBr;
+        if (u >= kQBuf) MbarWait(emptyq(sq), ((u / kQBuf) & 1) ^ 1);
+        if (u >= kOBuf) MbarWait(emptyo(so), ((u / kOBuf) & 1) ^ 1);
+        if (lane == 0) {
+          MbarExpectTx(full(sq), 2 * kQBytes);
+          TmaLoad4d(sQ + sq * kQBytes, &tq, full(sq), 0, m0, h, b);
+          TmaLoad4d(sdO + so * kQBytes, &tdo, full(sq), 0, m0, h, b);
+        }
+#pragma unroll
+        for (int e = 0; e < kBr / 32; ++e) {
+          const int r = lane + 32 * e;
+          const bool valid = m0 + r < p.Sq;
+          CpAsync4(SmemAddr(Ls + sq * kBr + r), valid ? lg + m0 + r : lg, valid);
+          CpAsync4(SmemAddr(Dl + sq * kBr + r), valid ? dg + m0 + r : dg, valid);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(sq))
+                     : "memory");
+      }
+    }
+    return;
+  }
+
+  SetMaxNRegInc<240>();
+  const int cw = wgi - 1;
+  const bool leader = (tid % 128) == 0;
+
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  const int key_lo = n0 + cw * 64 + warp * 16 + lane / 4;
+  const float sl2 = p.scale_log2;
+  const uint32_t sKw = sK + cw * 64 * 128, sVw = sV + cw * 64 * 128;
+  const uint32_t sdQw = sdQ + cw * kdQBytes;
+  const int r_lo = warp * 16 + lane / 4;
+
+  // dQ_{v} (in dq, complete) to the swizzled staging buffer, then one tensor reduction
+  auto stage_dq = [&](float (&dq)[D / 2], int mq) {
+    // the staging slot was last read by the reduction issued one step ago
+    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = r_lo + 8 * r;
+        const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                         sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                         (lane % 2) * 8),
+                     "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+                     : "memory");
+      }
+    wg::FenceProxyAsync();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+    if (leader && mq < p.Sq) {
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j)
+        asm volatile(
+            "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+            " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+            "r"(32 * j), "r"(mq), "r"(static_cast<int>(bh)), "r"(sdQw + j * 8192)
+            : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+  };
+  // dQ_v (query half cw, all 128 keys) from shared memory
+  auto issue_dq = [&](float (&dq)[D / 2], uint32_t sdSv) {
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBc / 16; ++ks)
+      wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSv + cw * kSBlk + ks * 16 * 128, 8192, 1024),
+                                       wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024),
+                                       ks > 0 ? 1 : 0);
+    wg::Commit();
+  };
+  // dK += dSᵀ_v Q_v, A = dSᵀ (this warpgroup's 64 key rows, K-major), B = Q_v (MN-major)
+  auto issue_dk = [&](uint32_t sdSv, uint32_t sQv) {
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template SS<0, 1>(
+          dk, wg::Desc(sdSv + (ks / 4) * kSBlk + cw * 64 * 128 + (ks % 4) * 32, 16, 1024),
+          wg::Desc(sQv + ks * 16 * 128, kBr * 128, 1024), 1);
+    wg::Commit();
+  };
+  auto step = [&](int it, auto has_prev) {
+    constexpr bool kPrev = decltype(has_prev)::value;
+    const int u = it - i_begin, sq = u % kQBuf, so = u % kOBuf, m0 = it * kBr;
+    const int sqp = (u + kQBuf - 1) % kQBuf;
+    MbarWait(full(sq), (u / kQBuf) & 1);
+    const uint32_t sQb = sQ + sq * kQBytes, sdOb = sdO + so * kQBytes;
+    const uint32_t sdSb = sdS + (u & 1) * kSBytes, sdSp = sdS + ((u + 1) & 1) * kSBytes;
+    const float* Lb = Ls + sq * kBr;
+    const float* Db = Dl + sq * kBr;
+
+    float stt[kBr / 2], dpt[kBr / 2];
+    uint32_t pa[kBr / 16][4];
+    wg::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
+                                         wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
+                                         wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    wg::Commit();
+    if constexpr (kPrev) {
+      issue_dk(sdSp, sQ + sqp * kQBytes);
+      wg::Wait<2>();  // Sᵀ_u
+    } else {
+      wg::Wait<1>();
+    }
+    wg::FenceRegs(stt);
+    const bool need_mask =
+        (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
+    auto p_loop = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
+#pragma unroll
+      for (int i = 0; i < kBr / 8; ++i) {
+        const int col = i * 8 + (lane % 4) * 2;
+        const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float l = (e & 1) ? lv.y : lv.x;
+          float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          if constexpr (kMasked) {
+            const int q = m0 + col + (e & 1);
+            const int key = key_lo + (e >> 1) * 8;
+            if (q >= p.Sq || key >= p.Sk || (p.causal && key > q)) pv = 0.f;
+          }
+          stt[4 * i + e] = pv;
+        }
+      }
+    };
+    if (need_mask)
+      p_loop(std::true_type{});
+    else
+      p_loop(std::false_type{});
+    if constexpr (kPrev)
+      wg::Wait<1>();  // dPᵀ_u is complete, dK_{u−1} may still run
+    else
+      wg::Wait<0>();
+    wg::FenceRegs(dpt);
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(stt + 8 * ks, pa[ks]);
+#pragma unroll
+    for (int i = 0; i < kBr / 8; ++i) {
+      const int col = i * 8 + (lane % 4) * 2;
+      const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float dl = (e & 1) ? dd.y : dd.x;
+        dpt[4 * i + e] = stt[4 * i + e] * (dpt[4 * i + e] - dl);
+      }
+    }
+    {
+      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from lanes 8j..8j+7
+      const int row = cw * 64 + warp * 16 + ((lane / 8) & 1) * 8 + lane % 8;
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks) {
+        uint32_t da[4];
+        PackA<T>(dpt + 8 * ks, da);
+        const int g = 2 * ks + lane / 16;
+        const uint32_t addr = sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         addr),
+                     "r"(da[0]), "r"(da[1]), "r"(da[2]), "r"(da[3])
+                     : "memory");
+      }
+    }
+    wg::FenceProxyAsync();
+    float dq[D / 2];
+    if constexpr (kPrev) issue_dq(dq, sdSp);
+    wg::Fence();
+#pragma unroll
+    for (int ks = 0; ks < kBr / 16; ++ks)
+      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                    1);
+    wg::Commit();
+    if constexpr (kPrev) {
+      wg::Wait<1>();  // dK_{u−1} and dQ_{u−1} are complete: Q_{u−1}, dSᵀ_{u−1} no longer read
+      wg::FenceRegs(dk);
+      wg::FenceRegs(dq);
+      if (lane == 0) MbarArrive(emptyq(sqp));
+      stage_dq(dq, (it - 1) * kBr + cw * 64);  // under dV_u
+    }
+    wg::Wait<0>();  // dV_u: P_u (pa) and dO_u are free
+    wg::FenceRegs(pa);
+    wg::FenceRegs(dv);
+    if (lane == 0) MbarArrive(emptyo(so));
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ_u are written
+  };
+
+  MbarWait(barKV, 0);
+  if (i_begin < n_q_tiles) {
+    step(i_begin, std::false_type{});
+    for (int it = i_begin + 1; it < n_q_tiles; ++it) step(it, std::true_type{});
+    // drain: dV of the last step, then its dQ and dK
+    const int u = n_q_tiles - 1 - i_begin;
+    float dq[D / 2];
+    issue_dk(sdS + (u & 1) * kSBytes, sQ + (u % kQBuf) * kQBytes);
+    issue_dq(dq, sdS + (u & 1) * kSBytes);
+    wg::Wait<0>();
+    wg::FenceRegs(dq);
+    wg::FenceRegs(dk);
+    stage_dq(dq, (n_q_tiles - 1) * kBr + cw * 64);
+  }
+  if (leader) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+
+  T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
+  T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_lo + r * 8;
+    if (key < p.Sk) {
+      T* dkr = dkg + static_cast<int64_t>(key) * p.sdk.s + (lane % 4) * 2;
+      T* dvr = dvg + static_cast<int64_t>(key) * p.sdv.s + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<uint32_t*>(dkr + i * 8) =
+            Tc<T>::Pack(dk[4 * i + 2 * r] * p.scale, dk[4 * i + 2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dvr + i * 8) =
+            Tc<T>::Pack(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+      }
+    }
+  }
+#endif
+}
+
+template <typename T, int D>
+const char* LaunchBwdWs128Pipe(const Params& p, cudaStream_t stream) {
+  CUtensorMap tq, tk, tv, tdo, tdq;
+  if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
+      !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
+      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128) ||
+      !MakeDqAccumMap(&tdq, p.dq_accum, p))
+    return LaunchBwd<T, D>(p, stream);
+  // K, V; Q × 3, dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 3; barriers; alignment
+  constexpr size_t smem = (2 * 128 * D + 5 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 +
+                          6 * 128 * 4 + 8 * 9 + 1024;
+  auto kernel = BwdWs128PipeKernel<T, D>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  const dim3 grid((p.Sk + 127) / 128, p.H, p.B);
+  kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo, tdq);
+  err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
 // Backward variants. Default (run 14 on): BwdWs128Kernel<kOpt> (also variant
 // 13): FlashAttention-3's d64 tiling, unmasked P loop, stmatrix dSᵀ, swizzled
 // dQ staging + tensor reduction; 12 BwdWs128Kernel without kOpt (run 13's
@@ -1626,6 +1951,8 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs128<T, 64, true, true>(p, stream);
     case 15:
       return LaunchBwdWs128<T, 64, true, false, true>(p, stream);
+    case 16:
+      return LaunchBwdWs128Pipe<T, 64>(p, stream);
 #endif
     default:
       return LaunchBwdWs128<T, 64, true, false>(p, stream);
