@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "absl/strings/match.h"
+#include <cmath>
+#include <cstdint>
+
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
 #include "client/format.h"
@@ -17,15 +20,55 @@ namespace {
 // The shortest text that reads back as the same double ("" when unset).
 std::string Number(std::optional<double> v) { return v ? fmt::format("{}", *v) : std::string(); }
 
-std::string Shown(const v1::SweepCell& c, absl::string_view column) {
-  const std::optional<double> v = *SweepCellValue(c, column);
-  if (!v) return "";
-  if (column == "median_step_ms") return FormatMs(*v / 1e3);
-  if (column == "tokens_per_second") return FormatRate(*v);
-  if (column == "speedup_vs_fp32") return fmt::format("{:.2f}x", *v);
-  if (absl::EndsWith(column, "_share")) return FormatPercent(*v);
-  if (column == "wall_seconds") return FormatSeconds(*v);
-  return fmt::format("{:.1f}", *v);
+// A CSV field: the column's value in the CSV's unit (a count as an integer).
+std::string CsvNumber(const SweepColumn& column, const v1::SweepCell& c) {
+  const std::optional<double> v = column.Csv(c);
+  if (v && column.integer) return fmt::format("{}", static_cast<int64_t>(std::llround(*v)));
+  return Number(v);
+}
+
+// A value as the table and the progress line show it.
+std::string TableText(SweepFormat format, double v) {
+  switch (format) {
+    case SweepFormat::kMs:
+      return FormatMs(v / 1e3);
+    case SweepFormat::kRate:
+      return FormatRate(v);
+    case SweepFormat::kRatio:
+      return fmt::format("{:.2f}x", v);
+    case SweepFormat::kShare:
+      return FormatPercent(v);
+    case SweepFormat::kSeconds:
+      return FormatSeconds(v);
+    case SweepFormat::kMib:
+      return fmt::format("{:.1f}", v);
+    case SweepFormat::kNumber:
+      break;
+  }
+  return fmt::format("{:.6g}", v);
+}
+
+std::string Shown(const SweepColumn& column, const v1::SweepCell& c) {
+  const std::optional<double> v = column.Value(c);
+  return v ? TableText(column.format, *v) : "";
+}
+
+// A value as the pivot shows it: 2 decimals (3 significant digits below 1 ms).
+std::string PivotText(SweepFormat format, double v) {
+  switch (format) {
+    case SweepFormat::kMs:
+      return std::fabs(v) < 1 ? FormatRate(v) : fmt::format("{:.2f}", v);
+    case SweepFormat::kRatio:
+      return fmt::format("{:.2f}x", v);
+    case SweepFormat::kShare:
+      return FormatPercent(v);
+    case SweepFormat::kRate:
+      return FormatRate(v);
+    case SweepFormat::kNumber:
+      return fmt::format("{:.6g}", v);
+    default:
+      return fmt::format("{:.2f}", v);
+  }
 }
 
 std::string OutcomeText(v1::SweepCellOutcome o) {
@@ -101,10 +144,13 @@ std::string SweepCellLine(const v1::SweepCell& c, int cells_total) {
   std::string line = fmt::format("cell {}/{}", c.index() + 1, cells_total);
   for (const std::string& v : c.values()) line += " " + v;
   line += ": " + SweepOutcomeName(c.outcome());
-  if (c.has_median_step_seconds())
-    line += ", median step " + FormatMs(c.median_step_seconds()) + " ms";
-  if (c.has_speedup_vs_fp32()) line += fmt::format(", {:.2f}x fp32", c.speedup_vs_fp32());
-  if (c.has_tokens_per_second()) line += ", " + FormatRate(c.tokens_per_second()) + " tokens/s";
+  const SweepColumns& table = SweepColumnsOf(SweepKind(c));
+  for (const std::string& name : table.line) {
+    const SweepColumn* column = table.Find(name);
+    if (column == nullptr) continue;
+    const std::string shown = Shown(*column, c);
+    if (!shown.empty()) line += ", " + absl::StrReplaceAll(column->line, {{"{}", shown}});
+  }
   if (c.outcome() != v1::SWEEP_CELL_OUTCOME_OK) {
     line += ": " + c.error_message().substr(0, 200);
   }
@@ -112,13 +158,19 @@ std::string SweepCellLine(const v1::SweepCell& c, int cells_total) {
 }
 
 std::string SweepTable(const v1::SweepSpec& sweep, const v1::SweepResult& in) {
+  return SweepTable(SweepKind(in), sweep, in);
+}
+
+std::string SweepTable(v1::JobSpec::KindCase kind, const v1::SweepSpec& sweep,
+                       const v1::SweepResult& in) {
   v1::SweepResult result = in;
   DeriveSweepColumns(sweep, &result);
+  const SweepColumns& table = SweepColumnsOf(kind);
   std::vector<Table::Column> columns;
   for (const v1::SweepAxis& a : sweep.axes()) columns.push_back({a.field()});
-  for (const char* h : {"outcome"}) columns.push_back({h});
-  for (const char* h : {"step ms", "tokens/s", "vs fp32", "fwd", "bwd", "opt", "wall"}) {
-    columns.push_back({h, Table::Align::kRight});
+  columns.push_back({"outcome"});
+  for (const SweepColumn& c : table.columns) {
+    if (!c.header.empty()) columns.push_back({c.header, Table::Align::kRight});
   }
   columns.push_back({"error"});
   Table t(columns);
@@ -126,9 +178,8 @@ std::string SweepTable(const v1::SweepSpec& sweep, const v1::SweepResult& in) {
     std::vector<std::string> row(c.values().begin(), c.values().end());
     row.resize(sweep.axes_size());
     row.push_back(SweepOutcomeName(c.outcome()));
-    for (const char* col : {"median_step_ms", "tokens_per_second", "speedup_vs_fp32",
-                            "forward_share", "backward_share", "optimizer_share", "wall_seconds"}) {
-      row.push_back(Shown(c, col));
+    for (const SweepColumn& col : table.columns) {
+      if (!col.header.empty()) row.push_back(Shown(col, c));
     }
     row.push_back(c.outcome() == v1::SWEEP_CELL_OUTCOME_OK ? "" : c.error_message().substr(0, 120));
     t.AddRow(std::move(row));
@@ -138,13 +189,13 @@ std::string SweepTable(const v1::SweepSpec& sweep, const v1::SweepResult& in) {
 
 std::string SweepCsv(const v1::Job& job) {
   const v1::SweepSpec& sweep = job.spec().sweep();
+  const SweepColumns& table = SweepColumnsOf(SweepKind(job.spec()));
   std::vector<std::string> header = {"job_id", "index"};
   for (const v1::SweepAxis& a : sweep.axes()) header.push_back(CsvField(a.field()));
-  for (const char* h : {"outcome", "median_step_s", "tokens_per_second", "speedup_vs_fp32",
-                        "forward_share", "backward_share", "optimizer_share", "peak_memory_bytes",
-                        "wall_seconds", "error_code", "error_message"}) {
-    header.push_back(h);
-  }
+  header.push_back("outcome");
+  for (const SweepColumn& c : table.columns) header.push_back(CsvField(c.csv));
+  header.push_back("error_code");
+  header.push_back("error_message");
   std::string out = absl::StrJoin(header, ",") + "\n";
   const v1::SweepResult result = Derived(job);
   for (const v1::SweepCell& c : result.cells()) {
@@ -153,16 +204,7 @@ std::string SweepCsv(const v1::Job& job) {
       row.push_back(CsvField(i < c.values_size() ? c.values(i) : ""));
     }
     row.push_back(SweepOutcomeName(c.outcome()));
-    auto opt = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
-    row.push_back(Number(opt(c.has_median_step_seconds(), c.median_step_seconds())));
-    row.push_back(Number(opt(c.has_tokens_per_second(), c.tokens_per_second())));
-    row.push_back(Number(opt(c.has_speedup_vs_fp32(), c.speedup_vs_fp32())));
-    row.push_back(Number(opt(c.has_forward_share(), c.forward_share())));
-    row.push_back(Number(opt(c.has_backward_share(), c.backward_share())));
-    row.push_back(Number(opt(c.has_optimizer_share(), c.optimizer_share())));
-    const v1::BenchmarkResult* b = CellBenchmark(c);
-    row.push_back(b && b->peak_memory_bytes() > 0 ? fmt::format("{}", b->peak_memory_bytes()) : "");
-    row.push_back(Number(c.wall_seconds()));
+    for (const SweepColumn& col : table.columns) row.push_back(CsvNumber(col, c));
     row.push_back(fmt::format("{}", c.error_code()));
     row.push_back(CsvField(c.error_message()));
     out += absl::StrJoin(row, ",") + "\n";
@@ -184,8 +226,12 @@ absl::StatusOr<std::string> SweepPivotText(const v1::Job& job, const PivotFlags&
                     v1::JobState_Name(job.state())));
   }
   const v1::SweepResult result = Derived(job);
-  auto p = PivotSweep(job.spec().sweep(), result, axes[0], axes[1], flags.value);
+  const v1::JobSpec::KindCase kind = SweepKind(job.spec());
+  const SweepColumns& table = SweepColumnsOf(kind);
+  const std::string value = flags.value.empty() ? table.Default().name : flags.value;
+  auto p = PivotSweep(kind, job.spec().sweep(), result, axes[0], axes[1], value);
   if (!p.ok()) return p.status();
+  const SweepColumn& column = *table.Find(value);
   std::vector<std::vector<std::string>> rows;
   for (size_t r = 0; r < p->row_labels.size(); ++r) {
     std::vector<std::string> row = {p->row_labels[r]};
@@ -193,15 +239,7 @@ absl::StatusOr<std::string> SweepPivotText(const v1::Job& job, const PivotFlags&
       if (!e.present) {
         row.push_back("");
       } else if (e.value) {
-        if (csv) {
-          row.push_back(Number(e.value));
-        } else {
-          row.push_back(flags.value == "median_step_ms"         ? fmt::format("{:.2f}", *e.value)
-                        : flags.value == "speedup_vs_fp32"      ? fmt::format("{:.2f}x", *e.value)
-                        : absl::EndsWith(flags.value, "_share") ? FormatPercent(*e.value)
-                        : flags.value == "tokens_per_second"    ? FormatRate(*e.value)
-                                                                : fmt::format("{:.2f}", *e.value));
-        }
+        row.push_back(csv ? Number(e.value) : PivotText(column.format, *e.value));
       } else {
         row.push_back(e.outcome == v1::SWEEP_CELL_OUTCOME_OK ? "-" : OutcomeText(e.outcome));
       }
@@ -223,7 +261,7 @@ absl::StatusOr<std::string> SweepPivotText(const v1::Job& job, const PivotFlags&
   for (const std::string& c : p->column_labels) columns.push_back({c, Table::Align::kRight});
   Table t(columns);
   for (auto& row : rows) t.AddRow(std::move(row));
-  return fmt::format("{} by {} and {}\n", flags.value, p->row_field, p->column_field) + t.Render();
+  return fmt::format("{} by {} and {}\n", value, p->row_field, p->column_field) + t.Render();
 }
 
 }  // namespace benchd::client

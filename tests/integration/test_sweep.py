@@ -3,15 +3,20 @@ worker: the product run in order as one job, a row per cell streamed as it
 ends, a cell past its time limit as a TIMEOUT row, a cell too large for the
 machine as an OUT_OF_MEMORY row (the worker's real allocation failure), the
 derived columns checked against the cells' own results, and benchctl's pivot
-and CSV."""
+and CSV; an attention sweep's table, CSV, pivot and Python to_pandas() with
+the attention's own figures."""
 import csv
 import io
 import json
+import os
+import re
+import subprocess
+import tempfile
 
 import grpc
 import pytest
 
-from conftest import bench_pb2
+from conftest import SRC, bench_pb2
 
 TINY = ["--preset", "tiny", "--batch-size", "2", "--warmup-steps", "1", "--steps", "3"]
 
@@ -200,3 +205,124 @@ def test_bad_sweeps_are_refused_naming_the_field(daemon):
     r = daemon.benchctl("submit", "benchmark", "--preset", "tiny", "--sweep", "precision")
     assert "--sweep: expected FIELD=V1,V2,..." in r.stderr and r.returncode == 2
     assert daemon.stub.ListJobs(bench_pb2.ListJobsRequest(), timeout=30).jobs == []
+
+
+# An attention grid small enough for a shared 2-core CPU (each cell ~10 ms).
+ATTENTION = ["--device", "cpu:0", "--batch-size", "2", "--head-dim", "16", "--warmup", "1",
+             "--passes", "3"]
+
+
+def test_an_attention_sweep_shows_the_attentions_figures(daemon):
+    r = daemon.benchctl("submit", "attention", *ATTENTION, "--sweep", "seq_len=64,128",
+                        "--sweep", "implementation=faithful,math", "--watch",
+                        "--pivot", "seq_len,implementation", check=0)
+    job_id = re.search(r"submitted attention job (\S+)", r.stderr).group(1)
+    job = get(daemon, job_id)
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
+    cells = job.result.sweep.cells
+    assert [tuple(c.values) for c in cells] == [("64", "faithful"), ("64", "math"),
+                                                ("128", "faithful"), ("128", "math")]
+    for c in cells:
+        assert c.outcome == bench_pb2.SWEEP_CELL_OUTCOME_OK, c.error_message
+        a = c.result.attention
+        assert a.spec.seq_len == int(c.values[0]) and a.forward.count == 3
+        assert a.forward.median > 0 and a.backward.median > 0 and a.step.median > 0
+        assert a.flash_forward_tflops_per_second > 0
+    by_values = {tuple(c.values): c.result.attention for c in cells}
+
+    # Each finished cell's line has its forward and backward times and TFLOP/s.
+    lines = [l for l in r.stderr.splitlines() if l.startswith("cell ")]
+    assert len(lines) == 4, r.stderr
+    for line in lines:
+        assert re.search(r": ok, fwd [0-9.]+ ms, bwd [0-9.]+ ms, fwd\+bwd [0-9.]+ ms, "
+                         r"fwd [0-9.,]+ TFLOP/s, bwd [0-9.,]+ TFLOP/s$", line), line
+
+    # The pivot (default value: forward + backward ms), every entry a number.
+    assert "median_step_ms by seq_len and implementation" in r.stdout, r.stdout
+    text = r.stdout.split("median_step_ms by seq_len and implementation\n")[1].splitlines()
+    assert text[0].split() == ["seq_len\\implementation", "faithful", "math"]
+    for row in text[1:3]:
+        seq, *values = row.split()
+        for impl, v in zip(["faithful", "math"], values):
+            ms = by_values[(seq, impl)].step.median * 1e3
+            assert float(v) == pytest.approx(ms, rel=0.01, abs=0.006), (seq, impl, v)
+
+    # The CSV: the attention's columns, the cells' own figures, exactly.
+    c = daemon.benchctl("get", job_id, "--csv", check=0)
+    reader = csv.DictReader(io.StringIO(c.stdout))
+    assert reader.fieldnames == [
+        "job_id", "index", "seq_len", "implementation", "outcome", "median_forward_s",
+        "median_backward_s", "median_step_s", "flash_forward_tflops_per_second",
+        "flash_backward_tflops_per_second", "flash_step_tflops_per_second",
+        "saved_activation_bytes", "peak_pass_bytes", "saved_by_formula_bytes",
+        "score_matrix_bytes", "wall_seconds", "error_code", "error_message"]
+    rows = list(reader)
+    assert len(rows) == 4
+    for row in rows:
+        a = by_values[(row["seq_len"], row["implementation"])]
+        assert row["outcome"] == "ok"
+        assert float(row["median_forward_s"]) == a.forward.median
+        assert float(row["median_backward_s"]) == a.backward.median
+        assert float(row["median_step_s"]) == a.step.median
+        assert float(row["flash_forward_tflops_per_second"]) == a.flash_forward_tflops_per_second
+        assert float(row["flash_backward_tflops_per_second"]) == a.flash_backward_tflops_per_second
+        assert int(row["score_matrix_bytes"]) == a.score_matrix_bytes > 0
+        # A CPU has no allocator to ask: not measured, so empty (not 0).
+        assert row["saved_activation_bytes"] == "" and row["peak_pass_bytes"] == ""
+        assert float(row["wall_seconds"]) > a.step.median * 3
+
+    # Any of the attention's columns by --value; a benchmark's is refused, listing them.
+    p = daemon.benchctl("get", job_id, "--pivot", "implementation,seq_len", "--value",
+                        "median_backward_ms", "--csv", check=0)
+    pivot = list(csv.reader(io.StringIO(p.stdout)))
+    assert pivot[0] == ["implementation\\seq_len", "64", "128"]
+    for row in pivot[1:]:
+        for seq, v in zip(["64", "128"], row[1:]):
+            assert float(v) == pytest.approx(by_values[(seq, row[0])].backward.median * 1e3,
+                                             rel=1e-12)
+    bad = daemon.benchctl("get", job_id, "--pivot", "seq_len,implementation", "--value",
+                          "tokens_per_second", check=2)
+    assert ("unknown value column 'tokens_per_second'; expected one of median_forward_ms, "
+            "median_backward_ms, median_step_ms, flash_forward_tflops") in bad.stderr, bad.stderr
+    v = daemon.benchctl("get", job_id, check=0)
+    for header in ("fwd ms", "bwd ms", "fwd+bwd ms", "fwd TFLOP/s", "bwd TFLOP/s"):
+        assert header in v.stdout, v.stdout
+    assert "4 of 4 cells ran: 4 ok" in v.stdout
+
+
+PY_CLIENT = os.environ.get("BENCHD_CLIENT_PYTHON",
+                           os.path.join(SRC, ".venv-pyclient", "bin", "python"))
+ATTENTION_SWEEP_SCRIPT = """
+import json, sys
+import benchd
+with benchd.Client(sys.argv[1], timeout=30) as c:
+    job = c.attention(device="cpu:0", batch_size=2, head_dim=16, warmup=1, passes=3,
+                      sweep={"seq_len": [64, 128]})
+    job.wait(timeout=240, progress=False)
+    df = job.result.to_pandas()
+    print(json.dumps({"id": job.id, "rows": df.to_dict(orient="records")}))
+"""
+
+
+def test_an_attention_sweep_through_the_python_client(daemon):
+    # The package lives in its own venv (tests/CMakeLists.txt: installed
+    # here its benchd.v1 stubs would shadow the ones these tests generate).
+    if not os.access(PY_CLIENT, os.X_OK):
+        pytest.skip(f"no Python client venv at {PY_CLIENT} (scripts/setup.sh makes it)")
+    r = subprocess.run([PY_CLIENT, "-c", ATTENTION_SWEEP_SCRIPT, daemon.address],
+                       capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    job = get(daemon, out["id"])
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
+    rows = out["rows"]
+    assert [row["seq_len"] for row in rows] == ["64", "128"]
+    for row, cell in zip(rows, job.result.sweep.cells):
+        a = cell.result.attention
+        assert row["outcome"] == "ok"
+        assert row["median_forward_ms"] == pytest.approx(a.forward.median * 1e3, rel=1e-12)
+        assert row["median_backward_ms"] == pytest.approx(a.backward.median * 1e3, rel=1e-12)
+        assert row["median_step_ms"] == pytest.approx(a.step.median * 1e3, rel=1e-12)
+        assert row["flash_forward_tflops"] == pytest.approx(a.flash_forward_tflops_per_second)
+        assert row["flash_backward_tflops"] > 0 and row["flash_step_tflops"] > 0
+        assert row["wall_seconds"] > 0

@@ -162,6 +162,10 @@ class AttentionArgs(TypedDict, total=False):
     memory_cap: Size         # CUDA only: e.g. "2GiB", a real cap on the caching allocator
     flush_l2: bool           # 256 MiB zeroed before every pass (triton's do_bench; CUDA)
     preset: str              # "leaderboard": bf16 causal 1 x 16 heads x 16384 x 64, L2 flushed
+    # A grid as one job (JobSpec.sweep), fields of AttentionSpec: {"seq_len":
+    # [256, 1024], "implementation": ["faithful", "flash"], "precision": [...]}
+    sweep: Mapping[str, Union[str, Sequence[object]]]
+    cell_timeout: float      # with sweep: seconds a cell may run (a TIMEOUT row)
 
 
 class PrecisionArgs(TypedDict, total=False):
@@ -174,6 +178,8 @@ class PrecisionArgs(TypedDict, total=False):
     count: int               # additions in the accumulation experiment (default 1000)
     addend: float            # the value added (default 0.01)
     seed: int                # the ToyModel's weights, input and targets
+    sweep: Mapping[str, Union[str, Sequence[object]]]  # e.g. {"count": [10, 1000]}
+    cell_timeout: float      # with sweep: seconds a cell may run (a TIMEOUT row)
 
 
 # ------------------------------------------------------------------ checkers
@@ -367,11 +373,12 @@ ATTENTION_CHECKS: dict[str, Checker] = {
     "seq_len": as_int, "causal": as_bool, "precision": _enum(E.PRECISION),
     "impl": _enum(E.ATTENTION), "warmup": as_int, "passes": as_int, "seed": as_int,
     "memory_cap": as_size, "flush_l2": as_bool, "preset": as_str,
+    "sweep": _sweep, "cell_timeout": as_float,
 }
 PRECISION_CHECKS: dict[str, Checker] = {
     "device": as_str, "experiments": _enum_list(E.EXPERIMENT),
     "autocast_dtypes": _enum_list(E.PRECISION), "count": as_int, "addend": as_float,
-    "seed": as_int,
+    "seed": as_int, "sweep": _sweep, "cell_timeout": as_float,
 }
 
 # Keywords another kind takes, with what to give here instead.
@@ -657,7 +664,7 @@ def attention_spec(given: Mapping[str, object]) -> pb.JobSpec:
             raise ArgumentError("seed", a["seed"], "0 or more",
                                 f"seed: must be 0 or more, got {a['seed']}")
         s.seed = a["seed"]
-    return pb.JobSpec(device=a.get("device", ""), attention=s)
+    return _with_sweep(pb.JobSpec(device=a.get("device", ""), attention=s), a)
 
 
 
@@ -673,7 +680,7 @@ def precision_spec(given: Mapping[str, object]) -> pb.JobSpec:
             raise ArgumentError("seed", a["seed"], "0 or more",
                                 f"seed: must be 0 or more, got {a['seed']}")
         s.seed = a["seed"]
-    return pb.JobSpec(device=a.get("device", ""), precision=s)
+    return _with_sweep(pb.JobSpec(device=a.get("device", ""), precision=s), a)
 
 # ------------------------------------------------------------------ other calls
 

@@ -244,7 +244,15 @@ class Client(ClientBase):
         cudnn, math, tiled = FlashAttention-2's algorithm in ATen ops, fused = benchd's
         FlashAttention-2 CUDA kernels), warmup (5), passes (100), seed, memory_cap (CUDA only,
         e.g. '2GiB'). A cell that runs out of memory fails with
-        ResourceExhausted."""
+        ResourceExhausted.
+
+        sweep={"seq_len": [256, 1024], "implementation": ["faithful", "flash"]}
+        (fields of AttentionSpec) runs the grid as one job whose result is a
+        SweepResult: to_pandas() has a row per cell with its forward,
+        backward and forward+backward medians (ms), FlashAttention TFLOP/s
+        and measured memory (MiB, CUDA); a cell that runs out of memory is
+        an out_of_memory row and the sweep goes on. cell_timeout as for
+        benchmark()."""
         A.check_positionals("attention", args, A.ATTENTION_CHECKS)
         return self._submit(A.attention_spec(kwargs))
 
@@ -258,7 +266,9 @@ class Client(ClientBase):
         (0.01) for the accumulation loops, seed (the ToyModel's weights and
         batch). The result's to_pandas() is the accumulation table,
         autocast_dtypes() the ToyModel's dtypes, as the device's autocast gave
-        them."""
+        them. sweep={"count": [10, 1000]} (fields of PrecisionSpec) runs each
+        as one cell of one job (a SweepResult: each loop's sum and relative
+        error, each autocast dtype's loss)."""
         A.check_positionals("precision", args, A.PRECISION_CHECKS)
         return self._submit(A.precision_spec(kwargs))
 

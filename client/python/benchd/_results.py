@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 
 import html
-from typing import Any, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, Union, overload
+from typing import (Any, Callable, Generic, Iterable, Iterator, Mapping, NamedTuple, Optional,
+                    Sequence, TypeVar, Union, overload)
 
 import pandas as pd
 
@@ -29,7 +30,7 @@ from .v1 import bench_pb2 as pb
 
 __all__ = ["Nodes", "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult",
            "SweepResult", "AttentionResult", "PrecisionResult", "DdpResult", "Result",
-           "make_result", "ddp_run_label",
+           "make_result", "ddp_run_label", "SweepColumn", "SWEEP_COLUMNS", "sweep_columns",
            "step_columns", "Records", "Node",
            "MemoryEstimate"]
 
@@ -146,7 +147,9 @@ class BenchmarkResult(_Result):
     def stats(self) -> pd.DataFrame:
         """One row per timed phase (step, forward, backward, optimizer,
         host_step) over the measured steps: count, median_ms, mean_ms, std_ms,
-        min_ms, max_ms, p95_ms, p99_ms, cv."""
+        min_ms, max_ms, p95_ms, p99_ms, cv, iqr_ms, and noise_warning (the
+        daemon's, non-empty when the spread makes the median unreliable:
+        torch.utils.benchmark's rule)."""
         rows = []
         for phase in ("step", "forward", "backward", "optimizer", "host_step"):
             if not self.proto.HasField(phase):  # type: ignore[arg-type,unused-ignore]
@@ -155,9 +158,17 @@ class BenchmarkResult(_Result):
             rows.append({"phase": phase, "count": s.count, "median_ms": s.median * MS,
                          "mean_ms": s.mean * MS, "std_ms": s.std * MS, "min_ms": s.min * MS,
                          "max_ms": s.max * MS, "p95_ms": s.p95 * MS, "p99_ms": s.p99 * MS,
-                         "cv": s.cv})
+                         "cv": s.cv, "iqr_ms": s.iqr * MS, "noise_warning": s.noise_warning})
         return frame(rows, columns=["phase", "count", "median_ms", "mean_ms", "std_ms",
-                                           "min_ms", "max_ms", "p95_ms", "p99_ms", "cv"])
+                                           "min_ms", "max_ms", "p95_ms", "p99_ms", "cv", "iqr_ms",
+                                           "noise_warning"])
+
+    @property
+    def noise_warnings(self) -> list[str]:
+        """'phase: why' for each timed phase whose median is unreliable."""
+        return [f"{phase}: {getattr(self.proto, phase).noise_warning}"
+                for phase in ("step", "forward", "backward", "optimizer", "host_step")
+                if getattr(self.proto, phase).noise_warning]
 
     def summary(self) -> dict[str, Any]:
         """One row's worth: what ran and its medians (for a sweep's table)."""
@@ -178,7 +189,8 @@ class BenchmarkResult(_Result):
                 ("median step ms", f"{self.median_step_ms:.3f}"),
                 ("tokens/s", f"{self.tokens_per_second:,.0f}"),
                 ("TFLOP/s", f"{self.tflops_per_second:.4g}"),
-                ("parameters", f"{self.parameter_count:,}")]
+                ("parameters", f"{self.parameter_count:,}"),
+                *(("warning", w) for w in self.noise_warnings)]
 
     def _repr_html_(self) -> str:
         title = f"<b>benchd benchmark result, job {html.escape(self.job_id)}</b>"
@@ -407,8 +419,162 @@ class CollectiveResult(_Result):
 
 _OUTCOMES = {pb.SWEEP_CELL_OUTCOME_OK: "ok", pb.SWEEP_CELL_OUTCOME_OUT_OF_MEMORY: "out_of_memory",
              pb.SWEEP_CELL_OUTCOME_TIMEOUT: "timeout", pb.SWEEP_CELL_OUTCOME_FAILED: "failed"}
-_DERIVED = ("tokens_per_second", "speedup_vs_fp32", "forward_share", "backward_share",
-            "optimizer_share")
+
+
+SweepRead = Callable[[pb.SweepCell], Optional[float]]
+
+
+class SweepColumn(NamedTuple):
+    """One value column of a kind's sweep, as common/sweep_table.cc has it
+    (SweepColumnsOf): its name (a column of SweepResult.to_pandas(), a value
+    of pivot(), benchctl's --value), its header in `benchctl get --csv` (SI
+    units: seconds, bytes), the scale (the column's value = the CSV's x
+    scale) and how to read the CSV's value from a cell (None: it has none).
+    tests/test_sweep.py checks these against benchctl's CSV of real sweeps."""
+    name: str
+    csv: str
+    scale: float
+    read: SweepRead
+
+
+_MIB = 1.0 / (1 << 20)
+
+
+def _derived(field: str) -> SweepRead:
+    def read(c: pb.SweepCell) -> Optional[float]:
+        has = c.HasField(field)  # type: ignore[arg-type,unused-ignore]
+        return float(getattr(c, field)) if has else None
+    return read
+
+
+def _ok(c: pb.SweepCell, kind: str) -> bool:
+    return c.outcome == pb.SWEEP_CELL_OUTCOME_OK and c.result.WhichOneof("kind") == kind
+
+
+def _step_peak(c: pb.SweepCell) -> Optional[float]:
+    """A benchmark's peak memory, or a profile's unprofiled run's."""
+    if _ok(c, "benchmark"):
+        b = c.result.benchmark
+    elif _ok(c, "profile") and c.result.profile.HasField("unprofiled"):
+        b = c.result.profile.unprofiled
+    else:
+        return None
+    return float(b.peak_memory_bytes) if b.peak_memory_bytes > 0 else None
+
+
+def _positive(v: float) -> Optional[float]:
+    return float(v) if v > 0 else None
+
+
+def _attention(f: Callable[[pb.AttentionResult], Optional[float]]) -> SweepRead:
+    return lambda c: f(c.result.attention) if _ok(c, "attention") else None
+
+
+def _median(s: pb.Stats) -> Optional[float]:
+    return s.median if s.count > 0 else None
+
+
+def _measured(a: pb.AttentionResult, nbytes: int) -> Optional[float]:
+    """Measured by the CUDA caching allocator; a CPU has none (the bytes are 0)."""
+    return float(nbytes) if a.memory_source == "cuda_caching_allocator" else None
+
+
+def _memory_runs(f: Callable[[pb.MemoryRun], int]) -> SweepRead:
+    """The largest over the cell's memory runs that fit."""
+    def read(c: pb.SweepCell) -> Optional[float]:
+        if not _ok(c, "memory"):
+            return None
+        values = [f(r) for r in c.result.memory.runs if not r.out_of_memory]
+        return float(max(values)) if values else None
+    return read
+
+
+def _loop(name: str, f: Callable[[pb.PrecisionAccumulationRow], float]) -> SweepRead:
+    def read(c: pb.SweepCell) -> Optional[float]:
+        if not _ok(c, "precision"):
+            return None
+        return next((f(r) for r in c.result.precision.accumulation if r.name == name), None)
+    return read
+
+
+def _loss(dtype: int) -> SweepRead:
+    def read(c: pb.SweepCell) -> Optional[float]:
+        if not _ok(c, "precision"):
+            return None
+        return next((r.loss for r in c.result.precision.autocast if r.autocast_dtype == dtype),
+                    None)
+    return read
+
+
+def _profiler_overhead(c: pb.SweepCell) -> Optional[float]:
+    return _positive(c.result.profile.profiler_overhead) if _ok(c, "profile") else None
+
+
+_WALL = SweepColumn("wall_seconds", "wall_seconds", 1, lambda c: c.wall_seconds)
+_STEP = (
+    SweepColumn("median_step_ms", "median_step_s", MS, _derived("median_step_seconds")),
+    SweepColumn("tokens_per_second", "tokens_per_second", 1, _derived("tokens_per_second")),
+    SweepColumn("speedup_vs_fp32", "speedup_vs_fp32", 1, _derived("speedup_vs_fp32")),
+    SweepColumn("forward_share", "forward_share", 1, _derived("forward_share")),
+    SweepColumn("backward_share", "backward_share", 1, _derived("backward_share")),
+    SweepColumn("optimizer_share", "optimizer_share", 1, _derived("optimizer_share")),
+    SweepColumn("peak_memory_mib", "peak_memory_bytes", _MIB, _step_peak),
+)
+_LOOPS = ("fp32", "fp16", "mixed", "mixed_cast")
+
+# Each kind's value columns, in benchctl's CSV order (wall_seconds last),
+# keyed by the request's kind.
+SWEEP_COLUMNS: dict[str, tuple[SweepColumn, ...]] = {
+    "benchmark": (*_STEP, _WALL),
+    "profile": (*_STEP, SweepColumn("profiler_overhead", "profiler_overhead", 1,
+                                    _profiler_overhead), _WALL),
+    "attention": (
+        SweepColumn("median_forward_ms", "median_forward_s", MS,
+                    _attention(lambda a: _median(a.forward))),
+        SweepColumn("median_backward_ms", "median_backward_s", MS,
+                    _attention(lambda a: _median(a.backward))),
+        SweepColumn("median_step_ms", "median_step_s", MS, _attention(lambda a: _median(a.step))),
+        # FlashAttention's FLOP count (causal halved, backward 2.5x the forward).
+        SweepColumn("flash_forward_tflops", "flash_forward_tflops_per_second", 1,
+                    _attention(lambda a: _positive(a.flash_forward_tflops_per_second))),
+        SweepColumn("flash_backward_tflops", "flash_backward_tflops_per_second", 1,
+                    _attention(lambda a: _positive(a.flash_backward_tflops_per_second))),
+        SweepColumn("flash_step_tflops", "flash_step_tflops_per_second", 1,
+                    _attention(lambda a: _positive(a.flash_step_tflops_per_second))),
+        SweepColumn("saved_activation_mib", "saved_activation_bytes", _MIB,
+                    _attention(lambda a: _measured(a, a.saved_activation_bytes))),
+        SweepColumn("peak_pass_mib", "peak_pass_bytes", _MIB,
+                    _attention(lambda a: _measured(a, a.peak_pass_bytes))),
+        SweepColumn("saved_by_formula_mib", "saved_by_formula_bytes", _MIB,
+                    _attention(lambda a: _positive(a.saved_by_formula_bytes))),
+        SweepColumn("score_matrix_mib", "score_matrix_bytes", _MIB,
+                    _attention(lambda a: _positive(a.score_matrix_bytes))),
+        _WALL),
+    "memory": (
+        SweepColumn("peak_allocated_mib", "peak_allocated_bytes", _MIB,
+                    _memory_runs(lambda r: r.peak_allocated_bytes)),
+        SweepColumn("peak_reserved_mib", "peak_reserved_bytes", _MIB,
+                    _memory_runs(lambda r: r.peak_reserved_bytes)),
+        SweepColumn("baseline_allocated_mib", "baseline_allocated_bytes", _MIB,
+                    _memory_runs(lambda r: r.baseline_allocated_bytes)),
+        SweepColumn("max_memory_allocated_mib", "max_memory_allocated_bytes", _MIB,
+                    _memory_runs(lambda r: r.max_memory_allocated_bytes)),
+        _WALL),
+    "precision": (
+        *(SweepColumn(f"{n}_result", f"{n}_result", 1, _loop(n, lambda r: r.result))
+          for n in _LOOPS),
+        *(SweepColumn(f"{n}_relative_error", f"{n}_relative_error", 1,
+                      _loop(n, lambda r: r.relative_error)) for n in _LOOPS),
+        SweepColumn("bf16_loss", "bf16_loss", 1, _loss(pb.PRECISION_BF16)),
+        SweepColumn("fp16_loss", "fp16_loss", 1, _loss(pb.PRECISION_FP16)),
+        _WALL),
+}
+
+
+def sweep_columns(kind: str) -> tuple[SweepColumn, ...]:
+    """The value columns of a sweep of `kind` ("benchmark", "attention", ...;
+    "" = benchmark); a kind that cannot sweep has wall_seconds only."""
+    return SWEEP_COLUMNS.get(kind or "benchmark", (_WALL,))
 
 
 class SweepResult(_Result):
@@ -418,13 +584,26 @@ class SweepResult(_Result):
 
     kind = "sweep"
 
-    def __init__(self, proto: pb.SweepResult, job_id: str = "") -> None:
+    def __init__(self, proto: pb.SweepResult, job_id: str = "", request_kind: str = "") -> None:
         super().__init__(job_id)
         self.proto = proto
+        if not request_kind:
+            for c in proto.cells:
+                request_kind = c.spec.WhichOneof("kind") or c.result.WhichOneof("kind") or ""
+                if request_kind:
+                    break
+        self.request_kind = request_kind or "benchmark"
 
     @property
     def fields(self) -> list[str]:
         return list(self.proto.fields)
+
+    @property
+    def value_columns(self) -> list[str]:
+        """This kind's value columns (benchctl's --value): a benchmark's
+        median_step_ms, tokens_per_second, ...; an attention sweep's
+        median_forward_ms, median_backward_ms, median_step_ms, ..."""
+        return [c.name for c in sweep_columns(self.request_kind)]
 
     def cell_result(self, index: int) -> "Result | None":
         """The typed result of cell `index` (None for a cell that did not succeed)."""
@@ -435,34 +614,46 @@ class SweepResult(_Result):
     def to_pandas(self) -> pd.DataFrame:
         """One row per cell: job_id, index, one column per axis (its field, e.g.
         precision, model.preset), outcome (ok, out_of_memory, timeout, failed),
-        median_step_ms, tokens_per_second, speedup_vs_fp32, forward_share,
-        backward_share, optimizer_share (NaN where a cell has none),
-        wall_seconds, error_code, error_message."""
+        the kind's value columns (value_columns; NaN where a cell has none),
+        error_code, error_message. A benchmark's: median_step_ms,
+        tokens_per_second, speedup_vs_fp32, forward_share, backward_share,
+        optimizer_share, peak_memory_mib, wall_seconds. An attention sweep's:
+        median_forward_ms, median_backward_ms, median_step_ms (forward +
+        backward), flash_forward_tflops, flash_backward_tflops,
+        flash_step_tflops (FlashAttention's FLOP count), saved_activation_mib,
+        peak_pass_mib (measured on CUDA only), saved_by_formula_mib,
+        score_matrix_mib, wall_seconds. The same figures as `benchctl get
+        --csv` (which has them in seconds and bytes)."""
+        columns = sweep_columns(self.request_kind)
+        nan = float("nan")
         rows = []
         for c in self.proto.cells:
             row: dict[str, Any] = {"job_id": self.job_id, "index": c.index}
             for field, value in zip(self.fields, c.values):
                 row[field] = value
             row["outcome"] = _OUTCOMES.get(c.outcome, "unspecified")
-            row["median_step_ms"] = (c.median_step_seconds * MS
-                                     if c.HasField("median_step_seconds") else float("nan"))
-            nan = float("nan")
-            row["tokens_per_second"] = (c.tokens_per_second if c.HasField("tokens_per_second")
-                                        else nan)
-            row["speedup_vs_fp32"] = c.speedup_vs_fp32 if c.HasField("speedup_vs_fp32") else nan
-            row["forward_share"] = c.forward_share if c.HasField("forward_share") else nan
-            row["backward_share"] = c.backward_share if c.HasField("backward_share") else nan
-            row["optimizer_share"] = c.optimizer_share if c.HasField("optimizer_share") else nan
-            row.update(wall_seconds=c.wall_seconds, error_code=c.error_code,
-                       error_message=c.error_message)
+            for col in columns:
+                v = col.read(c)
+                row[col.name] = v * col.scale if v is not None else nan
+            row.update(error_code=c.error_code, error_message=c.error_message)
             rows.append(row)
-        return frame(rows, columns=["job_id", "index", *self.fields, "outcome", "median_step_ms",
-                                    *_DERIVED, "wall_seconds", "error_code", "error_message"])
+        return frame(rows, columns=["job_id", "index", *self.fields, "outcome",
+                                    *(col.name for col in columns), "error_code",
+                                    "error_message"])
 
-    def pivot(self, rows: str, columns: str, value: str = "median_step_ms") -> pd.DataFrame:
+    def pivot(self, rows: str, columns: str, value: Optional[str] = None) -> pd.DataFrame:
         """The write-up's layout: `rows` and `columns` are two of the axes
-        (e.g. "model.preset", "precision"), `value` a column of to_pandas()."""
+        (e.g. "model.preset", "precision"), `value` a column of to_pandas(),
+        one of value_columns as a rule (default median_step_ms where the kind
+        has it, as benchctl's --pivot: a benchmark's, a profile's, an attention
+        sweep's fwd+bwd; else the first)."""
+        names = self.value_columns
+        if value is None:
+            value = "median_step_ms" if "median_step_ms" in names else names[0]
         df = self.to_pandas()
+        if value not in df.columns:
+            raise ValueError(f"unknown value column {value!r} of a {self.request_kind} sweep; "
+                             f"expected one of {', '.join(names)}")
         out: pd.DataFrame = df.pivot_table(index=rows, columns=columns, values=value,
                                            aggfunc="first", sort=False)
         return out
@@ -805,7 +996,7 @@ def make_result(job: pb.Job) -> Result | None:
     """The typed result of a SUCCEEDED job (None when it has none); a sweep's
     is a SweepResult whatever the kind."""
     if job.result.HasField("sweep"):
-        return SweepResult(job.result.sweep, job.id)
+        return SweepResult(job.result.sweep, job.id, job.spec.WhichOneof("kind") or "")
     kind = job.result.WhichOneof("kind")
     if kind == "benchmark":
         return BenchmarkResult(job.result.benchmark, job.id)
