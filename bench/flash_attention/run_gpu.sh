@@ -49,11 +49,12 @@ fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   timeout ${BENCH_TIMEOUT:-240} $PY bench/flash_attention/flash_harness.py bench --lib "$LIB" 2>&1 | tee "$OUT/bench.log" || status=1
 fi
-# PROFILE=1 profiles only after a clean test run (PROFILE=force: always)
+# PROFILE=1 profiles only after a clean test run (PROFILE=force: always); NCU_EXTRA: more ncu
+# arguments (e.g. --metrics for the stall reasons)
 if [ "$WHAT" = profile ] || { [ "${PROFILE:-0}" = 1 ] && [ $status = 0 ]; } || [ "${PROFILE:-0}" = force ]; then
   timeout ${PROFILE_TIMEOUT:-150} ncu --clock-control none -k regex:"FwdKernel|BwdKernel|FwdWgmma|FwdWs|BwdWgmma|BwdWs" -c 5 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
-      --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section WarpStateStats ${NCU_EXTRA:-} \
       $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" > "$OUT/ncu.txt" 2>&1 || status=1
   grep -E "FwdKernel|BwdKernel|FwdWgmma|FwdWs|BwdWgmma|BwdWs|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
 fi

@@ -68,6 +68,11 @@
 //   query half w over all 128 keys (SS), staged in TMA's 128-byte swizzle and
 //   added by cp.reduce.async.bulk.tensor; unmasked steps run without mask code.
 //   BwdWsKernel stays as variant 6 (bench/flash_attention/RESULTS.md, runs 13-15).
+//   Runs 16-17 kept it: with the tensor pipe busy half of each step (ncu), a
+//   variant that runs the previous step's dK (SS) under the exponentials (16,
+//   BwdWs128PipeKernel) and variants that move a quarter / half of the
+//   exponentials to the FMA pipe (17, 18) were 1-8 % slower; the math pipes are
+//   not the limit (stall reasons: MIO throttle, long scoreboard, waits).
 #ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 #define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 

@@ -1202,6 +1202,19 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// 2^x on the FMA pipe (run 17; FlashAttention-4's trick against the MUFU limit):
+// floor by the round-down add of 1.5·2^23, a degree-3 minimax polynomial for 2^f
+// on [0, 1) (relative error 7.5e-5, below bf16's and fp16's rounding of P), the
+// integer part added to the exponent field. x is clamped at −126 so that the
+// exponent never wraps (2^−126 is as good as 0 next to P's scale).
+__device__ __forceinline__ float Ex2Poly(float x) {
+  x = fmaxf(x, -126.f);
+  const float j = __fadd_rd(x, 12582912.f);
+  const float f = x - (j - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.07802467f, f, 0.22606698f), f, 0.69583356f), f, 0.99992520f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(j) << 23));
+}
+
 // ---------------------------------------------------------------------------
 // Warp-specialised backward, head dim 64, FlashAttention-3's d64 tiling
 // (hopper/flash_bwd_launch_template.h: kBlockM = kBlockN = 128, SdP_swapAB,
@@ -1226,7 +1239,7 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // then dies at once (it did not fit beside the packed one: 124 bytes of
 // spills), so dS = P·(dP − D) is formed in bf16x2/f16x2 from the packed P and
 // the packed (dP − D): two more roundings than the float32 product.
-template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false>
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0>
 __global__ void __launch_bounds__(384, 1)
     BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -1350,7 +1363,16 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float l = (e & 1) ? lv.y : lv.x;
-          float pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          float pv;
+          if constexpr (kEmu > 0) {
+            // every kEmu-th group of 4 scores on the FMA pipe, the rest on MUFU
+            if (i % kEmu == kEmu - 1)
+              pv = Ex2Poly(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+            else
+              pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          } else {
+            pv = Ex2(fmaf(stt[4 * i + e], sl2, -l * kLog2e));
+          }
           if (kMasked && need_mask) {
             const int q = m0 + col + (e & 1);
             const int key = key_lo + (e >> 1) * 8;
@@ -1569,7 +1591,7 @@ bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p) {
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false>
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0>
 const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
@@ -1582,7 +1604,7 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers; alignment
   constexpr size_t smem =
       (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
-  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv>;
+  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv, kEmu>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -1921,7 +1943,10 @@ const char* LaunchBwdWs128Pipe(const Params& p, cudaStream_t stream) {
 // 13): FlashAttention-3's d64 tiling, unmasked P loop, stmatrix dSᵀ, swizzled
 // dQ staging + tensor reduction; 12 BwdWs128Kernel without kOpt (run 13's
 // kernel); 14 kOpt + dK issued before the barrier; 15 kOpt + dV issued before
-// dPᵀ is waited for. Runs 11-12 (none beat run 9's kernel): 6 run 9's kernel
+// dPᵀ is waited for; 16 BwdWs128PipeKernel (run 16: dK_{u−1} as SS under step u's
+// exponentials, dQ_{u−1} beside dV_u; 3 % slower); 17 / 18 variant 13 with a
+// quarter / half of the exponentials on the FMA pipe (Ex2Poly; run 17: 7 % / 8 %
+// slower: MUFU is not the limit). Runs 11-12 (none beat run 9's kernel): 6 run 9's kernel
 // (BwdWsKernel, the default until run 12); 8 run 9's kernel in LPT grid order;
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
 // tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
@@ -1953,8 +1978,12 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs128<T, 64, true, false, true>(p, stream);
     case 16:
       return LaunchBwdWs128Pipe<T, 64>(p, stream);
+    case 17:
+      return LaunchBwdWs128<T, 64, true, false, false, 4>(p, stream);
+    case 18:
+      return LaunchBwdWs128<T, 64, true, false, false, 2>(p, stream);
 #endif
-    default:
+    default:  // variant 13
       return LaunchBwdWs128<T, 64, true, false>(p, stream);
   }
 }
