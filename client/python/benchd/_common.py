@@ -19,7 +19,8 @@ from . import _enums as E
 from ._errors import (BenchdError, DeadlineExceeded, JobFailed, JobNotDone, RpcError,
                       Unavailable, error_for)
 from ._credentials import DEFAULT_ADDRESS
-from ._results import MS, Result, _frame_html, ddp_run_label, frame, make_result
+from ._results import (MS, Result, _frame_html, ddp_run_label, frame, make_result,
+                       sweep_cell_line)
 from .v1 import bench_pb2 as pb
 
 class JobState(str, enum.Enum):
@@ -277,9 +278,7 @@ class Progress:
                     line += ", ranks DIVERGED"
             bar.write(line)
         elif e.kind == "sweep_cell" and e.cell is not None:
-            outcome = {1: "ok", 2: "out of memory", 3: "timeout", 4: "failed"}.get(
-                e.cell.outcome, "?")
-            bar.write(f"cell {e.cell.index + 1} {' '.join(e.cell.values)}: {outcome}")
+            bar.write(sweep_cell_line(e.cell))
         elif e.kind == "log" and e.message:
             bar.write(e.message)
         elif e.terminal:

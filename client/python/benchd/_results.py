@@ -577,6 +577,26 @@ def sweep_columns(kind: str) -> tuple[SweepColumn, ...]:
     return SWEEP_COLUMNS.get(kind or "benchmark", (_WALL,))
 
 
+def sweep_cell_line(cell: pb.SweepCell) -> str:
+    """A finished cell as the progress bar writes it: its number, values,
+    outcome and the first three figures of its kind ("cell 1 64 faithful: ok,
+    median_forward_ms 0.112, median_backward_ms 0.208, median_step_ms 0.32"),
+    or the error of a cell that did not succeed."""
+    kind = cell.spec.WhichOneof("kind") or cell.result.WhichOneof("kind") or ""
+    outcome = {pb.SWEEP_CELL_OUTCOME_OK: "ok", pb.SWEEP_CELL_OUTCOME_OUT_OF_MEMORY: "out of memory",
+               pb.SWEEP_CELL_OUTCOME_TIMEOUT: "timeout",
+               pb.SWEEP_CELL_OUTCOME_FAILED: "failed"}.get(cell.outcome, "?")
+    parts = [f"cell {cell.index + 1} {' '.join(cell.values)}: {outcome}"]
+    for c in sweep_columns(kind)[:-1]:  # wall_seconds aside
+        v = c.read(cell)
+        if v is not None and len(parts) < 4:
+            parts.append(f"{c.name} {v * c.scale:.4g}")
+    line = ", ".join(parts)
+    if cell.outcome != pb.SWEEP_CELL_OUTCOME_OK and cell.error_message:
+        line += ": " + cell.error_message[:200]
+    return line
+
+
 class SweepResult(_Result):
     """A sweep's rows (SweepResult in bench.proto): each cell's values, how it
     ended, its own result (`cell_result(i)`) and the derived columns the

@@ -15,7 +15,7 @@ import pytest
 
 import benchd
 from benchd import _args as A
-from benchd._results import SWEEP_COLUMNS, make_result, sweep_columns
+from benchd._results import SWEEP_COLUMNS, make_result, sweep_cell_line, sweep_columns
 from benchd.v1 import bench_pb2 as pb
 from conftest import BIN, TINY, Daemon
 
@@ -225,6 +225,10 @@ def test_an_attention_sweeps_frame_reads_each_cells_result() -> None:
     # The OOM cell keeps its row: its outcome, no figures, its wall time.
     assert df.loc[2, "outcome"] == "out_of_memory" and math.isnan(df.loc[2, "median_forward_ms"])
     assert df.loc[2, "wall_seconds"] == 0.25 and df.loc[2, "error_code"] == 8
+    # The progress bar's line for each cell: the kind's first figures, or the error.
+    assert sweep_cell_line(r.cells[0]) == ("cell 1 64: ok, median_forward_ms 1, "
+                                           "median_backward_ms 2, median_step_ms 3")
+    assert sweep_cell_line(r.cells[2]) == "cell 1 256: out of memory: out of memory on cuda:0"
     # A result without the job's spec: the kind from its cells.
     assert benchd.SweepResult(r).request_kind == "attention"
     assert set(SWEEP_COLUMNS) == {"benchmark", "profile", "attention", "memory", "precision"}
