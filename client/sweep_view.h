@@ -56,8 +56,9 @@ std::string SweepTable(v1::JobSpec::KindCase kind, const v1::SweepSpec& sweep,
 // backward_share,optimizer_share,peak_memory_bytes,wall_seconds.
 std::string SweepCsv(const v1::Job& job);
 
-// The pivot as text (a cell without a value shows its outcome: OOM,
-// TIMEOUT, FAILED) or CSV (header "<rows>\\<cols>",<column values>...).
+// The pivot as text (in the column's unit: milliseconds with 2 decimals, 3
+// significant digits below 1 ms; a cell without a value shows its outcome:
+// OOM, TIMEOUT, FAILED) or CSV (header "<rows>\\<cols>",<column values>...).
 // INVALID_ARGUMENT for a --pivot that is not two axes of the sweep or a
 // --value that is not one of the kind's columns (listing them).
 absl::StatusOr<std::string> SweepPivotText(const v1::Job& job, const PivotFlags& flags, bool csv);
