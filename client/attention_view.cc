@@ -122,6 +122,14 @@ std::string AttentionResultView(const v1::AttentionResult& r) {
                    s.causal() ? " halved (causal)" : "", FormatRate(r.forward_tflops_per_second()),
                    FormatRate(r.backward_tflops_per_second()))},
   };
+  for (const auto& [pass, stats] :
+       {std::pair<const char*, const v1::Stats*>{"forward", &r.forward()},
+        {"backward", &r.backward()},
+        {"fwd+bwd", &r.step()}}) {
+    if (!stats->noise_warning().empty()) {
+      kv.emplace_back("Warning", fmt::format("{}: {}", pass, stats->noise_warning()));
+    }
+  }
   if (!s.preset().empty() || s.flush_l2()) {
     kv.emplace_back("Harness",
                     fmt::format("{}{}", s.preset().empty() ? "" : s.preset() + " preset; ",

@@ -90,6 +90,15 @@ TEST(AttentionViewTest, TableHasTheWriteUpsColumns) {
       << view;
 }
 
+TEST(AttentionViewTest, ANoisyPassIsWarnedOf) {
+  v1::AttentionResult r = Result("cuda_caching_allocator");
+  EXPECT_EQ(AttentionResultView(r).find("Warning"), std::string::npos);
+  r.mutable_backward()->set_noise_warning("interquartile range is 12.0% of the median (over 10%)");
+  EXPECT_NE(AttentionResultView(r).find("backward: interquartile range is 12.0% of the median"),
+            std::string::npos)
+      << AttentionResultView(r);
+}
+
 TEST(AttentionViewTest, ACpuSaysItsMemoryWasNotMeasured) {
   const std::string view = AttentionResultView(Result("unavailable on cpu"));
   EXPECT_NE(view.find("n/a"), std::string::npos) << view;

@@ -20,6 +20,7 @@
 #include "client/estimate_view.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/interrupt.h"
 #include "client/job_view.h"
 #include "client/json.h"
 #include "client/list_views.h"
@@ -98,8 +99,18 @@ int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput&
       if (!out.empty()) Write(o.stream, out);
     }
   };
-  absl::StatusOr<v1::JobEvent> terminal = client.Watch(job_id, on_event);
+  InterruptScope interrupt;
+  absl::StatusOr<v1::JobEvent> terminal = client.Watch(job_id, on_event, &interrupt.interrupted());
   if (bar_drawn) Write(o.stream, "\n");  // keep the last bar on screen
+  if (interrupt.interrupted()) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "benchctl: stopped watching job %s (Ctrl-C); the job is still running on the "
+                 "daemon\n  follow it again: benchctl watch %s\n  cancel it:       benchctl "
+                 "cancel %s\n",
+                 job_id.c_str(), job_id.c_str(), job_id.c_str());
+    return kExitWatchInterrupted;
+  }
   if (!terminal.ok()) return ReportError(terminal.status());
 
   *final_job = TerminalJob(*terminal);

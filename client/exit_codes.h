@@ -15,6 +15,8 @@ enum ExitCode : int {
   kExitUsage = 2,        // bad flags, or the daemon answered INVALID_ARGUMENT
   kExitUnreachable = 3,  // no connection to the daemon (UNAVAILABLE, or none within --timeout)
   kExitRpcError = 4,     // any other RPC error: NOT_FOUND, UNIMPLEMENTED, DEADLINE_EXCEEDED, ...
+  // Ctrl-C stopped the watch; the job runs on (128 + SIGINT, as shells say).
+  kExitWatchInterrupted = 130,
 };
 
 // The --help footer.
@@ -26,6 +28,7 @@ inline constexpr const char* kExitCodesHelp =
     "  3  daemon unreachable: no connection within --timeout, or UNAVAILABLE\n"
     "  4  any other RPC error (NOT_FOUND, UNAUTHENTICATED, PERMISSION_DENIED,\n"
     "     DEADLINE_EXCEEDED, ...)\n"
+    "  130  Ctrl-C stopped watching; the job is still running (benchctl watch ID, cancel ID)\n"
     "\n"
     "Environment:\n"
     "  BENCHD_ADDRESS  default for --address (else the client config's, else 127.0.0.1:7531)\n";

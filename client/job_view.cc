@@ -159,7 +159,13 @@ std::string StatsTable(const v1::BenchmarkResult& r, const std::string& indent) 
                   FormatMs(s->min()), FormatMs(s->max()), FormatMs(s->p95()),
                   FormatPercent(s->cv())});
   }
-  return table.Render(indent);
+  std::string out = table.Render(indent);
+  for (const auto& [name, s] : rows) {
+    if (!s->noise_warning().empty()) {
+      out += fmt::format("{}warning: {}: {}\n", indent, name, s->noise_warning());
+    }
+  }
+  return out;
 }
 
 std::string StepsTable(const v1::BenchmarkResult& r, const std::string& indent) {

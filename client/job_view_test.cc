@@ -33,6 +33,17 @@ TEST(StatsTable, SkipsPhasesTheModeDoesNotRun) {
   EXPECT_THAT(table, HasSubstr("forward"));
 }
 
+// A noisy series says so under the table (the figure comes from the daemon:
+// common/stats.cc), so a median that cannot be trusted is not read as one.
+TEST(StatsTable, NoisyPhasesAreWarnedOfUnderTheTable) {
+  v1::BenchmarkResult r = testing::MakeSucceededJob().result().benchmark();
+  EXPECT_THAT(StatsTable(r), Not(HasSubstr("warning")));
+  r.mutable_step()->set_noise_warning("interquartile range is 31.0% of the median (over 25%)");
+  EXPECT_THAT(
+      StatsTable(r, "  "),
+      HasSubstr("  warning: step: interquartile range is 31.0% of the median (over 25%)\n"));
+}
+
 TEST(JobView, RooflineUnavailableSaysWhy) {
   v1::Job job = testing::MakeSucceededJob();
   job.mutable_result()->mutable_benchmark()->mutable_roofline()->Clear();

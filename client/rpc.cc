@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <grpcpp/client_context.h>
@@ -289,13 +290,37 @@ absl::StatusOr<int64_t> BenchClient::FetchArtifact(
 }
 
 absl::StatusOr<v1::JobEvent> BenchClient::Watch(
-    const std::string& job_id, const std::function<void(const v1::JobEvent&)>& on_event) {
+    const std::string& job_id, const std::function<void(const v1::JobEvent&)>& on_event,
+    const std::atomic<bool>* stop) {
   if (absl::Status s = Connect(std::chrono::system_clock::now() + timeout_); !s.ok()) return s;
   grpc::ClientContext context;
   Prepare(&context);
   v1::WatchRequest request;
   request.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Watch(&context, request);
+  // Read blocks: a stop is noticed beside it and ends the stream from here
+  // (TryCancel is thread-safe; a signal handler could not call it).
+  std::atomic<bool> reading_done{false};
+  std::thread stopper;
+  if (stop != nullptr) {
+    stopper = std::thread([&] {
+      while (!reading_done) {
+        if (*stop) {
+          context.TryCancel();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  struct JoinAtExit {
+    std::atomic<bool>& done;
+    std::thread& thread;
+    ~JoinAtExit() {
+      done = true;
+      if (thread.joinable()) thread.join();
+    }
+  } join_at_exit{reading_done, stopper};
   v1::JobEvent event;
   bool terminal = false;
   while (reader->Read(&event)) {
@@ -319,6 +344,9 @@ absl::StatusOr<v1::JobEvent> BenchClient::Watch(
     return event;
   }
   grpc::Status status = reader->Finish();
+  if (stop != nullptr && *stop) {
+    return absl::CancelledError(fmt::format("stopped watching job {}", job_id));
+  }
   if (!status.ok()) return Convert(status);
   return absl::UnknownError(
       fmt::format("the event stream of job {} ended before the job finished", job_id));

@@ -5,6 +5,7 @@
 #ifndef BENCHD_CLIENT_RPC_H_
 #define BENCHD_CLIENT_RPC_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -50,9 +51,11 @@ class BenchClient {
 
   // Streams the job's events to `on_event` until a terminal one, which is
   // returned. No overall deadline (jobs take as long as they take), but the
-  // connection must come up within the timeout.
+  // connection must come up within the timeout. Once `stop` (if given) is
+  // set, the stream is cancelled and CANCELLED returned (Ctrl-C).
   absl::StatusOr<v1::JobEvent> Watch(const std::string& job_id,
-                                     const std::function<void(const v1::JobEvent&)>& on_event);
+                                     const std::function<void(const v1::JobEvent&)>& on_event,
+                                     const std::atomic<bool>* stop = nullptr);
 
   // gRPC status -> absl::Status, with UNAVAILABLE and DEADLINE_EXCEEDED
   // reworded to name the address, a TLS failure said as such, and a hint on

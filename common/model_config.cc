@@ -95,9 +95,13 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& in,
         prefix, "num_heads: RoPE needs an even head dimension, got d_model/num_heads = ",
         out.d_model() / out.num_heads()));
   }
-  if (!(out.rope_theta() > 0)) {
+  // RoPE's frequencies are theta^(-2i/d) per position, in fp32: below 1 they
+  // exceed a radian per position (5e-324 overflows fp32 and every loss is
+  // NaN). Every published model uses 10^4 or more.
+  if (!(out.rope_theta() >= 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "rope_theta: expected > 0, got ", out.rope_theta()));
+        absl::StrCat(prefix, "rope_theta: expected >= 1 (RoPE's base; 10000 by default), got ",
+                     out.rope_theta()));
   }
   // Keeps int64 arithmetic far from overflow.
   constexpr int64_t kMaxDim = 1 << 20;

@@ -219,6 +219,22 @@ TEST(ResolveModelConfigTest, NegativeRopeTheta) {
   EXPECT_PRED_FORMAT2(IsSubstring, "model.rope_theta", std::string(m.status().message()));
 }
 
+// Finite and positive is not enough: 5e-324 made every loss NaN (fp32
+// frequencies overflow). Below 1 is refused, naming the field; 1 runs.
+TEST(ResolveModelConfigTest, RopeThetaBelowOneIsRefused) {
+  for (double theta : {5e-324, 1e-40, 0.5}) {
+    v1::ModelConfig in = Named("tiny");
+    in.set_rope_theta(theta);
+    auto m = ResolveModelConfig(in);
+    ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << theta;
+    EXPECT_PRED_FORMAT2(IsSubstring, "model.rope_theta: expected >= 1",
+                        std::string(m.status().message()));
+  }
+  v1::ModelConfig one = Named("tiny");
+  one.set_rope_theta(1.0);
+  EXPECT_TRUE(ResolveModelConfig(one).ok());
+}
+
 TEST(ResolveModelConfigTest, DimensionOverLimit) {
   auto m = ResolveModelConfig(Explicit(100, 64, (int64_t{1} << 20) + 1, 2, 4));
   ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);

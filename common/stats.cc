@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_format.h"
+
 namespace benchd {
 
 double Quantile(const std::vector<double>& sorted, double q) {
@@ -34,6 +36,21 @@ v1::Stats ComputeStats(std::vector<double> values) {
   s.set_p95(Quantile(values, 0.95));
   s.set_p99(Quantile(values, 0.99));
   s.set_cv(mean != 0 ? std / mean : 0.0);
+  s.set_iqr(Quantile(values, 0.75) - Quantile(values, 0.25));
+  if (values.size() >= kMinValuesForNoise && s.median() > 0) {
+    const double fraction = s.iqr() / s.median();
+    if (fraction > kVeryNoisyIqrFraction) {
+      s.set_noise_warning(absl::StrFormat(
+          "interquartile range is %.1f%% of the median (over %.0f%%): significant run-to-run "
+          "variance, the median is unreliable",
+          100 * fraction, 100 * kVeryNoisyIqrFraction));
+    } else if (fraction > kNoisyIqrFraction) {
+      s.set_noise_warning(absl::StrFormat(
+          "interquartile range is %.1f%% of the median (over %.0f%%): the machine's load or "
+          "clocks varied, the median may be unreliable",
+          100 * fraction, 100 * kNoisyIqrFraction));
+    }
+  }
   return s;
 }
 

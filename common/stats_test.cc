@@ -20,6 +20,25 @@ TEST(StatsTest, HandWorkedSeries) {
   EXPECT_DOUBLE_EQ(s.max(), 10.0);
   EXPECT_NEAR(s.p95(), 8.95, 1e-12);
   EXPECT_DOUBLE_EQ(s.cv(), std::sqrt(50.0 / 3.0) / 4.0);
+  // p25 at rank 0.75: 1.75; p75 at rank 2.25: 3 + 0.25·7 = 4.75.
+  EXPECT_DOUBLE_EQ(s.iqr(), 3.0);
+  EXPECT_EQ(s.noise_warning(),
+            "interquartile range is 120.0% of the median (over 25%): significant run-to-run "
+            "variance, the median is unreliable");
+}
+
+// torch.utils.benchmark's rule: over 10% of the median is noisy, over 25%
+// very; fewer than 4 values say nothing.
+TEST(StatsTest, NoiseWarningFollowsTheInterquartileRange) {
+  // iqr 0.12 of a median of 1.0 (p25 0.94, p75 1.06).
+  const v1::Stats noisy = ComputeStats({0.9, 0.94, 1.0, 1.06, 1.1});
+  EXPECT_NEAR(noisy.iqr(), 0.12, 1e-12);
+  EXPECT_EQ(noisy.noise_warning(),
+            "interquartile range is 12.0% of the median (over 10%): the machine's load or "
+            "clocks varied, the median may be unreliable");
+  const v1::Stats steady = ComputeStats({0.99, 1.0, 1.0, 1.01, 1.02});
+  EXPECT_TRUE(steady.noise_warning().empty()) << steady.noise_warning();
+  EXPECT_TRUE(ComputeStats({1.0, 2.0, 9.0}).noise_warning().empty());
 }
 
 // Step times with one outlier. Expected values from numpy 2.x:
@@ -36,6 +55,8 @@ TEST(StatsTest, MatchesNumpy) {
   EXPECT_DOUBLE_EQ(s.max(), 0.030);
   EXPECT_NEAR(s.p95(), 0.023699999999999985, 1e-15);
   EXPECT_NEAR(s.cv(), 0.4025382429497065, 1e-12);
+  // np.percentile(x, 75) - np.percentile(x, 25)
+  EXPECT_NEAR(s.iqr(), 0.0035, 1e-15);
 }
 
 TEST(StatsTest, OneValue) {

@@ -15,19 +15,15 @@ JOBS=${BENCHD_TEST_JOBS:-$(nproc)}
 FUZZ_BUILD=${BENCHD_FUZZ_BUILD_DIR:-build-fuzz}
 BENCHD_FUZZ_BUILD_DIR=$FUZZ_BUILD BENCHD_FUZZ_BUILD_LATER=1 scripts/setup.sh --test
 
-# The sanitizer build compiles while the main suite runs, at the lowest CPU
+# setup.sh started the sanitizer build in the background, at the lowest CPU
 # priority: the suite leaves ~40% of the CPU idle (its tests wait on daemons,
 # workers and timeouts), and the tests keep the CPU they ask for.
-fuzz_pid=""
-if [ "$FUZZ_BUILD" != none ]; then
-  nice -n 19 cmake --build "$FUZZ_BUILD" > "$FUZZ_BUILD/build.log" 2>&1 &
-  fuzz_pid=$!
-fi
 rc=0
 ctest --test-dir "${BENCHD_BUILD_DIR:-build}" --output-on-failure --timeout 1800 -j "$JOBS" "$@" || rc=$?
 echo "test: main suite done after $SECONDS s"
-if [ -n "$fuzz_pid" ]; then
-  if ! wait "$fuzz_pid"; then
+if [ "$FUZZ_BUILD" != none ]; then
+  while [ ! -f "$FUZZ_BUILD/build.rc" ]; do sleep 2; done
+  if [ "$(cat "$FUZZ_BUILD/build.rc")" != 0 ]; then
     tail -50 "$FUZZ_BUILD/build.log"
     echo "test: the sanitizer build failed (log: $FUZZ_BUILD/build.log)" >&2
     exit 1

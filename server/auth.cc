@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/token_hash.h"
 #include "grpc/grpc_security_constants.h"
+#include "server/call_policy.h"
 
 namespace benchd::server {
 namespace {
@@ -157,6 +158,12 @@ absl::StatusOr<AuthFile> AuthFile::Load(const std::string& path) {
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("auth file ", path, ": cannot read it"));
   }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auth file ", path,
+                     ": is a directory; expected a file of lines 'ROLE NAME sha256:<hash>' "
+                     "(benchctl token create prints one)"));
+  }
   if ((st.st_mode & 022) != 0) {
     return absl::PermissionDeniedError(absl::StrCat(
         "auth file ", path, ": group or others may write it (mode ",
@@ -166,7 +173,15 @@ absl::StatusOr<AuthFile> AuthFile::Load(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("auth file ", path, ": cannot read it"));
   std::stringstream text;
   text << in.rdbuf();
-  return Parse(text.str(), path);
+  auto parsed = Parse(text.str(), path);
+  // An empty file would refuse every caller without a word: say so instead.
+  if (parsed.ok() && parsed->tokens_.empty() && parsed->subjects_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "auth file ", path,
+        ": has no entries, so every caller would be refused; add a line "
+        "'ROLE NAME sha256:<hash>' (benchctl token create prints one) or leave --auth-file out"));
+  }
+  return parsed;
 }
 
 std::optional<Principal> AuthFile::ForToken(absl::string_view token) const {
@@ -186,31 +201,8 @@ std::optional<Principal> AuthFile::ForSubject(absl::string_view subject) const {
 }
 
 v1::Role RequiredRole(absl::string_view method) {
-  static const auto* const kRoles = new std::map<std::string, v1::Role, std::less<>>{
-      {"Submit", v1::ROLE_SUBMIT},
-      {"Watch", v1::ROLE_READ},
-      {"GetJob", v1::ROLE_READ},
-      {"ListJobs", v1::ROLE_READ},
-      {"CancelJob", v1::ROLE_SUBMIT},
-      {"ListModels", v1::ROLE_READ},
-      {"EvictModel", v1::ROLE_ADMIN},
-      {"GetNodeInfo", v1::ROLE_READ},
-      {"ListArtifacts", v1::ROLE_READ},
-      {"FetchArtifact", v1::ROLE_READ},
-      {"CreateGroup", v1::ROLE_ADMIN},
-      {"ListGroups", v1::ROLE_READ},
-      {"DestroyGroup", v1::ROLE_ADMIN},
-      {"Estimate", v1::ROLE_READ},
-      {"ListNodes", v1::ROLE_READ},
-      // Node to node (proto/benchd/internal/cluster.proto): members only.
-      {"Cluster.Heartbeat", v1::ROLE_ADMIN},
-      {"Node.Run", v1::ROLE_ADMIN},
-      {"Node.PrepareGroup", v1::ROLE_ADMIN},
-      {"Node.JoinGroup", v1::ROLE_ADMIN},
-      {"Node.LeaveGroup", v1::ROLE_ADMIN},
-  };
-  auto it = kRoles->find(method);
-  return it == kRoles->end() ? v1::ROLE_UNSPECIFIED : it->second;
+  const CallPolicy* policy = FindCallPolicy(method);
+  return policy == nullptr ? v1::ROLE_UNSPECIFIED : policy->role;
 }
 
 absl::string_view RoleName(v1::Role role) {

@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -81,6 +82,28 @@ TEST(AuthFileTest, LoadRefusesAFileOthersMayWrite) {
   EXPECT_THAT(loaded.status().message(), HasSubstr("chmod go-w"));
   std::remove(path.c_str());
   EXPECT_EQ(AuthFile::Load(path).status().code(), absl::StatusCode::kNotFound);
+}
+
+// An empty file (comments only) or a directory would start a daemon that
+// refuses every caller without a word: both are refused at load, saying why.
+TEST(AuthFileTest, LoadRefusesAnEmptyFileAndADirectory) {
+  const std::string path = ::testing::TempDir() + "/auth-file-empty";
+  {
+    std::ofstream out(path);
+    out << "# nobody yet\n\n";
+  }
+  chmod(path.c_str(), 0600);
+  auto empty = AuthFile::Load(path);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("has no entries, so every caller would be"));
+  std::remove(path.c_str());
+  const std::string dir = ::testing::TempDir() + "/auth-file-dir";
+  mkdir(dir.c_str(), 0700);
+  auto directory = AuthFile::Load(dir);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_THAT(directory.status().message(), HasSubstr("is a directory"));
+  rmdir(dir.c_str());
 }
 
 TEST(RequiredRoleTest, EveryBenchMethodHasARole) {

@@ -13,6 +13,7 @@
 #include "common/job_spec.h"
 #include "common/memory_estimate.h"
 #include "common/version.h"
+#include "server/call_policy.h"
 #include "server/config.h"
 #include "server/grpc_status.h"
 #include "server/model_calls.h"
@@ -175,255 +176,291 @@ class FetchReactor final : public grpc::ServerWriteReactor<v1::ArtifactChunk> {
   bool sent_any_ = false;
 };
 
-// A unary call passed to another member (server/forwarding.h); `after`
-// rewrites its answer into this node's names.
-template <typename Req, typename Resp, typename Call>
-grpc::ServerUnaryReactor* Forward(grpc::CallbackServerContext* ctx, Forwarder* forwarder,
-                                  const std::string& node, const Principal& caller, Req request,
-                                  Resp* resp, Call call, std::function<void(Resp*)> after) {
-  auto stub = forwarder->Stub(node);
-  if (!stub.ok()) return Done(ctx, ToGrpc(stub.status()));
-  struct State {
-    grpc::ClientContext client;
-    Req request;
-    std::shared_ptr<v1::Bench::Stub> stub;
-  };
-  auto state = std::make_shared<State>();
-  state->request = std::move(request);
-  state->stub = *std::move(stub);
-  forwarder->Prepare(&state->client, caller, *ctx);
-  auto* reactor = ctx->DefaultReactor();
-  call(state->stub.get(), &state->client, &state->request, resp,
-       [state, reactor, resp, after = std::move(after)](grpc::Status s) {
-         if (s.ok() && after) after(resp);
-         reactor->Finish(s);
-       });
-  return reactor;
+// The member's method for each request type a call can be forwarded with
+// (those whose CallPolicy names a route field): the one place that binds a
+// request to its stub call.
+using MemberDone = std::function<void(grpc::Status)>;
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::SubmitRequest* r,
+                v1::Job* out, MemberDone done) {
+  stub->async()->Submit(c, r, out, std::move(done));
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::GetJobRequest* r,
+                v1::Job* out, MemberDone done) {
+  stub->async()->GetJob(c, r, out, std::move(done));
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListJobsRequest* r,
+                v1::ListJobsResponse* out, MemberDone done) {
+  stub->async()->ListJobs(c, r, out, std::move(done));
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::CancelJobRequest* r,
+                v1::Job* out, MemberDone done) {
+  stub->async()->CancelJob(c, r, out, std::move(done));
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListArtifactsRequest* r,
+                v1::ListArtifactsResponse* out, MemberDone done) {
+  stub->async()->ListArtifacts(c, r, out, std::move(done));
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::WatchRequest* r,
+                grpc::ClientReadReactor<v1::JobEvent>* reactor) {
+  stub->async()->Watch(c, r, reactor);
+}
+void CallMember(v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::FetchArtifactRequest* r,
+                grpc::ClientReadReactor<v1::ArtifactChunk>* reactor) {
+  stub->async()->FetchArtifact(c, r, reactor);
 }
 
-// The same for a stream: Watch and FetchArtifact.
-template <typename Resp, typename Req, typename Start>
-grpc::ServerWriteReactor<Resp>* ForwardStream(grpc::CallbackServerContext* ctx,
-                                              Forwarder* forwarder, const std::string& node,
-                                              const Principal& caller, Req request, Start start,
-                                              std::function<void(Resp*)> transform) {
-  auto stub = forwarder->Stub(node);
-  if (!stub.ok()) return Refused<Resp>(stub.status());
-  auto client = std::make_unique<grpc::ClientContext>();
-  forwarder->Prepare(client.get(), caller, *ctx);
-  auto shared_request = std::make_shared<Req>(std::move(request));
-  return new ForwardedStream<Resp>(
-      [stub = *stub, shared_request, start](grpc::ClientContext* c,
-                                            grpc::ClientReadReactor<Resp>* r) {
-        start(stub.get(), c, shared_request.get(), r);
-      },
-      std::move(transform), std::move(client));
+template <typename Req, typename Resp>
+concept ForwardsUnary = requires(v1::Bench::Stub* s, grpc::ClientContext* c, const Req* r,
+                                 Resp* out, MemberDone done) {
+  CallMember(s, c, r, out, done);
+};
+template <typename Req, typename Resp>
+concept ForwardsStream = requires(v1::Bench::Stub* s, grpc::ClientContext* c, const Req* r,
+                                  grpc::ClientReadReactor<Resp>* reactor) {
+  CallMember(s, c, r, reactor);
+};
+
+// A member's answer in this node's names: job ids and devices get the
+// member's prefix. Artifacts carry no names to rewrite.
+void QualifyAnswer(const std::string& node, v1::Job* job) { Forwarder::Qualify(node, job); }
+void QualifyAnswer(const std::string& node, v1::JobEvent* event) {
+  Forwarder::Qualify(node, event);
+}
+void QualifyAnswer(const std::string& node, v1::ListJobsResponse* page) {
+  for (v1::Job& job : *page->mutable_jobs()) Forwarder::Qualify(node, &job);
+}
+template <typename Resp>
+void QualifyAnswer(const std::string&, Resp*) {}
+
+// What the gate checks of a request's size: all of it, except a Submit's
+// JobSpec, which ResolveJobSpec checks with the field paths users know
+// ("model.preset", not "spec.model.preset").
+template <typename Req>
+absl::Status CheckRequestSize(const Req& req) {
+  return CheckSizeLimits(req);
+}
+absl::Status CheckRequestSize(const v1::SubmitRequest& req) {
+  v1::SubmitRequest envelope = req;
+  envelope.clear_spec();
+  return CheckSizeLimits(envelope);
 }
 
 }  // namespace
 
+template <typename Req>
+absl::StatusOr<BenchService::Gated> BenchService::Gate(const grpc::CallbackServerContext& ctx,
+                                                       const Req& req) const {
+  const auto* method = BenchMethodFor(Req::descriptor());
+  const CallPolicy* policy = method == nullptr ? nullptr : FindCallPolicy(method->name());
+  if (policy == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(Req::descriptor()->full_name(), ": no call policy (server/call_policy.cc)"));
+  }
+  auto checked = auth_->Check(ctx, policy->method);
+  if (!checked.ok()) return checked.status();
+  if (auto s = CheckRequestSize(req); !s.ok()) return s;
+  Gated gated{*checked, EffectiveCaller(ctx, *checked), policy, std::nullopt};
+  if (forwarder_ != nullptr) gated.member = forwarder_->Split(RouteName(req, *policy));
+  return gated;
+}
+
+template <typename Req, typename Resp, typename Serve>
+grpc::ServerUnaryReactor* BenchService::Unary(grpc::CallbackServerContext* ctx, const Req* req,
+                                              Resp* resp, Serve serve) {
+  auto gated = Gate(*ctx, *req);
+  if (!gated.ok()) return Done(ctx, ToGrpc(gated.status()));
+  if (!gated->member) return serve(*gated);
+  if constexpr (ForwardsUnary<Req, Resp>) {
+    auto stub = forwarder_->Stub(gated->member->node);
+    if (!stub.ok()) return Done(ctx, ToGrpc(stub.status()));
+    struct State {
+      grpc::ClientContext client;
+      Req request;
+      std::shared_ptr<v1::Bench::Stub> stub;
+    };
+    auto state = std::make_shared<State>();
+    state->request = *req;
+    SetRouteName(&state->request, *gated->policy, gated->member->name);
+    state->stub = *std::move(stub);
+    forwarder_->Prepare(&state->client, gated->caller, *ctx);
+    auto* reactor = ctx->DefaultReactor();
+    CallMember(state->stub.get(), &state->client, &state->request, resp,
+               [state, reactor, resp, node = gated->member->node](grpc::Status s) {
+                 if (s.ok()) QualifyAnswer(node, resp);
+                 reactor->Finish(s);
+               });
+    return reactor;
+  } else {
+    return Done(ctx, ToGrpc(absl::InternalError(absl::StrCat(
+                         gated->policy->method, " routes by ", gated->policy->route_field,
+                         " but has no CallMember (server/bench_service.cc)"))));
+  }
+}
+
+template <typename Resp, typename Req, typename Serve>
+grpc::ServerWriteReactor<Resp>* BenchService::ServerStream(grpc::CallbackServerContext* ctx,
+                                                           const Req* req, Serve serve) {
+  auto gated = Gate(*ctx, *req);
+  if (!gated.ok()) return Refused<Resp>(gated.status());
+  if (!gated->member) return serve(*gated);
+  if constexpr (ForwardsStream<Req, Resp>) {
+    auto stub = forwarder_->Stub(gated->member->node);
+    if (!stub.ok()) return Refused<Resp>(stub.status());
+    auto client = std::make_unique<grpc::ClientContext>();
+    forwarder_->Prepare(client.get(), gated->caller, *ctx);
+    auto request = std::make_shared<Req>(*req);
+    SetRouteName(request.get(), *gated->policy, gated->member->name);
+    return new ForwardedStream<Resp>(
+        [stub = *stub, request](grpc::ClientContext* c, grpc::ClientReadReactor<Resp>* r) {
+          CallMember(stub.get(), c, request.get(), r);
+        },
+        [node = gated->member->node](Resp* message) { QualifyAnswer(node, message); },
+        std::move(client));
+  } else {
+    return Refused<Resp>(absl::InternalError(
+        absl::StrCat(gated->policy->method, " routes by ", gated->policy->route_field,
+                     " but has no CallMember (server/bench_service.cc)")));
+  }
+}
+
 grpc::ServerUnaryReactor* BenchService::Submit(grpc::CallbackServerContext* ctx,
                                                const v1::SubmitRequest* req, v1::Job* resp) {
-  auto checked = auth_->Check(*ctx, "Submit");
-  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
-  const Principal caller = EffectiveCaller(*ctx, *checked);
-  if (forwarder_ != nullptr) {
-    if (auto target = forwarder_->Split(req->spec().device())) {
-      v1::SubmitRequest forwarded = *req;
-      forwarded.mutable_spec()->set_device(target->name);
-      return Forward(
-          ctx, forwarder_, target->node, caller, std::move(forwarded), resp,
-          [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::SubmitRequest* r,
-             v1::Job* out, std::function<void(grpc::Status)> cb) {
-            stub->async()->Submit(c, r, out, std::move(cb));
-          },
-          std::function<void(v1::Job*)>(
-              [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
-    }
-  }
-  auto job = jobs_->Submit(req->spec(), caller.name);
-  if (job.ok()) *resp = *job;
-  return Done(ctx, ToGrpc(job.status()));
+  return Unary(ctx, req, resp, [&](const Gated& gated) {
+    auto job = jobs_->Submit(req->spec(), gated.caller.name);
+    if (job.ok()) *resp = *job;
+    return Done(ctx, ToGrpc(job.status()));
+  });
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* BenchService::Watch(grpc::CallbackServerContext* ctx,
                                                             const v1::WatchRequest* req) {
-  auto caller = auth_->Check(*ctx, "Watch");
-  if (!caller.ok()) return Refused<v1::JobEvent>(caller.status());
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::JobEvent>(s);
-  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
-    v1::WatchRequest forwarded = *req;
-    forwarded.set_job_id(target->name);
-    return ForwardStream<v1::JobEvent>(
-        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded),
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::WatchRequest* r,
-           grpc::ClientReadReactor<v1::JobEvent>* reactor) { stub->async()->Watch(c, r, reactor); },
-        std::function<void(v1::JobEvent*)>(
-            [node = target->node](v1::JobEvent* e) { Forwarder::Qualify(node, e); }));
-  }
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::JobEvent>(s);
-  return new WatchReactor(hub_, jobs_, req->job_id());
+  return ServerStream<v1::JobEvent>(ctx, req,
+                                    [&](const Gated&) -> grpc::ServerWriteReactor<v1::JobEvent>* {
+                                      if (auto s = CheckJobId(req->job_id()); !s.ok())
+                                        return Refused<v1::JobEvent>(s);
+                                      return new WatchReactor(hub_, jobs_, req->job_id());
+                                    });
 }
 
 grpc::ServerUnaryReactor* BenchService::GetJob(grpc::CallbackServerContext* ctx,
                                                const v1::GetJobRequest* req, v1::Job* resp) {
-  auto caller = auth_->Check(*ctx, "GetJob");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
-    v1::GetJobRequest forwarded = *req;
-    forwarded.set_job_id(target->name);
-    return Forward(
-        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::GetJobRequest* r, v1::Job* out,
-           std::function<void(grpc::Status)> cb) {
-          stub->async()->GetJob(c, r, out, std::move(cb));
-        },
-        std::function<void(v1::Job*)>(
-            [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
-  }
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
-  auto job = jobs_->Get(req->job_id());
-  if (job.ok()) *resp = *job;
-  return Done(ctx, ToGrpc(job.status()));
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+    auto job = jobs_->Get(req->job_id());
+    if (job.ok()) *resp = *job;
+    return Done(ctx, ToGrpc(job.status()));
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::ListJobs(grpc::CallbackServerContext* ctx,
                                                  const v1::ListJobsRequest* req,
                                                  v1::ListJobsResponse* resp) {
-  auto caller = auth_->Check(*ctx, "ListJobs");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  // Another member's device ("node1/cuda:0"): that member's jobs on it, in
-  // this node's names; its page tokens pass through untouched.
-  if (auto target = forwarder_ ? forwarder_->Split(req->device()) : std::nullopt) {
-    v1::ListJobsRequest forwarded = *req;
-    forwarded.set_device(target->name);
-    return Forward(
-        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListJobsRequest* r,
-           v1::ListJobsResponse* out, std::function<void(grpc::Status)> cb) {
-          stub->async()->ListJobs(c, r, out, std::move(cb));
-        },
-        std::function<void(v1::ListJobsResponse*)>(
-            [node = target->node](v1::ListJobsResponse* page) {
-              for (v1::Job& job : *page->mutable_jobs()) Forwarder::Qualify(node, &job);
-            }));
+  // Another member's device ("node1/cuda:0") goes to that member, which
+  // lists its jobs on it; its page tokens pass through untouched.
+  return Unary(ctx, req, resp,
+               [&](const Gated&) { return Done(ctx, ToGrpc(ListJobsHere(*req, resp))); });
+}
+
+absl::Status BenchService::ListJobsHere(const v1::ListJobsRequest& req,
+                                        v1::ListJobsResponse* resp) {
+  if (!v1::JobState_IsValid(req.state())) {
+    return absl::InvalidArgumentError(absl::StrCat("state: unknown job state ", req.state(),
+                                                   "; expected one of ",
+                                                   "JOB_STATE_QUEUED .. JOB_STATE_INTERRUPTED, "
+                                                   "or unspecified"));
+  }
+  if (!v1::JobKind_IsValid(req.kind())) {
+    return absl::InvalidArgumentError(absl::StrCat("kind: unknown job kind ", req.kind(),
+                                                   "; expected ", JobKindChoices(),
+                                                   ", or unspecified"));
+  }
+  if (req.page_size() < 0 || req.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size: expected 0..", kMaxPageSize,
+                                                   " (0 = ", kDefaultPageSize, "), got ",
+                                                   req.page_size()));
+  }
+  const std::string device = jobs_->CanonicalDevice(req.device());  // "node0/cpu:0" on node0
+  if (!device.empty()) {
+    if (auto s = CheckServedDevice("device", device, jobs_->devices()); !s.ok()) return s;
   }
   JobFilter filter;
-  if (!v1::JobState_IsValid(req->state())) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-                         "state: unknown job state ", req->state(), "; expected one of ",
-                         "JOB_STATE_QUEUED .. JOB_STATE_INTERRUPTED, or unspecified"))));
-  }
-  if (!v1::JobKind_IsValid(req->kind())) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("kind: unknown job kind ", req->kind(), "; expected ",
-                                      JobKindChoices(), ", or unspecified"))));
-  }
-  if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
-    return Done(ctx, ToGrpc(absl::InvalidArgumentError(
-                         absl::StrCat("page_size: expected 0..", kMaxPageSize,
-                                      " (0 = ", kDefaultPageSize, "), got ", req->page_size()))));
-  }
-  const std::string device = jobs_->CanonicalDevice(req->device());  // "node0/cpu:0" on node0
-  if (!device.empty()) {
-    if (auto s = CheckServedDevice("device", device, jobs_->devices()); !s.ok()) {
-      return Done(ctx, ToGrpc(s));
-    }
-  }
-  filter.state = req->state();
-  filter.kind = req->kind();
+  filter.state = req.state();
+  filter.kind = req.kind();
   filter.device = device;
-  auto before_id = DecodePageToken(req->page_token(), filter);
-  if (!before_id.ok()) return Done(ctx, ToGrpc(before_id.status()));
-  auto page = jobs_->List(filter, req->page_size(), *before_id);
-  if (!page.ok()) return Done(ctx, ToGrpc(page.status()));
+  auto before_id = DecodePageToken(req.page_token(), filter);
+  if (!before_id.ok()) return before_id.status();
+  auto page = jobs_->List(filter, req.page_size(), *before_id);
+  if (!page.ok()) return page.status();
   for (auto& j : page->jobs) *resp->add_jobs() = std::move(j);
   if (page->next_before_id > 0) {
     resp->set_next_page_token(EncodePageToken(filter, page->next_before_id));
   }
-  return Done(ctx, grpc::Status::OK);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* BenchService::CancelJob(grpc::CallbackServerContext* ctx,
                                                   const v1::CancelJobRequest* req, v1::Job* resp) {
-  auto checked = auth_->Check(*ctx, "CancelJob");
-  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
-  const auto caller = std::optional<Principal>(EffectiveCaller(*ctx, *checked));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
-    // The member applies the cancel rule to the caller named in the call.
-    v1::CancelJobRequest forwarded = *req;
-    forwarded.set_job_id(target->name);
-    return Forward(
-        ctx, forwarder_, target->node, *caller, std::move(forwarded), resp,
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::CancelJobRequest* r,
-           v1::Job* out, std::function<void(grpc::Status)> cb) {
-          stub->async()->CancelJob(c, r, out, std::move(cb));
-        },
-        std::function<void(v1::Job*)>(
-            [node = target->node](v1::Job* job) { Forwarder::Qualify(node, job); }));
-  }
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
-  // A submitter cancels its own jobs; cancelling another's is admin's.
-  if (caller->role < v1::ROLE_ADMIN) {
-    auto existing = jobs_->Get(req->job_id());
-    if (!existing.ok()) return Done(ctx, ToGrpc(existing.status()));
-    if (existing->submitter() != caller->name) {
-      return Done(
-          ctx, ToGrpc(auth_->Deny(
-                   *ctx, "CancelJob", *caller,
-                   absl::StrCat("job ", req->job_id(), " was submitted by '", existing->submitter(),
-                                "'; cancelling another's job "
-                                "needs the admin role, and '",
-                                caller->name, "' has ", RoleName(caller->role)))));
+  // Forwarded, the member applies the cancel rule to the caller named in the call.
+  return Unary(ctx, req, resp, [&](const Gated& gated) {
+    if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+    // A submitter cancels its own jobs; cancelling another's is admin's.
+    const Principal& caller = gated.caller;
+    if (caller.role < v1::ROLE_ADMIN) {
+      auto existing = jobs_->Get(req->job_id());
+      if (!existing.ok()) return Done(ctx, ToGrpc(existing.status()));
+      if (existing->submitter() != caller.name) {
+        return Done(ctx, ToGrpc(auth_->Deny(
+                             *ctx, "CancelJob", caller,
+                             absl::StrCat("job ", req->job_id(), " was submitted by '",
+                                          existing->submitter(),
+                                          "'; cancelling another's job needs the admin role, "
+                                          "and '",
+                                          caller.name, "' has ", RoleName(caller.role)))));
+      }
     }
-  }
-  auto job = jobs_->Cancel(req->job_id());
-  if (job.ok()) *resp = *job;
-  return Done(ctx, ToGrpc(job.status()));
+    auto job = jobs_->Cancel(req->job_id());
+    if (job.ok()) *resp = *job;
+    return Done(ctx, ToGrpc(job.status()));
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::ListModels(grpc::CallbackServerContext* ctx,
                                                    const v1::ListModelsRequest* req,
                                                    v1::ListModelsResponse* resp) {
-  auto caller = auth_->Check(*ctx, "ListModels");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (!req->device().empty()) {
-    if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
-      return Done(ctx, ToGrpc(s));
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (!req->device().empty()) {
+      if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
+        return Done(ctx, ToGrpc(s));
+      }
     }
-  }
-  auto* reactor = ctx->DefaultReactor();
-  ListModelsOnWorkers(workers_, DeviceNames(), req->device(),
-                      [reactor, resp](absl::StatusOr<v1::ListModelsResponse> models) {
-                        if (models.ok()) *resp = *std::move(models);
-                        reactor->Finish(ToGrpc(models.status()));
-                      });
-  return reactor;
+    auto* reactor = ctx->DefaultReactor();
+    ListModelsOnWorkers(workers_, DeviceNames(), req->device(),
+                        [reactor, resp](absl::StatusOr<v1::ListModelsResponse> models) {
+                          if (models.ok()) *resp = *std::move(models);
+                          reactor->Finish(ToGrpc(models.status()));
+                        });
+    return reactor;
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::EvictModel(grpc::CallbackServerContext* ctx,
                                                    const v1::EvictModelRequest* req,
                                                    v1::EvictModelResponse* resp) {
-  auto caller = auth_->Check(*ctx, "EvictModel");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (!req->device().empty()) {
-    if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
-      return Done(ctx, ToGrpc(s));
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (!req->device().empty()) {
+      if (auto s = CheckServedDevice("device", req->device(), DeviceNames()); !s.ok()) {
+        return Done(ctx, ToGrpc(s));
+      }
     }
-  }
-  auto* reactor = ctx->DefaultReactor();
-  EvictModelOnWorkers(workers_, DeviceNames(), *req,
-                      [this, reactor, resp](absl::StatusOr<v1::EvictModelResponse> evicted) {
-                        if (evicted.ok()) *resp = *std::move(evicted);
-                        if (on_evicted_) on_evicted_();
-                        reactor->Finish(ToGrpc(evicted.status()));
-                      });
-  return reactor;
+    auto* reactor = ctx->DefaultReactor();
+    EvictModelOnWorkers(workers_, DeviceNames(), *req,
+                        [this, reactor, resp](absl::StatusOr<v1::EvictModelResponse> evicted) {
+                          if (evicted.ok()) *resp = *std::move(evicted);
+                          if (on_evicted_) on_evicted_();
+                          reactor->Finish(ToGrpc(evicted.status()));
+                        });
+    return reactor;
+  });
 }
 
 std::vector<std::string> BenchService::DeviceNames() const {
@@ -471,153 +508,128 @@ BenchService::~BenchService() {
 grpc::ServerUnaryReactor* BenchService::CreateGroup(grpc::CallbackServerContext* ctx,
                                                     const v1::CreateGroupRequest* req,
                                                     v1::Group* resp) {
-  auto caller = auth_->Check(*ctx, "CreateGroup");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (groups_ == nullptr)
-    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
-  // Bad input, and members that could not take part, are refused here,
-  // before any thread starts.
-  auto checked = groups_->CheckRequest(*req);
-  if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
-  if (auto s = CheckMembersServing(checked->devices()); !s.ok()) return Done(ctx, ToGrpc(s));
-  auto* reactor = ctx->DefaultReactor();
-  if (!StartGroupOperation(reactor, [this, request = *std::move(checked), resp] {
-        auto group = groups_->Create(request);
-        if (group.ok()) *resp = *group;
-        return ToGrpc(group.status());
-      })) {
-    reactor->Finish(TooManyGroupOperations());
-  }
-  return reactor;
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (groups_ == nullptr)
+      return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+    // Bad input, and members that could not take part, are refused here,
+    // before any thread starts.
+    auto checked = groups_->CheckRequest(*req);
+    if (!checked.ok()) return Done(ctx, ToGrpc(checked.status()));
+    if (auto s = CheckMembersServing(checked->devices()); !s.ok()) return Done(ctx, ToGrpc(s));
+    auto* reactor = ctx->DefaultReactor();
+    if (!StartGroupOperation(reactor, [this, request = *std::move(checked), resp] {
+          auto group = groups_->Create(request);
+          if (group.ok()) *resp = *group;
+          return ToGrpc(group.status());
+        })) {
+      reactor->Finish(TooManyGroupOperations());
+    }
+    return reactor;
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::ListGroups(grpc::CallbackServerContext* ctx,
-                                                   const v1::ListGroupsRequest*,
+                                                   const v1::ListGroupsRequest* req,
                                                    v1::ListGroupsResponse* resp) {
-  auto caller = auth_->Check(*ctx, "ListGroups");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (groups_ != nullptr) {
-    for (auto& g : groups_->List()) *resp->add_groups() = std::move(g);
-  }
-  return Done(ctx, grpc::Status::OK);
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (groups_ != nullptr) {
+      for (auto& g : groups_->List()) *resp->add_groups() = std::move(g);
+    }
+    return Done(ctx, grpc::Status::OK);
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::DestroyGroup(grpc::CallbackServerContext* ctx,
                                                      const v1::DestroyGroupRequest* req,
                                                      v1::DestroyGroupResponse* resp) {
-  auto caller = auth_->Check(*ctx, "DestroyGroup");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (groups_ == nullptr)
-    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
-  if (req->group().empty()) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  "group: expected a group id (benchctl groups list)"));
-  }
-  // Leaving waits for each member's worker (up to kLeaveGroupTimeout).
-  auto* reactor = ctx->DefaultReactor();
-  if (!StartGroupOperation(reactor, [this, id = req->group(), resp] {
-        auto group = groups_->Destroy(id);
-        if (group.ok()) *resp->mutable_group() = *group;
-        return ToGrpc(group.status());
-      })) {
-    reactor->Finish(TooManyGroupOperations());
-  }
-  return reactor;
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (groups_ == nullptr)
+      return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no process groups here"));
+    if (req->group().empty()) {
+      return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "group: expected a group id (benchctl groups list)"));
+    }
+    // Leaving waits for each member's worker (up to kLeaveGroupTimeout).
+    auto* reactor = ctx->DefaultReactor();
+    if (!StartGroupOperation(reactor, [this, id = req->group(), resp] {
+          auto group = groups_->Destroy(id);
+          if (group.ok()) *resp->mutable_group() = *group;
+          return ToGrpc(group.status());
+        })) {
+      reactor->Finish(TooManyGroupOperations());
+    }
+    return reactor;
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::GetNodeInfo(grpc::CallbackServerContext* ctx,
-                                                    const v1::GetNodeInfoRequest*,
+                                                    const v1::GetNodeInfoRequest* req,
                                                     v1::NodeInfo* resp) {
-  auto caller = auth_->Check(*ctx, "GetNodeInfo");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  resp->set_hostname(host);
-  for (v1::Device& d : workers_->Devices()) *resp->add_devices() = std::move(d);
-  *resp->mutable_versions() = workers_->WorkerVersions();
-  resp->mutable_versions()->set_benchd(kVersion);
-  resp->set_data_dir(node_.data_dir);
-  resp->set_metrics_address(node_.metrics_address);
-  *resp->mutable_security() = auth_->Describe(*caller);
-
   // All from what the daemon holds (the supervisor's heartbeat keeps each
   // worker's state and free memory): no worker is asked, so a hung one
   // cannot hold this call.
-  return Done(ctx, grpc::Status::OK);
+  return Unary(ctx, req, resp, [&](const Gated& gated) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    resp->set_hostname(host);
+    for (v1::Device& d : workers_->Devices()) *resp->add_devices() = std::move(d);
+    *resp->mutable_versions() = workers_->WorkerVersions();
+    resp->mutable_versions()->set_benchd(kVersion);
+    resp->set_data_dir(node_.data_dir);
+    resp->set_metrics_address(node_.metrics_address);
+    *resp->mutable_security() = auth_->Describe(gated.checked);
+    return Done(ctx, grpc::Status::OK);
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::Estimate(grpc::CallbackServerContext* ctx,
                                                  const v1::EstimateRequest* req,
                                                  v1::MemoryEstimate* resp) {
-  auto caller = auth_->Check(*ctx, "Estimate");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  auto estimate = benchd::Estimate(*req);  // its size and number checks first
-  if (estimate.ok()) *resp = *std::move(estimate);
-  return Done(ctx, ToGrpc(estimate.status()));
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    auto estimate = benchd::Estimate(*req);
+    if (estimate.ok()) *resp = *std::move(estimate);
+    return Done(ctx, ToGrpc(estimate.status()));
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::ListNodes(grpc::CallbackServerContext* ctx,
-                                                  const v1::ListNodesRequest*,
+                                                  const v1::ListNodesRequest* req,
                                                   v1::ListNodesResponse* resp) {
-  auto caller = auth_->Check(*ctx, "ListNodes");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (cluster_ == nullptr) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no cluster in this build"));
-  }
-  *resp = cluster_->List();
-  return Done(ctx, grpc::Status::OK);
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (cluster_ == nullptr) {
+      return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no cluster in this build"));
+    }
+    *resp = cluster_->List();
+    return Done(ctx, grpc::Status::OK);
+  });
 }
 
 grpc::ServerUnaryReactor* BenchService::ListArtifacts(grpc::CallbackServerContext* ctx,
                                                       const v1::ListArtifactsRequest* req,
                                                       v1::ListArtifactsResponse* resp) {
-  auto caller = auth_->Check(*ctx, "ListArtifacts");
-  if (!caller.ok()) return Done(ctx, ToGrpc(caller.status()));
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
-    v1::ListArtifactsRequest forwarded = *req;
-    forwarded.set_job_id(target->name);
-    return Forward(
-        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded), resp,
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::ListArtifactsRequest* r,
-           v1::ListArtifactsResponse* out, std::function<void(grpc::Status)> cb) {
-          stub->async()->ListArtifacts(c, r, out, std::move(cb));
-        },
-        std::function<void(v1::ListArtifactsResponse*)>());
-  }
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
-  if (auto job = jobs_->Get(req->job_id()); !job.ok()) return Done(ctx, ToGrpc(job.status()));
-  auto listed = artifacts_.List(req->job_id());
-  if (!listed.ok()) return Done(ctx, ToGrpc(listed.status()));
-  for (v1::Artifact& a : *listed) *resp->add_artifacts() = std::move(a);
-  resp->set_artifacts_dir(*artifacts_.JobDir(req->job_id()));
-  return Done(ctx, grpc::Status::OK);
+  return Unary(ctx, req, resp, [&](const Gated&) {
+    if (auto s = CheckJobId(req->job_id()); !s.ok()) return Done(ctx, ToGrpc(s));
+    if (auto job = jobs_->Get(req->job_id()); !job.ok()) return Done(ctx, ToGrpc(job.status()));
+    auto listed = artifacts_.List(req->job_id());
+    if (!listed.ok()) return Done(ctx, ToGrpc(listed.status()));
+    for (v1::Artifact& a : *listed) *resp->add_artifacts() = std::move(a);
+    resp->set_artifacts_dir(*artifacts_.JobDir(req->job_id()));
+    return Done(ctx, grpc::Status::OK);
+  });
 }
 
 grpc::ServerWriteReactor<v1::ArtifactChunk>* BenchService::FetchArtifact(
     grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) {
-  auto caller = auth_->Check(*ctx, "FetchArtifact");
-  if (!caller.ok()) return Refused<v1::ArtifactChunk>(caller.status());
-  if (auto s = CheckSizeLimits(*req); !s.ok()) return Refused<v1::ArtifactChunk>(s);
-  if (auto target = forwarder_ ? forwarder_->Split(req->job_id()) : std::nullopt) {
-    v1::FetchArtifactRequest forwarded = *req;
-    forwarded.set_job_id(target->name);
-    return ForwardStream<v1::ArtifactChunk>(
-        ctx, forwarder_, target->node, EffectiveCaller(*ctx, *caller), std::move(forwarded),
-        [](v1::Bench::Stub* stub, grpc::ClientContext* c, const v1::FetchArtifactRequest* r,
-           grpc::ClientReadReactor<v1::ArtifactChunk>* reactor) {
-          stub->async()->FetchArtifact(c, r, reactor);
-        },
-        std::function<void(v1::ArtifactChunk*)>());
-  }
-  if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::ArtifactChunk>(s);
-  if (auto job = jobs_->Get(req->job_id()); !job.ok()) {
-    return Refused<v1::ArtifactChunk>(job.status());
-  }
-  auto reader = artifacts_.Open(req->job_id(), req->name());
-  if (!reader.ok()) return Refused<v1::ArtifactChunk>(reader.status());
-  return new FetchReactor(*std::move(reader));
+  return ServerStream<v1::ArtifactChunk>(
+      ctx, req, [&](const Gated&) -> grpc::ServerWriteReactor<v1::ArtifactChunk>* {
+        if (auto s = CheckJobId(req->job_id()); !s.ok()) return Refused<v1::ArtifactChunk>(s);
+        if (auto job = jobs_->Get(req->job_id()); !job.ok()) {
+          return Refused<v1::ArtifactChunk>(job.status());
+        }
+        auto reader = artifacts_.Open(req->job_id(), req->name());
+        if (!reader.ok()) return Refused<v1::ArtifactChunk>(reader.status());
+        return new FetchReactor(*std::move(reader));
+      });
 }
 
 }  // namespace benchd::server

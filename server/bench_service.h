@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "benchd/v1/bench.grpc.pb.h"
 #include "server/artifact_store.h"
 #include "server/auth.h"
+#include "server/call_policy.h"
 #include "server/cluster.h"
 #include "server/event_hub.h"
 #include "server/forwarding.h"
@@ -110,6 +112,31 @@ class BenchService final : public v1::Bench::CallbackService {
   static constexpr int kMaxGroupOperations = 4;
 
  private:
+  // What the one gate (Gate) let through: the principal the call's
+  // credentials prove, the caller it acts for (another member forwarding
+  // vouches for its own caller), the call's policy (server/call_policy.h),
+  // and the member that owns the job or device the call names, when that is
+  // not this node.
+  struct Gated {
+    Principal checked;
+    Principal caller;
+    const CallPolicy* policy;
+    std::optional<Cluster::Qualified> member;
+  };
+  // Every call passes here first: the caller's role, the request's size
+  // limits, the member its route field names.
+  template <typename Req>
+  absl::StatusOr<Gated> Gate(const grpc::CallbackServerContext& ctx, const Req& req) const;
+  // A unary call (a stream): Gate, then forwarded to the member, or
+  // `serve(gated)` here.
+  template <typename Req, typename Resp, typename Serve>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const Req* req, Resp* resp,
+                                  Serve serve);
+  template <typename Resp, typename Req, typename Serve>
+  grpc::ServerWriteReactor<Resp>* ServerStream(grpc::CallbackServerContext* ctx, const Req* req,
+                                               Serve serve);
+  absl::Status ListJobsHere(const v1::ListJobsRequest& req, v1::ListJobsResponse* resp);
+
   std::vector<std::string> DeviceNames() const;  // served here, in order
   // UNAVAILABLE naming the first device whose worker cannot take part.
   absl::Status CheckMembersServing(const google::protobuf::RepeatedPtrField<std::string>& devices);

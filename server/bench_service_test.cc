@@ -180,6 +180,39 @@ TEST_F(BenchServiceTest, EstimateNeedsNoWorker) {
               ::testing::HasSubstr("model.rope_theta: expected a finite number"));
 }
 
+// The one gate checks every request's sizes and unknown fields before the
+// call's own work: a Submit's envelope too (its JobSpec keeps the paths users
+// know, checked by ResolveJobSpec), and the calls that had no check before
+// it. This fixture has no JobManager: a Submit let through would crash.
+TEST_F(BenchServiceTest, TheGateRefusesUnknownFieldsOfEveryRequestNamingThem) {
+  v1::SubmitRequest submit;
+  submit.mutable_spec()->set_device("cpu:0");
+  submit.GetReflection()->MutableUnknownFields(&submit)->AddVarint(4242, 1);
+  grpc::ClientContext submit_ctx;
+  v1::Job job;
+  const grpc::Status refused = stub_->Submit(&submit_ctx, submit, &job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              ::testing::HasSubstr("SubmitRequest: field number 4242 is not a field of "
+                                   "benchd.v1.SubmitRequest"));
+
+  v1::ListGroupsRequest groups;
+  groups.GetReflection()->MutableUnknownFields(&groups)->AddVarint(77, 1);
+  grpc::ClientContext groups_ctx;
+  v1::ListGroupsResponse listed;
+  const grpc::Status groups_refused = stub_->ListGroups(&groups_ctx, groups, &listed);
+  EXPECT_EQ(groups_refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(groups_refused.error_message(), ::testing::HasSubstr("field number 77"));
+
+  // Without a cluster, a node-prefixed job id is this node's (bad) id.
+  grpc::ClientContext get_ctx;
+  v1::GetJobRequest get;
+  get.set_job_id("node1/7");
+  const grpc::Status not_forwarded = stub_->GetJob(&get_ctx, get, &job);
+  EXPECT_EQ(not_forwarded.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(not_forwarded.error_message(), ::testing::HasSubstr("job_id"));
+}
+
 int CountThreads() {
   int n = 0;
   DIR* dir = opendir("/proc/self/task");

@@ -148,4 +148,11 @@ std::vector<std::string> DetectDevices() {
   return devices;
 }
 
+std::string BoundAddress(const std::string& listen, int port) {
+  if (absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:")) {
+    return listen;
+  }
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
+
 }  // namespace benchd::server

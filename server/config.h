@@ -64,6 +64,12 @@ absl::Status CheckServedDevice(absl::string_view field, const std::string& devic
 // set, else the /dev/nvidiaN nodes. cpu:0 when there are none.
 std::vector<std::string> DetectDevices();
 
+// The address clients reach a listener at, as endpoints.json and the start
+// log give it: `listen` with the port the kernel bound (port 0 asked for
+// "any"); a unix socket ("unix:/path", "unix:///path", "unix-abstract:name")
+// as it was given, since gRPC reports port 1 for those.
+std::string BoundAddress(const std::string& listen, int port);
+
 }  // namespace benchd::server
 
 #endif  // BENCHD_SERVER_CONFIG_H_

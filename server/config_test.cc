@@ -110,5 +110,15 @@ TEST(DetectDevicesTest, FollowsCudaVisibleDevices) {
   unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
+// endpoints.json and the start log give what clients dial: the bound port
+// for TCP, a unix socket's own name (gRPC reports port 1 for it).
+TEST(BoundAddressTest, TcpGetsTheBoundPortAUnixSocketStaysItself) {
+  EXPECT_EQ(BoundAddress("127.0.0.1:0", 40123), "127.0.0.1:40123");
+  EXPECT_EQ(BoundAddress("[::1]:0", 7), "[::1]:7");
+  EXPECT_EQ(BoundAddress("unix:/run/benchd/benchd.sock", 1), "unix:/run/benchd/benchd.sock");
+  EXPECT_EQ(BoundAddress("unix:///tmp/b.sock", 1), "unix:///tmp/b.sock");
+  EXPECT_EQ(BoundAddress("unix-abstract:benchd", 1), "unix-abstract:benchd");
+}
+
 }  // namespace
 }  // namespace benchd::server

@@ -392,8 +392,7 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("cannot listen on ", config.listen_address,
                              " (in use, or not an address of this host?)"));
   }
-  const std::string host = config.listen_address.substr(0, config.listen_address.rfind(':'));
-  const std::string bound = absl::StrCat(host, ":", port);
+  const std::string bound = benchd::server::BoundAddress(config.listen_address, port);
 
   // Health: "" and "benchd.v1.Bench" are SERVING while every device's worker
   // is UP; "benchd.v1.Bench/<device>" follows that device's worker.

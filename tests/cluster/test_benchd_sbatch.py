@@ -136,6 +136,9 @@ def test_sbatch_flow_with_stand_ins(need_slurm, wrong):
         assert calls[-1] == ("submit collective --group g7 --op all_reduce --min 1KiB "
                              "--max 1MiB --watch --json"), calls
         assert "stopping the daemons" in job.output
+        # Each node removed its own data dir, after its daemon stopped.
+        assert "removed the data dirs" in job.output, job
+        assert not any((data / f"node{k}").exists() for k in range(nodes)), list(data.glob("*"))
         left = {node: [p for p in procs if p[1] not in ("slurmd",)]
                 for node, procs in cluster.node_processes().items()}
         assert left == {node: [] for node in cluster.nodes}, left
@@ -159,8 +162,13 @@ def test_sbatch_cross_node_all_reduce(need_slurm, nodes):
             "BENCHD_DATA_ROOT": str(cluster.tmp / "benchd-data"),
             "BENCHD_PYTHON": sys.executable,
             "BENCHD_MIN": "1KiB", "BENCHD_MAX": "64KiB",
-            "BENCHD_WAIT_TIMEOUT": "60"})
+            "BENCHD_WAIT_TIMEOUT": "60", "BENCHD_KEEP_DATA": "1"})
         assert job.ok, f"{job}\n{cluster.logs()}"
+        # Kept when asked: each node's store holds the job.
+        assert "keeping the data dirs" in job.output, job.output
+        for k in range(nodes):
+            store = cluster.tmp / "benchd-data" / f"node{k}" / "benchd.sqlite3"
+            assert store.exists(), store
         assert "exact check passed" in job.output, job.output
         finished = json.loads((results / "collective.json").read_text())
         assert finished["state"] == "JOB_STATE_SUCCEEDED", finished

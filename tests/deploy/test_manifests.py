@@ -867,6 +867,18 @@ def apt_packages(lines):
     return packages
 
 
+def test_one_ignore_file_that_docker_and_podman_both_read():
+    """Docker ignores .containerignore and sent ~8 GB of context; Podman reads
+    .dockerignore when there is no .containerignore: one .dockerignore serves
+    both, and it leaves out what this checkout makes (builds, venvs, bundles)."""
+    assert not (ROOT / ".containerignore").exists(), \
+        ".containerignore would shadow .dockerignore for Podman only"
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for made in ("build*", ".venv*", ".gpu-debs"):
+        assert made in patterns, made
+
+
 def test_containerfile_stages():
     found = stages()
     assert list(found) == ["build", "runtime"]

@@ -384,3 +384,26 @@ def test_metrics_stay_on_loopback_unless_insecure(certs, tmp_path):
             assert b"benchd_worker_up" in r.read()
     finally:
         stop(d)
+
+
+def test_an_empty_or_directory_auth_file_is_refused_at_start(tmp_path):
+    empty = str(tmp_path / "auth")
+    write_auth_file(empty, ["# nobody may call yet"])
+    err = start_fails(["--auth-file", empty])
+    assert f"auth file {empty}: has no entries, so every caller would be refused" in err, err
+    directory = str(tmp_path / "auth.d")
+    os.mkdir(directory, 0o700)
+    err = start_fails(["--auth-file", directory])
+    assert f"auth file {directory}: is a directory" in err, err
+
+
+def test_a_unix_socket_listener_is_named_as_given(tmp_path):
+    sock = str(tmp_path / "benchd.sock")
+    d = start(["--listen", f"unix:{sock}", "--metrics", "off"])
+    try:
+        assert d.address == f"unix:{sock}", d.address
+        info = d.stub.GetNodeInfo(bench_pb2.GetNodeInfoRequest(), timeout=10)
+        assert info.hostname
+        assert f"serving gRPC on unix:{sock}," in d.log(), d.log()
+    finally:
+        stop(d)

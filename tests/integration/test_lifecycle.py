@@ -3,9 +3,10 @@ restarted daemon. Nothing is lost and every failure says what happened."""
 import json
 import os
 import signal
+import subprocess
 import time
 
-from conftest import Daemon, bench_pb2, wait_for_state
+from conftest import BIN, Daemon, bench_pb2, wait_for_state
 
 # Long enough to be caught running (tiny steps take milliseconds on a CPU).
 LONG = ["--preset", "tiny", "--batch-size", "2", "--context-length", "16", "--mode", "train_step",
@@ -129,3 +130,30 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace(tmp_data_dir):
             bench_pb2.JOB_STATE_SUCCEEDED
     finally:
         d.stop()
+
+
+def test_ctrl_c_during_watch_says_the_job_runs_on_and_how_to_follow_or_cancel_it(daemon):
+    watcher = subprocess.Popen(
+        [os.path.join(BIN, "benchctl"), "--address", daemon.address, "submit", "benchmark", *LONG,
+         "--watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        jobs = []
+        while not jobs and time.time() < deadline:
+            jobs = list(daemon.stub.ListJobs(bench_pb2.ListJobsRequest()).jobs)
+            time.sleep(0.1)
+        assert jobs, "the watched submit made no job"
+        job_id = jobs[0].id
+        wait_first_step(daemon, job_id)
+        watcher.send_signal(signal.SIGINT)
+        out, err = watcher.communicate(timeout=30)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 130, (watcher.returncode, out, err)
+    assert f"stopped watching job {job_id} (Ctrl-C); the job is still running" in err, err
+    assert f"benchctl watch {job_id}" in err and f"benchctl cancel {job_id}" in err, err
+    job = daemon.stub.GetJob(bench_pb2.GetJobRequest(job_id=job_id))
+    assert job.state == bench_pb2.JOB_STATE_RUNNING, job
+    daemon.benchctl("cancel", job_id, check=0)
+    wait_for_state(daemon.stub, job_id, [bench_pb2.JOB_STATE_CANCELLED], timeout=30)

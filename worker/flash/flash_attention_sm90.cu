@@ -1243,14 +1243,16 @@ template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, in
 __global__ void __launch_bounds__(384, 1)
     BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                   const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tdq) {
+                   const __grid_constant__ CUtensorMap tdo,
+                   const __grid_constant__ CUtensorMap tdq) {
 #ifdef BENCHD_FLASH_WGMMA
   static_assert(D == 64, "head dim 64 only");
   constexpr int kBc = 128, kBr = 128, kQBuf = 2;
   constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
-  constexpr uint32_t kSBytes = kBc * kBr * 2;    // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
-  constexpr uint32_t kSBlk = kBc * 128;          // one 64-query column block (128-byte rows)
-  constexpr uint32_t kdQBytes = 64 * D * 4;      // one warpgroup's [64][64] float32 dQ tile
+  constexpr uint32_t kSBytes =
+      kBc * kBr * 2;                     // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
+  constexpr uint32_t kSBlk = kBc * 128;  // one 64-query column block (128-byte rows)
+  constexpr uint32_t kdQBytes = 64 * D * 4;  // one warpgroup's [64][64] float32 dQ tile
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
@@ -1434,16 +1436,17 @@ __global__ void __launch_bounds__(384, 1)
     }
     // dSᵀ of this warpgroup's 64 keys into both 64-query column blocks (swizzled 128-byte rows)
     if constexpr (kOpt) {
-      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from lanes 8j..8j+7
+      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from
+      // lanes 8j..8j+7
       const int row = cw * 64 + warp * 16 + ((lane / 8) & 1) * 8 + lane % 8;
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks) {
         const int g = 2 * ks + lane / 16;
         const uint32_t addr = sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4);
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         addr),
-                     "r"(da[ks][0]), "r"(da[ks][1]), "r"(da[ks][2]), "r"(da[ks][3])
-                     : "memory");
+        asm volatile(
+            "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+            "r"(da[ks][0]), "r"(da[ks][1]), "r"(da[ks][2]), "r"(da[ks][3])
+            : "memory");
       }
     } else {
 #pragma unroll
@@ -1454,9 +1457,9 @@ __global__ void __launch_bounds__(384, 1)
           for (int r = 0; r < 2; ++r) {
             const int row = key_row_l + r * 8;
             const int g = 2 * ks + c;  // 16-byte chunk (8 queries) across the 128 queries
-            StShared32(sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4) +
-                           (lane % 4) * 4,
-                       da[ks][2 * c + r]);
+            StShared32(
+                sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4) + (lane % 4) * 4,
+                da[ks][2 * c + r]);
           }
     }
     wg::FenceProxyAsync();
@@ -1506,11 +1509,11 @@ __global__ void __launch_bounds__(384, 1)
         for (int r = 0; r < 2; ++r) {
           const int row = r_lo + 8 * r;
           const int chunk = 2 * (i % 4) + (lane % 4) / 2;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
-                           sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
-                           (lane % 2) * 8),
-                       "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
-                       : "memory");
+          asm volatile(
+              "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                  sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 2) * 8),
+              "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+              : "memory");
         }
     } else {
 #pragma unroll
@@ -1601,7 +1604,8 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
       (kOpt && !MakeDqAccumMap(&tdq, p.dq_accum, p)))
     return LaunchBwd<T, D>(p, stream);
   if (!kOpt) tdq = tq;  // unused
-  // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers; alignment
+  // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers;
+  // alignment
   constexpr size_t smem =
       (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
   auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv, kEmu>;
@@ -1632,16 +1636,18 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
     BwdWs128PipeKernel(const Params p, const __grid_constant__ CUtensorMap tq,
-                       const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                       const __grid_constant__ CUtensorMap tk,
+                       const __grid_constant__ CUtensorMap tv,
                        const __grid_constant__ CUtensorMap tdo,
                        const __grid_constant__ CUtensorMap tdq) {
 #ifdef BENCHD_FLASH_WGMMA
   static_assert(D == 64, "head dim 64 only");
   constexpr int kBc = 128, kBr = 128, kQBuf = 3, kOBuf = 2;
   constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
-  constexpr uint32_t kSBytes = kBc * kBr * 2;  // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
-  constexpr uint32_t kSBlk = kBc * 128;        // one 64-query column block (128-byte rows)
-  constexpr uint32_t kdQBytes = 64 * D * 4;    // one warpgroup's [64][64] float32 dQ tile
+  constexpr uint32_t kSBytes =
+      kBc * kBr * 2;                     // dSᵀ [128 keys][128 queries]: 2 blocks of 64 queries
+  constexpr uint32_t kSBlk = kBc * 128;  // one 64-query column block (128-byte rows)
+  constexpr uint32_t kdQBytes = 64 * D * 4;  // one warpgroup's [64][64] float32 dQ tile
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
@@ -1722,7 +1728,7 @@ __global__ void __launch_bounds__(384, 1)
   const int r_lo = warp * 16 + lane / 4;
 
   // dQ_{v} (in dq, complete) to the swizzled staging buffer, then one tensor reduction
-  auto stage_dq = [&](float (&dq)[D / 2], int mq) {
+  auto stage_dq = [&](float(&dq)[D / 2], int mq) {
     // the staging slot was last read by the reduction issued one step ago
     if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
@@ -1732,11 +1738,11 @@ __global__ void __launch_bounds__(384, 1)
       for (int r = 0; r < 2; ++r) {
         const int row = r_lo + 8 * r;
         const int chunk = 2 * (i % 4) + (lane % 4) / 2;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
-                         sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
-                         (lane % 2) * 8),
-                     "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
-                     : "memory");
+        asm volatile(
+            "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + (i / 4) * 8192 + row * 128 +
+                                                       ((chunk ^ (row % 8)) << 4) + (lane % 2) * 8),
+            "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+            : "memory");
       }
     wg::FenceProxyAsync();
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
@@ -1752,7 +1758,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   };
   // dQ_v (query half cw, all 128 keys) from shared memory
-  auto issue_dq = [&](float (&dq)[D / 2], uint32_t sdSv) {
+  auto issue_dq = [&](float(&dq)[D / 2], uint32_t sdSv) {
     wg::Fence();
 #pragma unroll
     for (int ks = 0; ks < kBc / 16; ++ks)
@@ -1844,7 +1850,8 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     {
-      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from lanes 8j..8j+7
+      // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from
+      // lanes 8j..8j+7
       const int row = cw * 64 + warp * 16 + ((lane / 8) & 1) * 8 + lane % 8;
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks) {
@@ -1852,10 +1859,10 @@ __global__ void __launch_bounds__(384, 1)
         PackA<T>(dpt + 8 * ks, da);
         const int g = 2 * ks + lane / 16;
         const uint32_t addr = sdSb + (g / 8) * kSBlk + row * 128 + (((g % 8) ^ (row % 8)) << 4);
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         addr),
-                     "r"(da[0]), "r"(da[1]), "r"(da[2]), "r"(da[3])
-                     : "memory");
+        asm volatile(
+            "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+            "r"(da[0]), "r"(da[1]), "r"(da[2]), "r"(da[3])
+            : "memory");
       }
     }
     wg::FenceProxyAsync();
@@ -1864,8 +1871,7 @@ __global__ void __launch_bounds__(384, 1)
     wg::Fence();
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks)
-      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
-                                    1);
+      wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024), 1);
     wg::Commit();
     if constexpr (kPrev) {
       wg::Wait<1>();  // dK_{u−1} and dQ_{u−1} are complete: Q_{u−1}, dSᵀ_{u−1} no longer read
@@ -1923,12 +1929,12 @@ const char* LaunchBwdWs128Pipe(const Params& p, cudaStream_t stream) {
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
       !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
-      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128) ||
-      !MakeDqAccumMap(&tdq, p.dq_accum, p))
+      !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128) || !MakeDqAccumMap(&tdq, p.dq_accum, p))
     return LaunchBwd<T, D>(p, stream);
-  // K, V; Q × 3, dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 3; barriers; alignment
-  constexpr size_t smem = (2 * 128 * D + 5 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 +
-                          6 * 128 * 4 + 8 * 9 + 1024;
+  // K, V; Q × 3, dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 3; barriers;
+  // alignment
+  constexpr size_t smem =
+      (2 * 128 * D + 5 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 6 * 128 * 4 + 8 * 9 + 1024;
   auto kernel = BwdWs128PipeKernel<T, D>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

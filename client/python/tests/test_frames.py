@@ -28,6 +28,14 @@ def test_benchmark_frame(results: dict[str, benchd.Job]) -> None:
     assert med == pytest.approx(df[~df["warmup"]]["step_ms"].median())
     html = r._repr_html_()
     assert "median step ms" in html and "<table" in html
+    # The daemon's noise verdict rides along (3 measured steps: too few to judge).
+    assert "iqr_ms" in stats.columns and "noise_warning" in stats.columns
+    assert stats.set_index("phase").loc["step", "noise_warning"] == ""
+    assert r.noise_warnings == []
+    noisy = benchd.BenchmarkResult(pb.BenchmarkResult(), "7")
+    noisy.proto.step.noise_warning = "interquartile range is 31.0% of the median (over 25%)"
+    assert noisy.noise_warnings == ["step: interquartile range is 31.0% of the median (over 25%)"]
+    assert "interquartile range is 31.0%" in noisy._repr_html_()
 
 
 def test_profile_frames(results: dict[str, benchd.Job]) -> None:
