@@ -78,7 +78,9 @@ absl::StatusOr<v1::JobSpec> BuildAttentionSpec(const AttentionOptions& o) {
 std::string AttentionSpecSummary(const v1::AttentionSpec& s) {
   std::string shape = fmt::format("batch {}", s.batch_size());
   if (s.has_num_heads()) shape += fmt::format(" x {} heads", s.num_heads());
-  shape += fmt::format(" x seq {} x d {}", s.seq_len(), s.head_dim());
+  // 0 only in a sweep's spec, where the axis gives each cell its own.
+  auto dim = [](int64_t v) { return v > 0 ? std::to_string(v) : std::string("per cell"); };
+  shape += fmt::format(" x seq {} x d {}", dim(s.seq_len()), dim(s.head_dim()));
   return fmt::format("{}{}, {}, {}", AttentionName(s.implementation()), s.causal() ? " causal" : "",
                      shape, PrecisionName(s.precision()));
 }

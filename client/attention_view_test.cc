@@ -112,6 +112,8 @@ TEST(AttentionViewTest, SpecSummary) {
   s.set_num_heads(4);
   s.set_causal(false);
   EXPECT_EQ(AttentionSpecSummary(s), "faithful, batch 8 x 4 heads x seq 1024 x d 64, bf16");
+  s.set_seq_len(0);  // a sweep over seq_len: each cell has its own
+  EXPECT_EQ(AttentionSpecSummary(s), "faithful, batch 8 x 4 heads x seq per cell x d 64, bf16");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "common/credentials.h"
 #include "common/job_spec.h"
 #include "common/model_config.h"
+#include "common/sweep_table.h"
 #include "common/version.h"
 
 namespace {
@@ -48,6 +49,16 @@ const CLI::Validator kAtLeastOne(
                                                         : "expected a number of jobs, 1 or more";
     },
     "", "N>=1");
+
+// The value columns come from the sweep's kind (common/sweep_table.h): the
+// help names the rule and a benchmark's, a wrong one is refused listing the
+// kind's own.
+std::string PivotValueHelp() {
+  return "the --pivot's value: one of the sweep kind's columns (median_step_ms by default where "
+         "the kind has it, else its first; a wrong name is refused listing them); a "
+         "benchmark's: " +
+         absl::StrJoin(benchd::SweepValueColumns(), ", ");
+}
 
 std::string PresetHelp() {
   std::vector<std::string> names;
@@ -371,10 +382,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--pivot", submit_flags.pivot.pivot,
                     "with --watch and --sweep: print the cells as a table ROWS,COLS, e.g. "
                     "model.preset,precision");
-    cmd->add_option("--value", submit_flags.pivot.value,
-                    "the --pivot's value: median_step_ms (default), tokens_per_second, "
-                    "speedup_vs_fp32, forward_share, backward_share, optimizer_share, "
-                    "peak_memory_mib, wall_seconds");
+    cmd->add_option("--value", submit_flags.pivot.value, PivotValueHelp());
     cmd->add_flag("--force", submit_flags.force,
                   "queue it even when its memory estimate (`benchctl estimate`) exceeds the GPU's "
                   "memory (default: refused at submit)");
@@ -487,10 +495,7 @@ int main(int argc, char** argv) {
   get->add_option("--pivot", get_pivot.pivot,
                   "a sweep's cells as a table ROWS,COLS, e.g. model.preset,precision")
       ->excludes(get_json);
-  get->add_option("--value", get_pivot.value,
-                  "the --pivot's value: median_step_ms (default), tokens_per_second, "
-                  "speedup_vs_fp32, forward_share, backward_share, optimizer_share, "
-                  "peak_memory_mib, wall_seconds");
+  get->add_option("--value", get_pivot.value, PivotValueHelp());
 
   CLI::App* list = app.add_subcommand("list", "list jobs, newest first");
   bc::ListOptions list_opts;

@@ -251,9 +251,16 @@ TEST_F(GrpcWorkerClientTest, CallsInFlightAreBoundedPerWorker) {
   }
   const auto start = std::chrono::steady_clock::now();
   auto refused = client_->ListModels(v1::ListModelsRequest(), std::chrono::seconds(30));
+  // Waited for below: a callback that runs after the test has ended would
+  // report into a finished test (a crash at exit, seen once in CI).
+  Gate ping_refused;
+  absl::Status ping_status;
   client_->PingAsync(std::chrono::seconds(30), [&](absl::StatusOr<internal::PingResponse> r) {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    ping_status = r.status();
+    ping_refused.Open();
   });
+  ASSERT_TRUE(ping_refused.Wait(std::chrono::seconds(5)));
+  EXPECT_EQ(ping_status.code(), absl::StatusCode::kResourceExhausted);
   Gate async_refused;
   absl::Status async_status;
   client_->ListModelsAsync(v1::ListModelsRequest(), std::chrono::seconds(30),

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -132,9 +133,14 @@ def test_a_daemon_restarted_in_a_one_node_step_finds_its_rank(tmp_path):
     env.update(SLURM_NODEID="0", SLURM_NNODES="1", SLURM_STEP_NODELIST="node1",
                SLURM_JOB_NODELIST="node[0-1]", SLURM_JOB_NUM_NODES="2",
                SLURMD_NODENAME="node1")
+    # A free port of its own: 127.0.0.1:1 is where other tests expect nobody
+    # (the Python client's "no daemon" tests run beside this one).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     try:
         r = subprocess.run([str(bins / "benchd"), "--cluster-from", "slurm", "--listen",
-                            "127.0.0.1:1", "--metrics", "off", "--device", "cpu:0",
+                            f"127.0.0.1:{port}", "--metrics", "off", "--device", "cpu:0",
                             "--insecure", "--data-dir", str(tmp_path)],
                            capture_output=True, text=True, env=env, timeout=5)
         err = r.stderr

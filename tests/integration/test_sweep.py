@@ -67,7 +67,9 @@ def test_precision_by_context_sweep_streams_rows_and_pivots(daemon):
         assert abs(c.backward_share - b.backward.mean / b.step.mean) < 1e-12
         assert abs(c.optimizer_share - b.optimizer.mean / b.step.mean) < 1e-12
         assert 0.5 < c.forward_share + c.backward_share + c.optimizer_share <= 1.0 + 1e-9
-        assert c.wall_seconds > b.step.median * 3
+        # The daemon's clock around the cell holds every step the worker timed
+        # (3 x the median need not: steps vary on a loaded CPU).
+        assert c.wall_seconds > sum(st.step_seconds for st in b.steps)
     assert all(c.speedup_vs_fp32 == 1.0 for c in fp32.values())
     assert job.state == bench_pb2.JOB_STATE_SUCCEEDED and r.returncode == 0, r.stderr
 
