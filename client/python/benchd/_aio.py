@@ -107,10 +107,19 @@ class AsyncClient(ClientBase):
             raise self._error(e, call.method, t) from None
         return call.wrap(resp)
 
+    def _aio_stream(self, method: str) -> Any:
+        """The stub's streaming call, typed by the caller: the .pyi a wheel is
+        built with (mypy-protobuf 3.6, pinned beside grpcio-tools 1.60) types
+        the stub's streams as synchronous iterators; newer ones type them for
+        grpc.aio. Through Any, the package type-checks with either."""
+        return getattr(self._stub, method)
+
     async def _watch(self, job_id: str, deadline: float | None) -> AsyncIterator[Event]:
         await self._ensure_connected("Watch")
         timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
-        stream = self._stub.Watch(pb.WatchRequest(job_id=job_id), **self._call_options(timeout))
+        stream = cast("grpc.aio.UnaryStreamCall[pb.WatchRequest, pb.JobEvent]",
+                      self._aio_stream("Watch")(pb.WatchRequest(job_id=job_id),
+                                                **self._call_options(timeout)))
         try:
             async for ev in stream:
                 e = Event(ev)
@@ -258,8 +267,9 @@ class AsyncClient(ClientBase):
 
     async def _fetch(self, request: pb.FetchArtifactRequest) -> bytes:
         await self._ensure_connected("FetchArtifact")
-        stream = self._stub.FetchArtifact(request,
-                                          **self._call_options(max(self.timeout, 600.0)))
+        stream = cast("grpc.aio.UnaryStreamCall[pb.FetchArtifactRequest, pb.ArtifactChunk]",
+                      self._aio_stream("FetchArtifact")(
+                          request, **self._call_options(max(self.timeout, 600.0))))
         parts: list[bytes] = []
         try:
             async for chunk in stream:

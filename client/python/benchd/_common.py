@@ -226,6 +226,19 @@ def ddp_runs(spec: pb.JobSpec) -> int | None:
     return 1 + per_optimizer * len(d.optimizers) if per_optimizer and d.optimizers else None
 
 
+def progress_bar_class() -> Any:
+    """tqdm's notebook widget where it can draw (a notebook with ipywidgets),
+    else its text bar: without ipywidgets tqdm.auto warns "IProgress not
+    found" on every bar, so that case takes the text bar quietly."""
+    import importlib.util
+
+    if _in_notebook() and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm as notebook_bar
+        return notebook_bar
+    from tqdm import tqdm as text_bar
+    return text_bar
+
+
 class Progress:
     """A tqdm bar over a job's steps (or a collective's cells, a data-parallel
     job's runs); no-op when off."""
@@ -235,10 +248,7 @@ class Progress:
         self._unit = "step"
         if not enabled:
             return
-        if _in_notebook():
-            from tqdm.auto import tqdm as bar_class
-        else:
-            from tqdm import tqdm as bar_class  # type: ignore[assignment]
+        bar_class = progress_bar_class()
         total = collective_cells(job.spec)
         unit = "cell" if total is not None else "step"
         if job.spec.WhichOneof("kind") == "ddp":

@@ -125,15 +125,25 @@ def step_time_by_phase(results: object, *, mode: str | None = None,
         values = [float(v) for v in g[f"{phase}_ms"]]
         if phase != "forward" and not any(values):
             continue
-        handles.append(ax.bar(x, values, bottom=bottom, label=phase, color=color))
+        handles.append(ax.bar(x, values, bottom=bottom, label=f"{phase} (median)", color=color))
         bottom = [b + v for b, v in zip(bottom, values)]
-    handles += ax.plot(x, [float(v) for v in g["step_ms"]], linestyle="none", marker="_",
-                       markersize=18, color="black", label="step (median)")
+    # Medians do not add up: the step's median is its own series (the phases
+    # are timed apart, and the step holds what lies between them: the loss,
+    # zero_grad, the synchronisation). The gap is drawn as such, not hidden.
+    steps = [float(v) for v in g["step_ms"]]
+    rest = [max(0.0, s - b) for s, b in zip(steps, bottom)]
+    if any(rest):
+        handles.append(ax.bar(x, rest, bottom=bottom, color="#cccccc", hatch="//",
+                              label="rest of the step (median step − phases)"))
+    handles += ax.plot(x, steps, linestyle="none", marker="_", markersize=18, color="black",
+                       label="step (median)")
     ax.set_xticks(x, list(g.index))
     ax.set_xlabel("model")
     ax.set_ylabel("median time per step (ms)")
     ax.set_title("Step time by phase and model size")
     ax.legend(handles=handles)
+    ax.text(0.01, 0.99, "each bar: the phase's own median; marker: the step's median",
+            transform=ax.transAxes, fontsize=7, va="top")
     return fig
 
 
@@ -187,23 +197,57 @@ def _bytes_label(n: float) -> str:
     return f"{int(n)} B"
 
 
-def collective_vs_size(results: object) -> "Figure":
-    """Median duration against message size (log-log), one line per backend
-    and world size."""
-    df = _collective_frame(results)
-    fig, ax = _figure()
+def _size_ticks(sizes: Sequence[float], most: int = 8) -> list[float]:
+    """At most `most` of the sizes, evenly spaced, the first and last kept:
+    a 1 KiB .. 1 GiB doubling sweep has 21, too many labels to read."""
+    ticks = sorted(set(sizes))
+    if len(ticks) <= most:
+        return ticks
+    step = -(-(len(ticks) - 1) // (most - 1))  # ceil
+    kept = ticks[::step]
+    if kept[-1] != ticks[-1]:
+        kept.append(ticks[-1])
+    return kept
+
+
+def _left_out(df: pd.DataFrame) -> list[str]:
+    """'nccl x4: 1 GiB' for each size some series has and another lacks
+    (a size that did not fit, or a world size that ran fewer sizes)."""
+    every = set(df["bytes"])
+    out = []
     for (backend, world), g in df.groupby(["backend", "world_size"], sort=True):
-        m = g.groupby("bytes")["median_ms"].median().sort_index()
-        ax.plot([float(v) for v in m.index], [float(v) for v in m.values], marker="o",
-                label=f"{backend} x{world}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ticks = sorted(set(df["bytes"]))
-    ax.set_xticks(ticks, [_bytes_label(t) for t in ticks], rotation=30)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("median duration (ms)")
-    ax.set_title(f"{_ops(df)} duration vs data size")
-    ax.legend(title="backend x processes")
+        missing = sorted(every - set(g["bytes"]))
+        if missing:
+            out.append(f"{backend} x{world}: " + ", ".join(_bytes_label(m) for m in missing))
+    return out
+
+
+def collective_vs_size(results: object) -> "Figure":
+    """Bus bandwidth against message size (as nccl-tests users read it), one
+    line per backend and world size; below it the median duration (log-log).
+    Sizes one series lacks and another has are named under the plot."""
+    df = _collective_frame(results)
+    fig, bw = _figure(7.0, 6.4)
+    bw.remove()
+    bw, dur = fig.subplots(2, 1, sharex=True)
+    for (backend, world), g in df.groupby(["backend", "world_size"], sort=True):
+        m = g.groupby("bytes")[["busbw_gbps", "median_ms"]].median().sort_index()
+        x = [float(v) for v in m.index]
+        label = f"{backend} x{world}"
+        bw.plot(x, [float(v) for v in m["busbw_gbps"]], marker="o", label=label)
+        dur.plot(x, [float(v) for v in m["median_ms"]], marker="o", label=label)
+    dur.set_xscale("log", base=2)
+    dur.set_yscale("log")
+    ticks = _size_ticks([float(b) for b in df["bytes"]])
+    dur.set_xticks(ticks, [_bytes_label(t) for t in ticks], rotation=30)
+    dur.set_xlabel("message size (bytes)")
+    dur.set_ylabel("median duration (ms)")
+    bw.set_ylabel("bus bandwidth (GB/s)")
+    bw.set_title(f"{_ops(df)} bus bandwidth vs data size")
+    bw.legend(title="backend x processes")
+    left_out = _left_out(df)
+    if left_out:
+        fig.text(0.01, 0.0, "not run: " + "; ".join(left_out), fontsize=8, va="bottom")
     return fig
 
 

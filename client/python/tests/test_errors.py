@@ -117,3 +117,29 @@ def test_client_arguments_checked() -> None:
         benchd.Client("h:1", timeout="10")  # type: ignore[arg-type]
     with pytest.raises(benchd.ArgumentTypeError, match="credentials"):
         benchd.Client("h:1", credentials="token")  # type: ignore[arg-type]
+
+
+def test_a_notebook_without_ipywidgets_gets_the_text_bar_quietly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm.auto warns "IProgress not found" on every bar in a notebook without
+    ipywidgets; the client takes tqdm's text bar there instead, without a
+    warning, and the widget where ipywidgets is installed."""
+    import importlib.util
+    import warnings
+
+    import tqdm
+    from benchd import _common
+
+    monkeypatch.setattr(_common, "_in_notebook", lambda: True)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ipywidgets" else real_find_spec(name, *a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bar_class = _common.progress_bar_class()
+        bar = bar_class(total=3, disable=True)
+        bar.close()
+    assert bar_class is tqdm.tqdm
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    from tqdm.auto import tqdm as auto_bar
+    assert _common.progress_bar_class() is auto_bar

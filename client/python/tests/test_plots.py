@@ -50,9 +50,14 @@ def test_step_time_by_phase(results: dict[str, benchd.Job]) -> None:
     (ax,) = fig.axes
     assert ax.get_title() == "Step time by phase and model size"
     assert ax.get_ylabel() == "median time per step (ms)" and ax.get_xlabel() == "model"
-    assert legend(ax) == ["forward", "backward", "optimizer", "step (median)"]
+    labels = legend(ax)
+    assert labels[:3] == ["forward (median)", "backward (median)", "optimizer (median)"]
+    assert labels[-1] == "step (median)"
+    # Medians do not add up: what the phases' medians leave of the step's is
+    # its own segment, labelled as such, never a silent gap under the marker.
+    assert set(labels[3:-1]) <= {"rest of the step (median step − phases)"}
     assert [t.get_text() for t in ax.get_xticklabels()] == ["tiny", "d32xL1"]
-    fwd, bwd, opt = bars(ax)
+    fwd, bwd, opt = bars(ax)[:3]
     tiny = next(r for r in rs if r.spec.model.preset == "tiny" and
                 r.spec.precision == pb.PRECISION_FP32)
     assert fwd.patches[0].get_height() == pytest.approx(tiny.proto.forward.median * 1e3)
@@ -99,17 +104,40 @@ def test_collective_vs_size(results: dict[str, benchd.Job]) -> None:
     real = results["collective"].result
     fig = plots.collective_vs_size(real)
     render(fig)
-    (ax,) = fig.axes
+    bw, ax = fig.axes
+    # Bus bandwidth first, as nccl-tests users read it; the duration below.
+    assert bw.get_ylabel() == "bus bandwidth (GB/s)"
+    assert bw.get_title() == "all_reduce bus bandwidth vs data size"
+    (bw_line,) = bw.get_lines()
+    assert list(bw_line.get_ydata()) == pytest.approx([r.busbw_gbps for r in real.proto.rows])
     assert ax.get_xlabel() == "message size (bytes)" and ax.get_ylabel() == "median duration (ms)"
-    assert ax.get_title() == "all_reduce duration vs data size"
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     (line,) = ax.get_lines()
     assert line.get_label() == "gloo x2"
     assert list(line.get_xdata()) == [4096, 65536]
     assert list(line.get_ydata()) == pytest.approx([r.duration.median * 1e3
                                                     for r in real.proto.rows])
+    assert not fig.texts  # every series ran every size
     fig2 = plots.collective_vs_size(synthetic_collective())
     assert sorted(legend(fig2.axes[0])) == ["gloo x2", "gloo x4", "nccl x2", "nccl x4"]
+
+
+def test_collective_vs_size_thins_ticks_and_names_sizes_left_out() -> None:
+    rows = []
+    sizes = [1024 << i for i in range(21)]  # 1 KiB .. 1 GiB
+    for world in (2, 4):
+        for size in sizes[:-1] if world == 4 else sizes:  # x4 did not run 1 GiB
+            rows.append(pb.CollectiveRow(backend=pb.COLLECTIVE_BACKEND_NCCL, world_size=world,
+                                         size_bytes=size, busbw_gbps=100.0,
+                                         duration=pb.Stats(median=size / 1e11)))
+    proto = pb.CollectiveResult(spec=pb.CollectiveSpec(op=pb.COLLECTIVE_OP_ALL_REDUCE),
+                                rows=rows)
+    fig = plots.collective_vs_size(benchd.CollectiveResult(proto, "8"))
+    render(fig)
+    labels = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    assert 2 <= len(labels) <= 8 and labels[0] == "1 KiB" and labels[-1] == "1 GiB", labels
+    (note,) = fig.texts
+    assert note.get_text() == "not run: nccl x4: 1 GiB"
 
 
 def test_collective_vs_world_size() -> None:
