@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import io
+import math
 import os
 import pickle
 import sys
@@ -253,6 +254,9 @@ class Progress:
         unit = "cell" if total is not None else "step"
         if job.spec.WhichOneof("kind") == "ddp":
             total, unit = ddp_runs(job.spec), "run"
+        if job.spec.HasField("sweep") and job.spec.sweep.axes:
+            # A sweep's progress is its cells; each cell's steps are the postfix.
+            total, unit = math.prod(len(a.values) for a in job.spec.sweep.axes), "cell"
         self._unit = unit
         self._bar = bar_class(total=total, unit=unit, desc=f"job {job.id} {kind_of(job)}",
                          leave=True, dynamic_ncols=True)
@@ -263,7 +267,8 @@ class Progress:
             return
         if e.kind == "started":
             bar.set_postfix_str("running", refresh=True)
-        elif e.kind in ("warmup_step", "step") and e.step is not None and self._unit == "run":
+        elif e.kind in ("warmup_step", "step") and e.step is not None and self._unit in ("run",
+                                                                                       "cell"):
             bar.set_postfix_str(f"step {e.step.step_seconds * MS:.2f} ms", refresh=True)
         elif e.kind in ("warmup_step", "step") and e.step is not None:
             if e.total_steps:
@@ -288,6 +293,7 @@ class Progress:
                     line += ", ranks DIVERGED"
             bar.write(line)
         elif e.kind == "sweep_cell" and e.cell is not None:
+            bar.update(1)
             bar.write(sweep_cell_line(e.cell))
         elif e.kind == "log" and e.message:
             bar.write(e.message)

@@ -233,3 +233,23 @@ def test_an_attention_sweeps_frame_reads_each_cells_result() -> None:
     assert benchd.SweepResult(r).request_kind == "attention"
     assert set(SWEEP_COLUMNS) == {"benchmark", "profile", "attention", "memory", "precision"}
     assert [c.name for c in sweep_columns("collective")] == ["wall_seconds"]
+
+
+def test_a_sweeps_progress_bar_counts_its_cells() -> None:
+    """One bar over the cells (each cell's steps are its postfix), not one
+    bar that restarts its step count in every cell."""
+    from benchd import _common as C
+
+    job = pb.Job(id="5")
+    job.spec.benchmark.SetInParent()
+    for field, values in (("context_length", ["32", "64"]), ("precision", ["fp32", "bf16"])):
+        job.spec.sweep.axes.add(field=field, values=values)
+    progress = C.Progress(job, enabled=True)
+    bar = progress._bar
+    assert bar.total == 4 and bar.unit == "cell"
+    progress.update(C.Event(pb.JobEvent(job_id="5", step=pb.StepEvent(
+        timing=pb.StepTiming(index=3, step_seconds=0.01)))))
+    assert bar.n == 0
+    progress.update(C.Event(pb.JobEvent(job_id="5", sweep_cell=pb.SweepCell(index=0))))
+    assert bar.n == 1
+    progress.close()
