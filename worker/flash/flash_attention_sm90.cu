@@ -1207,7 +1207,7 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // on [0, 1) (relative error 7.5e-5, below bf16's and fp16's rounding of P), the
 // integer part added to the exponent field. x is clamped at −126 so that the
 // exponent never wraps (2^−126 is as good as 0 next to P's scale).
-__device__ __forceinline__ float Ex2Poly(float x) {
+[[maybe_unused]] __device__ __forceinline__ float Ex2Poly(float x) {
   x = fmaxf(x, -126.f);
   const float j = __fadd_rd(x, 12582912.f);
   const float f = x - (j - 12582912.f);
