@@ -102,7 +102,8 @@ int WatchJob(BenchClient& client, const std::string& job_id, const FollowOutput&
   InterruptScope interrupt;
   absl::StatusOr<v1::JobEvent> terminal = client.Watch(job_id, on_event, &interrupt.interrupted());
   if (bar_drawn) Write(o.stream, "\n");  // keep the last bar on screen
-  if (interrupt.interrupted()) {
+  // A job whose end arrived with the Ctrl-C is reported as it ended.
+  if (interrupt.interrupted() && !terminal.ok()) {
     std::fflush(stdout);
     std::fprintf(stderr,
                  "benchctl: stopped watching job %s (Ctrl-C); the job is still running on the "

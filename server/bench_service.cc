@@ -250,8 +250,11 @@ absl::Status CheckRequestSize(const v1::SubmitRequest& req) {
 template <typename Req>
 absl::StatusOr<BenchService::Gated> BenchService::Gate(const grpc::CallbackServerContext& ctx,
                                                        const Req& req) const {
-  const auto* method = BenchMethodFor(Req::descriptor());
-  const CallPolicy* policy = method == nullptr ? nullptr : FindCallPolicy(method->name());
+  // Found once per request type: the table does not change while serving.
+  static const CallPolicy* const policy = [] {
+    const auto* method = BenchMethodFor(Req::descriptor());
+    return method == nullptr ? nullptr : FindCallPolicy(method->name());
+  }();
   if (policy == nullptr) {
     return absl::InternalError(
         absl::StrCat(Req::descriptor()->full_name(), ": no call policy (server/call_policy.cc)"));

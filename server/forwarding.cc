@@ -1,5 +1,9 @@
 #include "server/forwarding.h"
 
+#include <chrono>
+
+#include <grpcpp/channel.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace benchd::server {
@@ -32,9 +36,27 @@ Principal EffectiveCaller(const grpc::ServerContextBase& ctx, const Principal& c
 absl::StatusOr<std::shared_ptr<v1::Bench::Stub>> Forwarder::Stub(const std::string& node) {
   auto member = cluster_->ReadyNode(node);
   if (!member.ok()) return member.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& stub = stubs_[member->address()];
-  if (!stub) stub = v1::Bench::NewStub(peers_->Open(member->address()));
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Bench::Stub> stub;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& peer = peers_by_address_[member->address()];
+    if (!peer.stub) {
+      peer.channel = peers_->Open(member->address());
+      peer.stub = v1::Bench::NewStub(peer.channel);
+    }
+    channel = peer.channel;
+    stub = peer.stub;
+  }
+  // The member is READY (its heartbeats arrive), but a channel that failed
+  // to reach it while it was gone is still backing off (1 s, 1.6 s, ... up
+  // to minutes), failing every call with "failed to connect" until its timer
+  // fires: reconnect now, and give the attempt a moment before the call.
+  if (channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+    channel->WaitForStateChange(GRPC_CHANNEL_TRANSIENT_FAILURE,
+                                std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
   return stub;
 }
 

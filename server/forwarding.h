@@ -57,7 +57,11 @@ class Forwarder {
   Cluster* const cluster_;
   const PeerChannels* const peers_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<v1::Bench::Stub>> stubs_;  // by address
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<v1::Bench::Stub> stub;
+  };
+  std::map<std::string, Peer> peers_by_address_;
 };
 
 // A server stream that passes on a member's stream, one message at a time

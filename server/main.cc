@@ -475,8 +475,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "benchd: jobs still running after %d s are interrupted\n", config.stop_grace_s);
   }
   cluster.Stop();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // What still runs is interrupted while the server still serves, so a
+  // watcher gets the job's `interrupted` event before its stream closes
+  // (after it the Watch ends by itself and Shutdown need not wait for it).
   jobs.Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   supervisor.Stop();
   fs::remove(data / "endpoints.json", ec);
   fprintf(stderr, "benchd: stopped\n");

@@ -146,7 +146,12 @@ def test_a_member_that_dies_is_lost_named_and_rejoins(cluster):
             break
         time.sleep(0.05)
     time.sleep(1)  # into the sweep (it runs for tens of seconds)
+    # node0's channel to node1 was open (a forwarded call) when node1 went.
+    node0.benchctl("list", "--device", "node1/cpu:0", check=0)
     node1.stop(sig=signal.SIGKILL)
+    # A call in the window before node1 is found lost fails to connect, which
+    # puts node0's channel to it into its connect backoff.
+    node0.benchctl("list", "--device", "node1/cpu:0", check=None)
     failed = None
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -165,11 +170,18 @@ def test_a_member_that_dies_is_lost_named_and_rejoins(cluster):
     refused = node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0", check=2)
     assert "node1/cpu:0 is not served" in refused.stderr, refused.stderr
 
+    # Gone long enough for node0's reconnect backoff to grow past the time
+    # node1 takes to come back (1 s, 1.6 s, 2.6 s, 4.1 s, ...).
+    time.sleep(8)
     # Back: the same rank and address joins again; a new group works.
     cluster.nodes[1] = node1 = cluster.make(1)
     node1.start()
     node1.wait_worker_up()
     wait_state(node0, 1, bench_pb2.NODE_STATE_READY, timeout=30)
+    # READY means forwarded calls reach it at once, not after the channel's
+    # backoff (they failed "failed to connect" for 3-6 s before).
+    forwarded = node0.benchctl("list", "--device", "node1/cpu:0", check=None)
+    assert forwarded.returncode == 0, forwarded.stderr
     again = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
                                       "--backend", "gloo", "--json", check=0).stdout)["id"]
     job = all_reduce(node0, again)

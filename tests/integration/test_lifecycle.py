@@ -4,7 +4,10 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
+
+import grpc
 
 from conftest import BIN, Daemon, bench_pb2, wait_for_state
 
@@ -157,3 +160,32 @@ def test_ctrl_c_during_watch_says_the_job_runs_on_and_how_to_follow_or_cancel_it
     assert job.state == bench_pb2.JOB_STATE_RUNNING, job
     daemon.benchctl("cancel", job_id, check=0)
     wait_for_state(daemon.stub, job_id, [bench_pb2.JOB_STATE_CANCELLED], timeout=30)
+
+
+def test_a_watcher_gets_the_interrupted_event_when_the_daemon_stops(tmp_data_dir):
+    """SIGTERM with a job still running past the grace: its watcher gets the
+    job's `interrupted` event, not UNAVAILABLE, before the daemon goes."""
+    d = Daemon(tmp_data_dir, ["--stop-grace", "0"]).start()
+    running = submit(d, LONG)
+    wait_first_step(d, running)
+    events, errors = [], []
+    first = threading.Event()
+
+    def watch():
+        try:
+            for e in d.stub.Watch(bench_pb2.WatchRequest(job_id=running), timeout=120):
+                events.append(e)
+                first.set()
+        except grpc.RpcError as e:
+            errors.append(e)
+        first.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    assert first.wait(30), "the watch never started"
+    d.stop()
+    watcher.join(60)
+    assert not watcher.is_alive(), "the watch outlived the daemon"
+    assert not errors, (errors[0].code(), errors[0].details())
+    assert events and events[-1].HasField("interrupted"), events[-1]
+    assert "daemon stopped" in events[-1].interrupted.error_message, events[-1]
