@@ -68,16 +68,20 @@ def test_restart_after_the_job_ended_reports_the_result(own_daemon: Daemon) -> N
 
 
 def test_daemon_gone_for_good_wait_gives_up(own_daemon: Daemon) -> None:
+    """Killed outright, the daemon says nothing more: the wait gives up. (A
+    daemon stopped by SIGTERM tells its watchers the job was interrupted
+    first: test_restart_during_wait_reports_interrupted, test_lifecycle.py.)"""
     c = benchd.Client(own_daemon.address, reconnect_timeout=2)
     job = c.benchmark(**{**TINY, "steps": 100000})
     _running(job)
-    threading.Timer(0.3, own_daemon.stop).start()
+    threading.Timer(0.3, own_daemon.stop, kwargs={"sig": signal.SIGKILL}).start()
     t = time.monotonic()
     with pytest.raises(benchd.Unavailable) as e:
         job.wait(progress=False)
     assert time.monotonic() - t < 30
     assert own_daemon.address in str(e.value) and f"job {job.id}" in str(e.value)
     c.close()
+
 
 
 def wait_until_stopped(pid: int, timeout: float = 10) -> None:
