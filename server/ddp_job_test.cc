@@ -148,14 +148,18 @@ TEST_F(DdpJobTest, RanksThatDivergeFailTheJobKeepingTheRows) {
 }
 
 TEST_F(DdpJobTest, AMemberThatDiesBreaksTheGroupNamingIt) {
-  // Rank 0 fails (its peer is gone) only after rank 1 has sent its row.
-  Gate rank1_sent;
+  // Both ranks send the compute-only row before rank 1 dies (a rank whose
+  // call starts after the group's calls were cancelled would send nothing),
+  // and rank 0 fails (its peer is gone) only after that.
+  Gate rank0_sent, rank1_sent;
   workers_.client("cpu:0")->QueueRun([&](FakeRun& run) {
     run.Send(RankRun(0, 0, {1.0, 1.0}));
+    rank0_sent.Open();
     rank1_sent.Wait();
     return fake::Last(fake::Failure(absl::StatusCode::kAborted, "peer"));
   });
   workers_.client("cpu:1")->QueueRun([&](FakeRun& run) {
+    rank0_sent.Wait();
     run.Send(RankRun(0, 1, {1.0, 1.0}));
     rank1_sent.Open();
     workers_.Exit("cpu:1", "killed by signal 9 (SIGKILL: Killed)");
