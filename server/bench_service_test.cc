@@ -195,6 +195,11 @@ TEST_F(BenchServiceTest, TheGateRefusesUnknownFieldsOfEveryRequestNamingThem) {
   EXPECT_THAT(refused.error_message(),
               ::testing::HasSubstr("SubmitRequest: field number 4242 is not a field of "
                                    "benchd.v1.SubmitRequest"));
+  // The gate checks a Submit's envelope as its unknown fields alone (no copy
+  // of the spec): a field added beside the spec must be checked there too.
+  EXPECT_EQ(v1::SubmitRequest::descriptor()->field_count(), 1)
+      << "SubmitRequest has a field besides the spec: check it in CheckRequestSize "
+         "(server/bench_service.cc)";
 
   v1::ListGroupsRequest groups;
   groups.GetReflection()->MutableUnknownFields(&groups)->AddVarint(77, 1);
