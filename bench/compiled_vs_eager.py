@@ -26,6 +26,8 @@ faithful / eager, benchd fast / compiled.
 """
 import argparse
 import gc
+import json
+import re
 import statistics
 import sys
 import time
@@ -251,6 +253,228 @@ def model_table(args, cli):
                 print(lines[-1], flush=True)
     return lines
 
+# ---- The fast path against the strongest PyTorch setup (issue 37) -----------
+
+
+def attention_variant(flags, attention):
+    """`flags` with its --attention replaced by `attention`."""
+    return re.sub(r"--attention \S+", f"--attention {attention}", flags)
+
+
+def fast_variants(text):
+    """'name=flags;name=flags' -> [(name, flags)]; '' -> the bf16 fast flags with
+    each of flash, cudnn and fused (benchd's own kernel) as the attention."""
+    if not text:
+        base = FAST_MODEL_FLAGS["bf16"]
+        return [(a, attention_variant(base, a)) for a in ("flash", "cudnn", "fused")]
+    out = []
+    for part in text.split(";"):
+        name, sep, flags = part.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(f"--fast-variants: '{part}' is not name=flags (e.g. 'flash=--attention flash "
+                             f"--cuda-graph')")
+        out.append((name.strip(), flags.strip()))
+    return out
+
+
+def benchd_fast_job(cli, args, preset, context, flags):
+    """One benchd train step job (bf16 unless --fast-precision): a dict of the
+    median and spread (ms), TFLOP/s and the roofline, or a dict with 'error'."""
+    job = cli.run_job("benchmark", "--device", args.device, "--preset", preset, "--mode", "train_step",
+                      "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
+                      "--context-length", context, "--warmup-steps", args.warmup_steps,
+                      "--steps", args.fast_steps, *flags.split())
+    if job["state"] != SUCCEEDED:
+        msg = job.get("errorMessage", job["state"])
+        print(f"compiled_vs_eager: benchd {preset} ctx {context} {flags}: {msg}", file=sys.stderr)
+        return {"error": "OOM" if job.get("errorCode") == 8 else "failed", "message": msg}
+    r = job["result"]["benchmark"]
+    steps = [x["stepSeconds"] * 1e3 for x in r["steps"] if not x.get("warmup")]
+    roof = r.get("roofline", {})
+    return {"median": statistics.median(steps), "min": min(steps), "max": max(steps),
+            "tflops": r.get("tflopsPerSecond"), "flops": r.get("flopsPerStep"),
+            "floor": roof.get("floorSeconds", 0) * 1e3 or None,
+            "matmul_floor": roof.get("matmulSeconds", 0) * 1e3 or None,
+            "optimizer_floor": roof.get("optimizerSeconds", 0) * 1e3,
+            "peak_tflops": roof.get("peakMatmulFlopsPerSecond", 0) / 1e12 or None,
+            "bandwidth_tbs": roof.get("bandwidthBytesPerSecond", 0) / 1e12 or None}
+
+
+def peer_model(args, preset, context):
+    """(median ms, min, max) of the strongest PyTorch setup's train step
+    (compare.Reference with strongest=True), or 'OOM'."""
+    ns = argparse.Namespace(device=args.device, context_length=context, batch_size=args.model_batch_size)
+    r = None
+    try:
+        r = Reference(ns, preset, "train_step", args.fast_precision, compiled=True, strongest=True)
+        steps = [t * 1e3 for t in r.steps(args.peer_warmup_steps, args.fast_steps)]
+        return statistics.median(steps), min(steps), max(steps)
+    except (torch.OutOfMemoryError, MemoryError):
+        return "OOM"
+    finally:
+        if r:
+            r.close()
+
+
+def fastpath_table(args, cli, record):
+    variants = fast_variants(args.fast_variants)
+    names = [n for n, _ in variants]
+    header = ("| preset | context | peer ms | " + " | ".join(f"benchd {n} ms" for n in names)
+              + " | best | floor ms (sum) | floor ms (max) | best / floor | best / max floor | best / peer "
+              "| best TFLOP/s | % of measured peak |")
+    lines = ["## The fast train step against the strongest PyTorch setup and the roofline floor", "",
+             f"{args.fast_precision}, batch {args.model_batch_size}, {args.warmup_steps} warm-up + "
+             f"{args.fast_steps} measured steps (the peer: {args.peer_warmup_steps} warm-up); median ms "
+             f"(min-max). Peer: the course's model and loss under torch.compile(mode='reduce-overhead'), "
+             f"torch.optim.AdamW(fused=True), bf16 autocast. Variants: "
+             + "; ".join(f"{n} = `{f}`" for n, f in variants)
+             + ". Floor (sum): model FLOPs at the measured bf16 matmul peak + AdamW's 28 bytes/parameter at "
+             "the measured copy bandwidth; floor (max): the larger of the two (the optimizer hidden "
+             "under the matmuls).", "", header, "|" + "---|" * (header.count("|") - 1)]
+    peer_contexts = set(ints(args.peer_contexts))
+    for preset in words(args.presets):
+        for context in ints(args.contexts):
+            with_peer = context in peer_contexts and (not args.peer_presets or preset in words(args.peer_presets))
+            peer = peer_model(args, preset, context) if with_peer else None
+            cli.evict_all()
+            cells = {n: benchd_fast_job(cli, args, preset, context, f) for n, f in variants}
+            cli.evict_all()
+            record.setdefault("fast", []).append({"preset": preset, "context": context, "peer": peer,
+                                                  "benchd": cells})
+            ok = {n: c for n, c in cells.items() if "median" in c}
+            best = min(ok, key=lambda n: ok[n]["median"]) if ok else None
+            b = ok.get(best)
+
+            def show(c):
+                return (f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})" if "median" in c else c["error"])
+
+            peer_col = ("-" if peer is None else peer if isinstance(peer, str)
+                        else f"{peer[0]:.2f} ({peer[1]:.2f}-{peer[2]:.2f})")
+            floor_max = max(b["matmul_floor"], b["optimizer_floor"]) if b and b["matmul_floor"] else None
+            tail = "- | - | - | - | - | - | - |"
+            if b:
+                peak = (f"{100 * b['tflops'] / b['peak_tflops']:.1f}" if b["tflops"] and b["peak_tflops"]
+                        else "-")
+                tail = (f"{fmt_ms(b['floor'])} | {fmt_ms(floor_max)} | {ratio(b['median'], b['floor'])} "
+                        f"| {ratio(b['median'], floor_max)} "
+                        f"| {ratio(b['median'], peer[0] if isinstance(peer, tuple) else None)} "
+                        f"| {b['tflops'] or 0:.0f} | {peak} |")
+            lines.append(f"| {preset} | {context} | {peer_col} | " + " | ".join(show(cells[n]) for n in names)
+                         + f" | {best or '-'} | " + tail)
+            print(lines[-1], flush=True)
+    return lines
+
+
+ATTENTION_KERNEL = re.compile(r"flash|fmha|cudnn|sdpa|attention|Wgmma|FwdKernel|BwdKernel|BwdPre|DqConvert"
+                              r"|FwdF32|BwdKv|BwdQ", re.I)
+OTHER_KINDS = [  # (label, pattern) for the kernels that are neither GEMM, attention nor optimizer
+    ("norm", r"norm|RowwiseMoments"), ("rope", r"Rope"), ("silu/mul", r"silu|sigmoid|Mul"),
+    ("reduce", r"reduce_kernel|Reduce"), ("index/gather/scatter", r"index|gather|scatter|embedding"),
+    ("copy/cast", r"copy|Memcpy|Memset|cast|fill"),
+]
+
+
+def short_kernel(name, width=110):
+    """The kernel's name without 'void', its parameter list and namespaces
+    (the template arguments stay: they say which elementwise op it is)."""
+    out = re.sub(r"\((?:[^()<>]|<[^<>]*>)*\)$", "", name.replace("void ", "")).strip()
+    out = re.sub(r"\b(?:at::native::|at::|c10::|benchd::worker::|\(anonymous namespace\)::)", "", out)
+    return out if len(out) <= width else out[: width - 3] + "..."
+
+
+def other_kind(name):
+    for label, pattern in OTHER_KINDS:
+        if re.search(pattern, name, re.I):
+            return label
+    return "other elementwise"
+
+
+def profile_breakdown(profile, steps):
+    """Seconds per step of GEMMs, attention and the rest (by kind) in the
+    forward and backward, the optimizer's kernels, and the top non-GEMM kernels."""
+    ranges = {r["name"]: r for r in profile.get("ranges", [])}
+    out = {"gemm": 0.0, "attention": 0.0, "optimizer": 0.0, "other": {}, "top": [], "kernels": 0.0}
+    opt_names = {k["name"] for k in ranges.get("optimizer_step", {}).get("kernels", [])}
+    for k in ranges.get("step", {}).get("kernels", []):
+        sec = k.get("totalSeconds", 0) / steps
+        out["kernels"] += sec
+        name = k["name"]
+        if name in opt_names:
+            out["optimizer"] += sec
+        elif k.get("gemm"):
+            out["gemm"] += sec
+        elif ATTENTION_KERNEL.search(name):
+            out["attention"] += sec
+        else:
+            kind = other_kind(name)
+            out["other"][kind] = out["other"].get(kind, 0) + sec
+        if not k.get("gemm"):
+            out["top"].append((sec, int(k.get("instances", 0)) // steps, name))
+    out["top"].sort(reverse=True)
+    return out
+
+
+def fast_profile(args, cli, record, fast_rows):
+    """benchd's profile request on each preset's fast step without the CUDA
+    graph (the same kernels, launched eagerly, so the profiler sees each under
+    its phase), set against the graph step's median from the fast table: the
+    step minus its kernels is the time the GPU waits inside the graph step."""
+    flags = FAST_MODEL_FLAGS[args.fast_precision] if not args.profile_flags else args.profile_flags
+    eager_flags = flags.replace("--cuda-graph", "")
+    context = args.profile_context
+    graph_median = {}
+    for row in fast_rows:
+        if row["context"] == context:
+            for cell in row["benchd"].values():
+                if "median" in cell:
+                    graph_median[row["preset"]] = min(graph_median.get(row["preset"], 1e9), cell["median"])
+    kinds = [label for label, _ in OTHER_KINDS] + ["other elementwise"]
+    header = ("| preset | step ms (graph, best) | kernels ms | GEMM | attention | optimizer | "
+              + " | ".join(kinds) + " | waits (step - kernels) | matmul floor | GEMM / matmul floor "
+              "| optimizer floor | optimizer / floor |")
+    lines = ["## Where the fast step's time goes (ms per step)", "",
+             f"benchd's profile request, {args.fast_precision}, batch {args.model_batch_size} × {context}, "
+             f"flags `{eager_flags}` (the fast flags without --cuda-graph: the same kernels launched eagerly, "
+             f"so each is timed under its phase); {args.profile_steps} profiled steps. 'waits' is the fast "
+             "table's best graph step minus these kernels: time the GPU sits idle inside the step.", "",
+             header, "|" + "---|" * (header.count("|") - 1)]
+    tops = []
+    for preset in words(args.presets):
+        cli.evict_all()
+        try:
+            job_id = cli.submit("profile", "--device", args.device, "--preset", preset, "--mode", "train_step",
+                                "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
+                                "--context-length", context, "--warmup-steps", "3", "--steps", "3",
+                                "--profile-steps", args.profile_steps, "--activities", "cpu,cuda",
+                                *eager_flags.split())
+        except BenchctlError as e:
+            print(f"compiled_vs_eager: profile {preset}: {e.stderr.strip()}", file=sys.stderr)
+            continue
+        job = cli.wait(job_id)
+        cli.evict_all()
+        if job["state"] != SUCCEEDED:
+            print(f"compiled_vs_eager: profile {preset}: {job.get('errorMessage', job['state'])}", file=sys.stderr)
+            continue
+        prof = job["result"]["profile"]
+        record.setdefault("profiles", {})[preset] = prof
+        roof = prof.get("unprofiled", {}).get("roofline", {})
+        br = profile_breakdown(prof, args.profile_steps)
+        k = br["kernels"] * 1e3
+        step = graph_median.get(preset)
+        mm = roof.get("matmulSeconds", 0) * 1e3
+        of = roof.get("optimizerSeconds", 0) * 1e3
+        lines.append(
+            f"| {preset} | {fmt_ms(step)} | {k:.3f} | {br['gemm'] * 1e3:.3f} | {br['attention'] * 1e3:.3f} "
+            f"| {br['optimizer'] * 1e3:.3f} | "
+            + " | ".join(f"{br['other'].get(kind, 0) * 1e3:.3f}" for kind in kinds)
+            + f" | {fmt_ms(step - k if step else None)} | {mm:.3f} | {ratio(br['gemm'] * 1e3, mm)} | {of:.3f} "
+            f"| {ratio(br['optimizer'] * 1e3, of)} |")
+        print(lines[-1], flush=True)
+        tops.append(f"- {preset}: " + "; ".join(f"{short_kernel(n)} {s * 1e3:.3f} ms ({c}×)"
+                                                 for s, c, n in br["top"][:args.profile_top]))
+    return lines + ["", f"The largest non-GEMM kernels per step (ms per step, launches per step):", ""] + tops
+
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,11 +497,43 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--compile-backend", default="inductor",
                    help="torch.compile's backend for the attention (eager: a quick check of the plumbing)")
-    p.add_argument("--skip", choices=["attention", "model"], action="append", default=[])
+    p.add_argument("--skip", choices=["attention", "model", "fastpath", "profile"], action="append",
+                   default=[])
+    fp = p.add_argument_group("the fast path (issue 37): --fastpath runs these sections instead of the others")
+    fp.add_argument("--fastpath", action="store_true",
+                    help="the fast train step against the strongest PyTorch setup and the floor, then "
+                         "benchd's profile of it (skip either with --skip fastpath / profile)")
+    fp.add_argument("--contexts", default="256", help="contexts of the fast table")
+    fp.add_argument("--peer-contexts", default="256",
+                    help="contexts at which the peer runs too (each compile costs tens of seconds)")
+    fp.add_argument("--peer-presets", default="", help="presets the peer runs for (default: every preset)")
+    fp.add_argument("--fast-variants", default="",
+                    help="'name=flags;...' benchd columns (default: the fast flags with flash, cudnn, fused)")
+    fp.add_argument("--fast-precision", default="bf16", choices=["bf16", "fp16"])
+    fp.add_argument("--fast-steps", type=int, default=20)
+    fp.add_argument("--peer-warmup-steps", type=int, default=5)
+    fp.add_argument("--profile-context", type=int, default=256)
+    fp.add_argument("--profile-steps", type=int, default=3)
+    fp.add_argument("--profile-flags", default="", help="flags of the profiled step (default: the fast flags)")
+    fp.add_argument("--profile-top", type=int, default=8)
+    fp.add_argument("--json", help="write the fast-path jobs and profiles (JSON) here")
     args = p.parse_args()
     cli = Benchctl(args.benchctl) if args.benchctl else None
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "CPU"
     lines = [f"# Compiled vs eager on {name} (torch {torch.__version__})", ""]
+    if args.fastpath:
+        if not cli:
+            raise SystemExit("--fastpath needs --benchctl")
+        lines = [f"# benchd's fast path on {name} (torch {torch.__version__})", ""]
+        record = {"device": name, "torch": torch.__version__}
+        if "fastpath" not in args.skip:
+            lines += fastpath_table(args, cli, record) + [""]
+        if "profile" not in args.skip:
+            lines += fast_profile(args, cli, record, record.get("fast", [])) + [""]
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(record, f, indent=1)
+        args.skip += ["attention", "model"]
     if "attention" not in args.skip:
         lines += attention_table(args, cli) + [""]
     if "model" not in args.skip:
