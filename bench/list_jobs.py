@@ -16,57 +16,16 @@ import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-import grpc
+from benchd_harness import Daemon, stubs
 
 
-def stubs(src):
-    out = tempfile.mkdtemp(prefix="benchd-stubs-")
-    from grpc_tools import protoc
-    import grpc_tools
-    include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    rc = protoc.main(["protoc", f"-I{src}/proto", f"-I{include}", f"--python_out={out}",
-                      f"--grpc_python_out={out}", "benchd/v1/bench.proto"])
-    if rc != 0:
-        sys.exit("protoc failed")
-    sys.path.insert(0, out)
-    from benchd.v1 import bench_pb2, bench_pb2_grpc
-    return bench_pb2, bench_pb2_grpc
-
-
-class Daemon:
-    def __init__(self, bin_dir, data_dir):
-        self.bin_dir, self.data_dir = bin_dir, data_dir
-
-    def __enter__(self):
-        endpoints = os.path.join(self.data_dir, "endpoints.json")
-        if os.path.exists(endpoints):
-            os.remove(endpoints)
-        self.log = open(os.path.join(self.data_dir, "benchd.log"), "ab")
-        self.proc = subprocess.Popen(
-            [os.path.join(self.bin_dir, "benchd"), "--listen", "127.0.0.1:0", "--metrics", "",
-             "--data-dir", self.data_dir, "--device", "cpu:0", "--device", "cpu:1"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        import json
-        for _ in range(600):
-            if os.path.exists(endpoints):
-                with open(endpoints) as f:
-                    e = json.load(f)
-                if e["pid"] == self.proc.pid:
-                    self.channel = grpc.insecure_channel(e["grpc"])
-                    return self
-            time.sleep(0.05)
-        raise RuntimeError("benchd did not start")
-
-    def __exit__(self, *exc):
-        self.channel.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
-        self.log.close()
+def daemon(bin_dir, data_dir):
+    """benchd serving cpu:0 and cpu:1 from data_dir, no /metrics (a context manager)."""
+    return Daemon(data_dir, devices=["cpu:0", "cpu:1"], metrics="off", bin_dir=bin_dir)
 
 
 def fill(db_path, n, template, kinds):
@@ -110,13 +69,13 @@ def main():
     ap.add_argument("--page-size", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
-    pb, pb_grpc = stubs(os.path.join(here, ".."))
+    pb, _ = stubs()
 
     data = tempfile.mkdtemp(prefix="benchd-listbench-")
     try:
         # One real job, run by the daemon, is the template every row copies.
-        with Daemon(args.bin, data) as d:
-            stub = pb_grpc.BenchStub(d.channel)
+        with daemon(args.bin, data) as d:
+            stub = d.stub
             spec = pb.JobSpec(device="cpu:0", benchmark=pb.BenchmarkSpec(
                 model=pb.ModelConfig(preset="tiny"), batch_size=1, context_length=8,
                 warmup_steps=0, measure_steps=1))
@@ -141,8 +100,8 @@ def main():
         for n in (args.small, args.large):
             fill(os.path.join(data, "benchd.sqlite3"), n, template,
                  ["benchmark", "profile", "memory", "collective"])
-            with Daemon(args.bin, data) as d:
-                stub = pb_grpc.BenchStub(d.channel)
+            with daemon(args.bin, data) as d:
+                stub = d.stub
                 for name, f in filters.items():
                     first = stub.ListJobs(pb.ListJobsRequest(page_size=args.page_size, **f), timeout=30)
                     # The first page, and a page from the middle of the store.

@@ -1,38 +1,32 @@
-"""The daemon under load: start it (cpu:0, port 0, a tmp data dir), fill its
-queue with jobs that stay QUEUED, and read its memory and CPU from /proc."""
-import json
+"""The daemon under load: start it (cpu:0, port 0, a tmp data dir; through
+bench/benchd_harness.py), fill its queue with jobs that stay QUEUED, and read
+its memory and CPU from /proc."""
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
+# bench/ (the harness) beside bench/load/, which is first on sys.path when
+# load.py runs; spawned client processes inherit sys.path.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if BENCH not in sys.path:
+    sys.path.insert(1, BENCH)
+import benchd_harness  # noqa: E402
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def generate_stubs(src: str) -> str:
-    """Python stubs for benchd.v1 from proto/ (as tests/integration/conftest.py
-    does); returns the folder, which goes first on sys.path here and in every
-    client process."""
-    out = tempfile.mkdtemp(prefix="benchd-load-stubs-")
-    from grpc_tools import protoc
-    import grpc_tools
-    include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    rc = protoc.main(["protoc", f"-I{src}/proto", f"-I{include}", f"--python_out={out}",
-                      f"--grpc_python_out={out}", "benchd/v1/bench.proto"])
-    if rc != 0:
-        sys.exit("protoc failed")
-    return out
+def stub_dir(folder: Optional[str] = None) -> str:
+    """The stubs' folder (benchd_harness.stub_dir: `folder` when given, else
+    generated once in this process); every client process gets it."""
+    return str(benchd_harness.stub_dir(folder))
 
 
-def import_stubs(stub_dir: str) -> Tuple[ModuleType, ModuleType]:
-    if stub_dir not in sys.path:
-        sys.path.insert(0, stub_dir)
-    from benchd.v1 import bench_pb2, bench_pb2_grpc
-    return bench_pb2, bench_pb2_grpc
+def import_stubs(folder: str) -> Tuple[ModuleType, ModuleType]:
+    pb, pb_grpc = benchd_harness.stubs(folder)
+    return pb, pb_grpc
 
 
 def cpu_seconds(pid: int) -> float:
@@ -67,57 +61,14 @@ def thread_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-class Daemon:
-    """One benchd serving cpu:0 from a fresh data dir, stopped (and the dir
-    removed) on exit."""
-
-    def __init__(self, bin_dir: str, data_dir: str, extra_env: Dict[str, str]) -> None:
-        self.bin_dir, self.data_dir, self.extra_env = bin_dir, data_dir, extra_env
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-        self.address = ""
-
-    def __enter__(self) -> "Daemon":
-        endpoints = os.path.join(self.data_dir, "endpoints.json")
-        self.log = open(os.path.join(self.data_dir, "benchd.log"), "ab")
-        env = dict(os.environ, BENCHD_WORKER_THREADS="1", **self.extra_env)
-        # The heartbeat bound is long: the worker is paused (see pause_worker)
-        # and GetNodeInfo should answer for an UP worker, as on a busy GPU node.
-        self.proc = subprocess.Popen(
-            [os.path.join(self.bin_dir, "benchd"), "--listen", "127.0.0.1:0", "--metrics", "off",
-             "--data-dir", self.data_dir, "--device", "cpu:0",
-             "--worker-heartbeat-timeout", "3600"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"benchd exited with {self.proc.returncode}: {self.tail()}")
-            if os.path.exists(endpoints):
-                with open(endpoints) as f:
-                    e = json.load(f)
-                if e["pid"] == self.proc.pid:
-                    self.address = e["grpc"]
-                    return self
-            time.sleep(0.05)
-        raise RuntimeError(f"benchd did not start in 60 s: {self.tail()}")
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def tail(self) -> str:
-        with open(os.path.join(self.data_dir, "benchd.log"), errors="replace") as f:
-            return f.read()[-4000:]
+def Daemon(bin_dir: str, data_dir: str, extra_env: Dict[str, str]) -> Any:
+    """One benchd serving cpu:0 from data_dir (benchd_harness.Daemon, a context
+    manager: stopped on exit, killed if SIGTERM does not end it in a minute).
+    The heartbeat bound is long: the worker is paused (see pause_worker) and
+    GetNodeInfo should answer for an UP worker, as on a busy GPU node."""
+    env = dict(os.environ, BENCHD_WORKER_THREADS="1", **extra_env)
+    return benchd_harness.Daemon(data_dir, ["--worker-heartbeat-timeout", "3600"], env=env,
+                                 metrics="off", bin_dir=bin_dir)
 
 
 def wait_worker_up(stub: Any, pb: ModuleType, timeout: float = 120) -> int:
@@ -151,7 +102,7 @@ def wait_state(stub: Any, pb: ModuleType, job_id: str, state: int, timeout: floa
 def fill_queue(stub: Any, pb: ModuleType, queued: int) -> Tuple[str, List[str]]:
     """A long job that takes the only worker (RUNNING), then `queued` small
     jobs behind it, which stay QUEUED: one job at a time per device, FIFO
-    (server/job_queue.h). Returns (the running job's id, the queued ids)."""
+    (server/jobs/job_queue.h). Returns (the running job's id, the queued ids)."""
     long_job = stub.Submit(pb.SubmitRequest(spec=tiny_spec(pb, 100000)), timeout=30)
     wait_state(stub, pb, long_job.id, pb.JOB_STATE_RUNNING)
     ids = [stub.Submit(pb.SubmitRequest(spec=tiny_spec(pb, 1)), timeout=30).id

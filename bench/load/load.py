@@ -263,21 +263,17 @@ def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
 def main() -> None:
     args = parse_args()
     parse_mix(args.mix)
-    stub_dir = args.stubs or d.generate_stubs(SRC)
+    stub_dir = d.stub_dir(args.stubs)
     load_before = f"{os.getloadavg()[0]:.1f}"
     cores = len(os.sched_getaffinity(0))
     runs = []
-    try:
-        for i, watchers in enumerate(args.watchers):
-            perf = None
-            if args.perf and i == 0:
-                perf = (args.perf + ".data", args.perf)
-            run = run_once(args, watchers, stub_dir, perf)
-            report.print_run(run)
-            runs.append(run)
-    finally:
-        if not args.stubs:
-            shutil.rmtree(stub_dir, ignore_errors=True)
+    for i, watchers in enumerate(args.watchers):
+        perf = None
+        if args.perf and i == 0:
+            perf = (args.perf + ".data", args.perf)
+        run = run_once(args, watchers, stub_dir, perf)
+        report.print_run(run)
+        runs.append(run)
     print(f"\nbenchd under load: {args.queued:,} jobs queued, {args.clients} {args.api} client "
           f"processes x {args.concurrency} calls in flight, mix {args.mix}, "
           f"{args.duration:.0f} s per run, {cores} cores (this process's affinity) shared by "

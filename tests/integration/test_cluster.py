@@ -9,60 +9,20 @@ each node in its own network namespace.)"""
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 
 import pytest
 
-from conftest import BIN, Daemon, bench_pb2
+from conftest import BIN, Cluster, Daemon, bench_pb2, free_port
 
 LOST_AFTER = "2"  # seconds: the test waits for a loss
 
 
-def free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    def __init__(self):
-        self.dirs = [tempfile.mkdtemp(prefix=f"benchd-cl{i}-") for i in range(2)]
-        self.hosts = ["127.0.0.1", "127.0.0.2"]
-        self.ports = [free_port(h) for h in self.hosts]
-        self.coordinator = f"{self.hosts[0]}:{self.ports[0]}"
-        self.nodes = [self.make(rank) for rank in range(2)]
-
-    def make(self, rank, extra=()):
-        return Daemon(self.dirs[rank],
-                      ["--listen", f"{self.hosts[rank]}:{self.ports[rank]}", "--metrics", "off",
-                       "--cluster-coordinator", self.coordinator, "--node-rank", str(rank),
-                       "--nodes", "2", "--cluster-lost-after", LOST_AFTER, *extra],
-                      env=dict(os.environ, BENCHD_WORKER_THREADS="1"))
-
-    def start(self):
-        for node in self.nodes:
-            node.start()
-        for node in self.nodes:
-            node.wait_worker_up()
-        return self
-
-    def close(self):
-        for node in self.nodes:
-            node.stop()
-        time.sleep(0.2)
-        for d in self.dirs:
-            leftovers = subprocess.run(["pgrep", "-f", f"benchd-worker.*{d}"],
-                                       capture_output=True, text=True).stdout.strip()
-            subprocess.run(["rm", "-rf", d])
-            assert leftovers == "", f"workers left running: {leftovers}"
-
-
 @pytest.fixture
 def cluster():
-    c = Cluster().start()
+    c = Cluster(lost_after=LOST_AFTER).start()
     yield c
     c.close()
 

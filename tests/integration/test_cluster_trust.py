@@ -16,7 +16,6 @@ BENCHD_TLS_CA. The internal services need the admin role.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,21 +23,15 @@ import time
 import grpc
 import pytest
 
-from conftest import BIN, Daemon, bench_pb2, bench_pb2_grpc
+from conftest import BIN, Cluster, bench_pb2, bench_pb2_grpc
 from test_auth import token_hash, write_auth_file
 from tls_certs import make_certs
 
-HOSTS = ("127.0.0.1", "127.0.0.2")
+HOSTS = Cluster.HOSTS
 # "nodes": the daemons' own principal; ops, alice, grafana: users.
 TOKENS = {"nodes": "nodes-" + "n" * 40, "ops": "ops-" + "o" * 40, "alice": "alice-" + "a" * 40,
           "grafana": "grafana-" + "g" * 40}
 ROLES = {"nodes": "admin", "ops": "admin", "alice": "submit", "grafana": "read"}
-
-
-def free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +62,16 @@ def clean_env(home):
     return env
 
 
-class TrustedCluster:
+class TrustedCluster(Cluster):
+    """The harness's two-node cluster with TLS and tokens on both; nodes
+    start one at a time (start(rank, token=..., ca=...)), each with the
+    node-to-node credentials a test gives it."""
+
     def __init__(self, trust):
         self.certs, self.auth, self.tokens = trust
-        self.dirs = [tempfile.mkdtemp(prefix=f"benchd-cltrust{i}-") for i in range(2)]
-        self.ports = [free_port(h) for h in HOSTS]
-        self.addresses = [f"{h}:{p}" for h, p in zip(HOSTS, self.ports)]
-        self.coordinator = self.addresses[0]
+        super().__init__(prefix="benchd-cltrust", lost_after="2",
+                         extra_args=["--tls-cert", self.certs.server_cert,
+                                     "--tls-key", self.certs.server_key, "--auth-file", self.auth])
         self.nodes = [None, None]
         self.channels = []
 
@@ -91,13 +87,7 @@ class TrustedCluster:
         return env
 
     def start(self, rank, **node_env):
-        d = Daemon(self.dirs[rank],
-                   ["--listen", self.addresses[rank], "--metrics", "off",
-                    "--cluster-coordinator", self.coordinator, "--node-rank", str(rank),
-                    "--nodes", "2", "--cluster-lost-after", "2",
-                    "--tls-cert", self.certs.server_cert, "--tls-key", self.certs.server_key,
-                    "--auth-file", self.auth],
-                   env=self.node_env(**node_env))
+        d = self.make(rank, env=self.node_env(**node_env))
         self.nodes[rank] = d.start()
         return d
 
@@ -143,15 +133,7 @@ class TrustedCluster:
     def close(self):
         for ch in self.channels:
             ch.close()
-        for node in self.nodes:
-            if node:
-                node.stop()
-        time.sleep(0.2)
-        for d in self.dirs:
-            leftovers = subprocess.run(["pgrep", "-f", f"benchd-worker.*{d}"],
-                                       capture_output=True, text=True).stdout.strip()
-            shutil.rmtree(d, ignore_errors=True)
-            assert leftovers == "", f"workers left running: {leftovers}"
+        super().close()
 
 
 @pytest.fixture
