@@ -15,7 +15,7 @@
 # Everything lands in $OUT (default gpu-out):
 #   attention.md         the table (markdown), also printed
 #   attention-jobs.json  every cell's Job (benchctl get --json)
-#   cap.txt              the memory-cap check (PASS/FAIL lines)
+#   cap.txt              the memory-cap checks (tests/gpu/test_attention.py's report)
 #   benchd.log, node.txt, gpu.txt, build.log
 #   ctest-attention.log  with GPU_ATTENTION_CTEST=1
 # GPU_ATTENTION_SKIP_BUILD=1  use build-gpu as it is
@@ -44,27 +44,15 @@ DATA=$(mktemp -d /tmp/benchd-gpu-attention-XXXXXX)
 benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log"
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
-# The cap is the caching allocator's memory fraction: a cell needing more
-# really runs out of memory (exit 1, RESOURCE_EXHAUSTED), and the next cell,
-# uncapped, runs (the fraction was restored).
-{
-  small=(--device cuda:0 --batch-size 8 --head-dim 64 --seq-len 4096 --warmup 1 --passes 3)
-  if out=$("$BIN/benchctl" submit attention "${small[@]}" --memory-cap 64MiB --watch --json < /dev/null 2>&1); then
-    echo "FAIL memory cap 64MiB: a 512 MiB score matrix ran"
-  elif grep -Eq '"errorCode": ?8[,}]?' <<< "$out" && grep -q "memory cap 0.06 GiB" <<< "$out"; then
-    echo "PASS memory cap 64MiB: out of memory, RESOURCE_EXHAUSTED"
-  else
-    echo "FAIL memory cap 64MiB: $(tail -c 600 <<< "$out")"
-  fi
-  if "$BIN/benchctl" submit attention "${small[@]}" --watch < /dev/null > "$OUT/uncapped.txt" 2>&1; then
-    echo "PASS the next cell, uncapped, runs"
-  else
-    echo "FAIL the next cell, uncapped: $(tail -5 "$OUT/uncapped.txt")"
-  fi
-} | tee "$OUT/cap.txt"
+# The memory cap's checks: tests/gpu/test_attention.py (a cell over the cap
+# runs out of memory, the next one uncapped runs). The grid runs either way;
+# the script fails at the end if a check failed.
+checks=0
+gpu_pytest cap tests/gpu/test_attention.py || checks=$?
 
 t0=$(date +%s)
 # shellcheck disable=SC2086  # GPU_ATTENTION_GRID: flags, word-split on purpose
 python3 bench/attention_grid.py --benchctl "$BIN/benchctl" --device cuda:0 --out "$OUT" \
   --oom-batches 12,16,24,32 ${GPU_ATTENTION_GRID:-} < /dev/null
 echo "gpu-attention: the grid took $(( $(date +%s) - t0 )) s on $(cut -d, -f1 "$OUT/gpu.txt")"
+exit "$checks"

@@ -9,7 +9,9 @@
 #   svg/<job>-timeline-*.svg   benchd's own timeline pictures
 #   pickles/<preset>-*.pickle  the snapshots (pytorch.org/memory_viz reads them)
 #   html/<preset>-*.html       memory_viz trace_plot of each
-#   memory_viz.txt             PASS/FAIL per pickle for `stats` and `trace_plot`
+#   memory_viz.txt             per pickle: `stats` and `trace_plot` read it or not
+#   memory-viz.txt             those checks' report (tests/gpu/test_memory.py); the
+#                              script fails if a pickle is not read
 #   peaks.md                   the peak tables (bench/memory_table.py)
 #   GPU_MEMORY_SWEEPS  lines of "preset batch contexts modes precisions stacks"
 #                      (default: 2.7B and small, contexts 128,256,512,
@@ -54,25 +56,13 @@ while read -r preset batch contexts modes precisions stacks; do
   tail -n +1 "$OUT/memory-$preset.txt" | sed -n '/^Peak memory per run/,/^$/p'
   # --watch says "submitted memory job N" first (on stderr, in the file too).
   id=$(sed -n 's/^submitted memory job \([0-9]*\).*/\1/p' "$OUT/memory-$preset.txt")
-  if [ -z "$id" ]; then echo "FAIL $preset: no job submitted"; cat "$OUT/memory-$preset.txt"; continue; fi
+  if [ -z "$id" ]; then echo "gpu-memory: $preset: no job submitted"; cat "$OUT/memory-$preset.txt"; continue; fi
   "$BIN/benchctl" get "$id" --json < /dev/null > "$OUT/memory-$preset.json" || true
   jsons+=("$OUT/memory-$preset.json")
   for p in "$DATA/artifacts/$id"/*.pickle; do
     [ -e "$p" ] || continue
-    name="$preset-$(basename "$p" .pickle)"
-    cp "$p" "$OUT/pickles/$name.pickle"
-    if python3 -m torch.cuda._memory_viz stats "$p" > "$OUT/html/$name.stats.txt" 2>&1; then
-      echo "PASS memory_viz stats $name ($(grep total_reserved "$OUT/html/$name.stats.txt"))"
-    else
-      echo "FAIL memory_viz stats $name: $(tail -1 "$OUT/html/$name.stats.txt")"
-    fi
-    if python3 -m torch.cuda._memory_viz trace_plot "$p" -o "$OUT/html/$name.html" > "$OUT/html/$name.plot.txt" 2>&1 \
-       && grep -q "Active Memory Timeline" "$OUT/html/$name.html"; then
-      echo "PASS memory_viz trace_plot $name ($(du -h "$OUT/html/$name.html" | cut -f1))"
-    else
-      echo "FAIL memory_viz trace_plot $name: $(tail -1 "$OUT/html/$name.plot.txt")"
-    fi
-  done < /dev/null 2>&1 | tee -a "$OUT/memory_viz.txt"
+    cp "$p" "$OUT/pickles/$preset-$(basename "$p")"
+  done
 done <<< "$SWEEPS"
 
 if [ ${#jsons[@]} -gt 0 ]; then
@@ -80,3 +70,8 @@ if [ ${#jsons[@]} -gt 0 ]; then
     python3 bench/memory_table.py "${jsons[@]}"; } > "$OUT/peaks.md" && cat "$OUT/peaks.md"
 fi
 ls "$OUT/svg" | sed 's/^/svg: /'
+# Every snapshot through PyTorch's memory_viz, stats and trace_plot
+# (tests/gpu/test_memory.py): html/, memory_viz.txt; fails if one is not read.
+if [ -n "$SWEEPS" ]; then
+  BENCHD_GPU_TEST_PICKLES="$OUT/pickles" gpu_pytest memory-viz tests/gpu/test_memory.py
+fi

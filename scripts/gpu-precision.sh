@@ -7,14 +7,16 @@
 # figures against the write-up: fp16 accumulation 9.953125, fp32 within 1e-3
 # of 10, mixed = mixed_cast = 10.00213623046875; parameters and gradients
 # fp32, fc1 and the logits in the autocast dtype, the layer norm's output and
-# the loss fp32 (CUDA autocast's fp32 list). A CPU cell runs beside it, so the
-# two autocasts' tables can be set side by side.
+# the loss fp32 (CUDA autocast's fp32 list): tests/gpu/test_precision.py.
+# A CPU cell runs beside it, so the two autocasts' tables can be set side by
+# side.
 # Everything lands in $OUT (default gpu-out):
 #   precision.md           both tables as benchctl prints them (cuda:0, then cpu:0)
 #   precision.json         the cuda:0 Job (benchctl --json)
 #   precision-cpu.json     the cpu:0 Job
 #   precision.csv          the cuda:0 tables as CSV (benchctl get --csv)
-#   precision-checks.txt   PASS/FAIL lines (also printed)
+#   precision-checks.txt   the checks' report (tests/gpu/test_precision.py; also
+#                          printed); the script fails if one fails
 #   benchd.log, node.txt, gpu.txt, build.log
 #   ctest-precision.log    with GPU_PRECISION_CTEST=1
 # GPU_PRECISION_SKIP_BUILD=1  use build-gpu as it is
@@ -43,10 +45,6 @@ gpu_serve gpu-precision "${GPU_PRECISION_SKIP_BUILD:-}" --device cuda:0 --device
   "$BIN/benchctl" --timeout 300 submit precision --device cuda:0 --watch < /dev/null 2>&1
   echo '```'
 } | tee "$OUT/precision.md"
-"$BIN/benchctl" --timeout 300 submit precision --device cuda:0 --watch --json < /dev/null \
-  > "$OUT/precision.json"
-"$BIN/benchctl" get "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' \
-  "$OUT/precision.json")" --csv > "$OUT/precision.csv"
 {
   echo
   echo "## cpu:0 (CPU autocast, for comparison)"
@@ -58,38 +56,13 @@ gpu_serve gpu-precision "${GPU_PRECISION_SKIP_BUILD:-}" --device cuda:0 --device
 "$BIN/benchctl" --timeout 300 submit precision --device cpu:0 --watch --json < /dev/null \
   > "$OUT/precision-cpu.json"
 
-python3 - "$OUT/precision.json" <<'PY' | tee "$OUT/precision-checks.txt"
-import json
-import sys
-
-job = json.load(open(sys.argv[1]))
-res = job.get("result", {}).get("precision", {})
-ok = True
-
-
-def check(name, cond, detail):
-    global ok
-    ok &= bool(cond)
-    print(f"{'PASS' if cond else 'FAIL'} {name}: {detail}")
-
-
-check("job", job.get("state") == "JOB_STATE_SUCCEEDED", job.get("state"))
-rows = {r["name"]: r for r in res.get("accumulation", [])}
-get = lambda n: float(rows.get(n, {}).get("result", "nan"))
-check("fp16 accumulation", get("fp16") == 9.953125, get("fp16"))
-check("fp32 accumulation", abs(get("fp32") - 10) < 1e-3, get("fp32"))
-check("mixed accumulation", get("mixed") == get("mixed_cast") == 10.00213623046875,
-      (get("mixed"), get("mixed_cast")))
-for run in res.get("autocast", []):
-    low = {"PRECISION_BF16": "bfloat16", "PRECISION_FP16": "float16"}[run["autocastDtype"]]
-    d = {t["tensor"]: t["dtype"] for t in run["tensors"]}
-    want = {"fc1.weight": "float32", "ln.weight": "float32", "ln.bias": "float32",
-            "fc2.weight": "float32", "fc1": low, "relu": low, "ln": "float32", "fc2": low,
-            "loss": "float32", "fc1.weight.grad": "float32", "ln.weight.grad": "float32",
-            "ln.bias.grad": "float32", "fc2.weight.grad": "float32"}
-    check(f"autocast {low} on {run['autocastDeviceType']}",
-          d == want and run["autocastDeviceType"] == "cuda", d)
-check("two autocast runs", len(res.get("autocast", [])) == 2, len(res.get("autocast", [])))
-sys.exit(0 if ok else 1)
-PY
+# The checks against the write-up (tests/gpu/test_precision.py), which runs
+# the cuda:0 job with --json and saves it as precision.json; its tables as CSV.
+checks=0
+gpu_pytest precision-checks tests/gpu/test_precision.py || checks=$?
+if [ -s "$OUT/precision.json" ]; then
+  "$BIN/benchctl" get "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' \
+    "$OUT/precision.json")" --csv > "$OUT/precision.csv" || true
+fi
 echo "gpu-precision: done on $(cut -d, -f1 "$OUT/gpu.txt")"
+exit "$checks"
