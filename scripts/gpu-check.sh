@@ -10,6 +10,8 @@
 #                      (benchctl submit collective), e.g. "cuda:0,cuda:1 nccl" or "cpu:0,cpu:1 gloo"
 #   GPU_CHECK_STALL    request kinds (benchmark profile memory) to stop mid-job on cuda:0 (SIGSTOP
 #                      on its worker) and see fail at a 10 s progress deadline, the worker replaced
+# The checks (stall, parity) are pytest's (tests/gpu, marker gpu): the script fails at the end
+# if one failed.
 #   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_AFTEREFFECT, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,49 +58,22 @@ while read -r devices backend; do
     --min 1MiB --max 64MiB --warmup 5 --iters 20 --watch || true
 done <<< "${GPU_CHECK_COLLECTIVE:-}"
 # A stopped worker mid-job (GPU_CHECK_STALL="memory benchmark profile"): the job fails at its
-# progress deadline (10 s) with DEADLINE_EXCEEDED, and a new worker serves cuda:0.
-worker_pid() {
-  "$BIN/benchctl" node --json | python3 -c 'import json,sys; print(next(int(x["workerPid"]) for x in json.load(sys.stdin)["devices"] if x["name"]=="cuda:0" and x.get("workerState")=="WORKER_STATE_UP"))'
-}
-for kind in ${GPU_CHECK_STALL:-}; do
-  case $kind in
-    memory) args=(memory --preset small --precision bf16 --batch-size 4 --context-length 128 --warmup-steps 5000 --record-steps 2) ;;
-    profile) args=(profile --preset small --precision bf16 --batch-size 4 --context-length 128 --profile-steps 2 --steps 100000) ;;
-    *) args=(benchmark --preset small --precision bf16 --batch-size 4 --context-length 128 --steps 100000) ;;
-  esac
-  pid=$(worker_pid)
-  id=$("$BIN/benchctl" --timeout 60 submit "${args[@]}" --device cuda:0 --progress-timeout 10 --json |
-       python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  sleep 6  # past model build and the first steps
-  kill -STOP "$pid"; stopped=$(date +%s.%N)
-  "$BIN/benchctl" --timeout 60 watch "$id" > /dev/null 2>&1 || true
-  took=$(python3 -c "import time; print(f'{time.time() - $stopped:.1f}')")
-  "$BIN/benchctl" get "$id" --json > "$OUT/stall-$kind.json" || true
-  python3 - "$OUT/stall-$kind.json" "$kind" "$took" <<'PY'
-import json, sys
-job = json.load(open(sys.argv[1]))
-ok = job.get("state") == "JOB_STATE_FAILED" and job.get("errorCode") == 4
-print(f"stall {sys.argv[2]}: {'OK' if ok else 'UNEXPECTED'} {job.get('state')} code {job.get('errorCode')} "
-      f"{sys.argv[3]} s after SIGSTOP: {job.get('errorMessage', '')[:300]}")
-PY
-  for _ in $(seq 1 120); do new=$(worker_pid 2>/dev/null || true); [ -n "$new" ] && [ "$new" != "$pid" ] && break; sleep 1; done
-  echo "stall $kind: worker pid $pid -> ${new:-none}"
-done
+# progress deadline (10 s) with DEADLINE_EXCEEDED, and a new worker serves cuda:0
+# (tests/gpu/test_stall.py; report in stall.txt, each job in stall-KIND.json).
+checks=0
+if [ -n "${GPU_CHECK_STALL:-}" ]; then
+  BENCHD_GPU_STALL_KINDS="$GPU_CHECK_STALL" gpu_pytest stall tests/gpu/test_stall.py || checks=$?
+fi
 "$BIN/benchctl" list --limit 100 --json > "$OUT/jobs.json"
 curl -s "http://$BENCHD_METRICS_ADDRESS/metrics" > "$OUT/metrics.txt" || true
 
-# Parity with the Python reference on this GPU (GPU_CHECK_PARITY="small:fp32 small:bf16").
-for item in ${GPU_CHECK_PARITY:-}; do
-  preset=${item%%:*}; precision=${item##*:}
-  echo "=== parity: $preset $precision train_step, 4 steps, against bench/reference on this GPU"
-  id=$("$BIN/benchctl" --timeout 60 submit benchmark --preset "$preset" --mode train_step --precision "$precision" \
-        --warmup-steps 0 --steps 4 --export-parity --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  "$BIN/benchctl" watch "$id" --json > /dev/null || true
-  "$BIN/benchctl" get "$id" --json > "$OUT/parity-$preset-$precision-job.json"
-  python3 bench/reference/parity.py "$DATA/artifacts/$id/parity.pt" --result "$OUT/parity-$preset-$precision-job.json" \
-    --steps 4 --device cuda || echo "parity: FAILED for $preset $precision"
-  rm -f "$DATA/artifacts/$id/parity.pt"
-done
+# Parity with the Python reference on this GPU (GPU_CHECK_PARITY="small:fp32 small:bf16"):
+# tests/gpu/test_parity.py, bench/reference/parity.py on each job's bundle (parity.txt,
+# parity-PRESET-PRECISION.{txt,json}).
+if [ -n "${GPU_CHECK_PARITY:-}" ]; then
+  BENCHD_GPU_PARITY="$GPU_CHECK_PARITY" BENCHD_GPU_TEST_DATA="$DATA" gpu_pytest parity \
+    tests/gpu/test_parity.py || checks=$?
+fi
 
 # Warm-up study (GPU_CHECK_WARMUP="small xl").
 if [ -n "${GPU_CHECK_WARMUP:-}" ]; then
@@ -158,3 +133,4 @@ if [ -n "${GPU_CHECK_NOTEBOOK:-}" ]; then
   PYTHONPATH=/tmp/nb-site python3 docs/notebooks/run_notebook.py --address "$BENCHD_ADDRESS" \
     --write "$OUT/notebook.ipynb" || echo "notebook FAILED"
 fi
+exit "$checks"
