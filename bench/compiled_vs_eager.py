@@ -35,7 +35,7 @@ import time
 import torch
 
 from benchd_cli import SUCCEEDED, Benchctl, BenchctlError
-from compare import Reference
+from compare import PRESETS, Reference
 from reference import cs336_lm as ref
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -44,6 +44,23 @@ FAST_MODEL_FLAGS = {  # benchd's speed options per precision (README, "Using it"
     "bf16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops",
     "fp16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops",
 }
+# The half-precision attention that gave the fastest whole train step, by head
+# dim, where it was measured (docs/results/fast-path-h100.md, H100, 2026-11-27):
+# at head dim 64 (small to xl, contexts 256-1024) cuDNN through SDPA beat SDPA's
+# flash by 1-3% and benchd's own fused kernel by 0.3-1.1% in all 12 cells;
+# fused beat flash in all 12. Head dims not measured keep flash.
+FAST_ATTENTION_BY_HEAD_DIM = {64: "cudnn"}
+
+
+def fast_model_flags(precision, preset):
+    """FAST_MODEL_FLAGS[precision] with the attention measured fastest for the
+    preset's head dim (bf16/fp16; fp32 keeps SDPA's own pick)."""
+    flags = FAST_MODEL_FLAGS[precision]
+    if precision == "fp32" or preset not in PRESETS:
+        return flags
+    _, d_model, _, _, heads = PRESETS[preset]
+    attention = FAST_ATTENTION_BY_HEAD_DIM.get(d_model // heads)
+    return attention_variant(flags, attention) if attention else flags
 
 
 def words(text):
@@ -235,7 +252,8 @@ def model_table(args, cli):
               "| compiled/eager | benchd faithful/eager | benchd fast/compiled |")
     lines = ["## Whole model (ms per step, medians)", "",
              f"batch {args.model_batch_size}, context {args.context_length}, {args.warmup_steps} "
-             f"warm-up + {args.steps} measured steps; benchd fast = {FAST_MODEL_FLAGS}", "", header,
+             f"warm-up + {args.steps} measured steps; benchd fast = {FAST_MODEL_FLAGS}, with the attention "
+             f"by head dim {FAST_ATTENTION_BY_HEAD_DIM} in half precision", "", header,
              "|" + "---|" * (header.count("|") - 1)]
     for preset in words(args.presets):
         for mode in words(args.modes):
@@ -243,7 +261,7 @@ def model_table(args, cli):
                 eager = reference_model(args, preset, mode, precision, compiled=False)
                 comp = reference_model(args, preset, mode, precision, compiled=True)
                 faithful = benchd_model(cli, args, preset, mode, precision, "") if cli else None
-                fast_flags = FAST_MODEL_FLAGS[precision]
+                fast_flags = fast_model_flags(precision, preset)
                 if mode != "train_step":  # no optimizer to choose outside a train step
                     fast_flags = fast_flags.replace("--optimizer fused", "")
                 fast = benchd_model(cli, args, preset, mode, precision, fast_flags) if cli else None
@@ -280,10 +298,14 @@ def fast_variants(text):
 def benchd_fast_job(cli, args, preset, context, flags):
     """One benchd train step job (bf16 unless --fast-precision): a dict of the
     median and spread (ms), TFLOP/s and the roofline, or a dict with 'error'."""
-    job = cli.run_job("benchmark", "--device", args.device, "--preset", preset, "--mode", "train_step",
-                      "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
-                      "--context-length", context, "--warmup-steps", args.warmup_steps,
-                      "--steps", args.fast_steps, *flags.split())
+    try:
+        job = cli.run_job("benchmark", "--device", args.device, "--preset", preset, "--mode", "train_step",
+                          "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
+                          "--context-length", context, "--warmup-steps", args.warmup_steps,
+                          "--steps", args.fast_steps, *flags.split())
+    except BenchctlError as e:  # refused before it ran (e.g. a head dim the fused kernels lack)
+        print(f"compiled_vs_eager: benchd {preset} ctx {context} {flags}: {e.stderr.strip()}", file=sys.stderr)
+        return {"error": "refused", "message": e.stderr.strip()}
     if job["state"] != SUCCEEDED:
         msg = job.get("errorMessage", job["state"])
         print(f"compiled_vs_eager: benchd {preset} ctx {context} {flags}: {msg}", file=sys.stderr)
@@ -419,8 +441,11 @@ def fast_profile(args, cli, record, fast_rows):
     graph (the same kernels, launched eagerly, so the profiler sees each under
     its phase), set against the graph step's median from the fast table: the
     step minus its kernels is the time the GPU waits inside the graph step."""
-    flags = FAST_MODEL_FLAGS[args.fast_precision] if not args.profile_flags else args.profile_flags
-    eager_flags = flags.replace("--cuda-graph", "")
+    def eager_flags_of(preset):
+        flags = args.profile_flags or fast_model_flags(args.fast_precision, preset)
+        return " ".join(flags.replace("--cuda-graph", "").split())
+
+    eager_flags = eager_flags_of(words(args.presets)[0])
     context = args.profile_context
     graph_median = {}
     for row in fast_rows:
@@ -434,7 +459,8 @@ def fast_profile(args, cli, record, fast_rows):
               "| optimizer floor | optimizer / floor |")
     lines = ["## Where the fast step's time goes (ms per step)", "",
              f"benchd's profile request, {args.fast_precision}, batch {args.model_batch_size} × {context}, "
-             f"flags `{eager_flags}` (the fast flags without --cuda-graph: the same kernels launched eagerly, "
+             f"flags `{eager_flags}` (for {words(args.presets)[0]}; each preset's fast flags without "
+             f"--cuda-graph: the same kernels launched eagerly, "
              f"so each is timed under its phase); {args.profile_steps} profiled steps. 'waits' is the fast "
              "table's best graph step minus these kernels: time the GPU sits idle inside the step.", "",
              header, "|" + "---|" * (header.count("|") - 1)]
@@ -446,7 +472,7 @@ def fast_profile(args, cli, record, fast_rows):
                                 "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
                                 "--context-length", context, "--warmup-steps", "3", "--steps", "3",
                                 "--profile-steps", args.profile_steps, "--activities", "cpu,cuda",
-                                *eager_flags.split())
+                                *eager_flags_of(preset).split())
         except BenchctlError as e:
             print(f"compiled_vs_eager: profile {preset}: {e.stderr.strip()}", file=sys.stderr)
             continue
