@@ -46,9 +46,10 @@ FAST_MODEL_FLAGS = {  # benchd's speed options per precision (README, "Using it"
 }
 # The half-precision attention that gave the fastest whole train step, by head
 # dim, where it was measured (docs/results/fast-path-h100.md, H100, 2026-11-27):
-# at head dim 64 (small to xl, contexts 256-1024) cuDNN through SDPA beat SDPA's
-# flash by 1-3% and benchd's own fused kernel by 0.3-1.1% in all 12 cells;
-# fused beat flash in all 12. Head dims not measured keep flash.
+# at head dim 64 (small to xl, contexts 256-1024) cuDNN through SDPA was the
+# fastest in all 12 cells: 0.6-3.8% ahead of SDPA's flash and 0.1-1.1% ahead of
+# benchd's own fused kernel, which beat flash in 10 (the other two within 0.1%).
+# Head dims not measured (2.7B's 80, which fused lacks) keep flash.
 FAST_ATTENTION_BY_HEAD_DIM = {64: "cudnn"}
 
 
