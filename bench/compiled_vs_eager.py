@@ -390,10 +390,20 @@ def fastpath_table(args, cli, record):
 
 ATTENTION_KERNEL = re.compile(r"flash|fmha|cudnn|sdpa|attention|Wgmma|FwdKernel|BwdKernel|BwdPre|DqConvert"
                               r"|FwdF32|BwdKv|BwdQ", re.I)
-OTHER_KINDS = [  # (label, pattern) for the kernels that are neither GEMM, attention nor optimizer
-    ("norm", r"norm|RowwiseMoments"), ("rope", r"Rope"), ("silu/mul", r"silu|sigmoid|Mul"),
-    ("reduce", r"reduce_kernel|Reduce"), ("index/gather/scatter", r"index|gather|scatter|embedding"),
-    ("copy/cast", r"copy|Memcpy|Memset|cast|fill"),
+# (label, pattern) for the kernels that are neither GEMM, attention nor
+# optimizer, first match wins. Under autocast the residual stream is fp32 (the
+# embedding's dtype): RMSNorm's output is cast to bf16 before each projection
+# (bfloat16_copy) and the projections' input gradients back to fp32 (a casting
+# direct_copy, run by the unrolled kernel); same-dtype direct_copy kernels are
+# layout copies (the heads' transposes).
+OTHER_KINDS = [
+    ("dtype casts", r"bfloat16_copy_kernel|half_copy_kernel|unrolled_elementwise_kernel<at::native::direct_copy"),
+    ("layout copies", r"direct_copy|Memcpy"),
+    ("fp32 adds", r"CUDAFunctor_add<float>"),
+    ("RMSNorm", r"layer_norm|GammaBeta|rms_?norm|RowwiseMoments"),
+    ("RoPE", r"Rope"),
+    ("SwiGLU", r"silu|sigmoid|BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+               r"at::native::binary_internal::MulFunctor"),
 ]
 
 
@@ -409,7 +419,7 @@ def other_kind(name):
     for label, pattern in OTHER_KINDS:
         if re.search(pattern, name, re.I):
             return label
-    return "other elementwise"
+    return "loss, embedding, rest"
 
 
 def profile_breakdown(profile, steps):
@@ -454,7 +464,9 @@ def fast_profile(args, cli, record, fast_rows):
             for cell in row["benchd"].values():
                 if "median" in cell:
                     graph_median[row["preset"]] = min(graph_median.get(row["preset"], 1e9), cell["median"])
-    kinds = [label for label, _ in OTHER_KINDS] + ["other elementwise"]
+    kinds = [label for label, _ in OTHER_KINDS] + ["loss, embedding, rest"]
+    roofs = {row["preset"]: cell for row in fast_rows if row["context"] == context
+             for cell in row["benchd"].values() if "median" in cell}
     header = ("| preset | step ms (graph, best) | kernels ms | GEMM | attention | optimizer | "
               + " | ".join(kinds) + " | waits (step - kernels) | matmul floor | GEMM / matmul floor "
               "| optimizer floor | optimizer / floor |")
@@ -484,12 +496,14 @@ def fast_profile(args, cli, record, fast_rows):
             continue
         prof = job["result"]["profile"]
         record.setdefault("profiles", {})[preset] = prof
-        roof = prof.get("unprofiled", {}).get("roofline", {})
+        # The floors from the fast table's job at this context (the profile's
+        # runs measure no peaks).
+        roof = roofs.get(preset, {})
         br = profile_breakdown(prof, args.profile_steps)
         k = br["kernels"] * 1e3
         step = graph_median.get(preset)
-        mm = roof.get("matmulSeconds", 0) * 1e3
-        of = roof.get("optimizerSeconds", 0) * 1e3
+        mm = roof.get("matmul_floor") or 0
+        of = roof.get("optimizer_floor") or 0
         lines.append(
             f"| {preset} | {fmt_ms(step)} | {k:.3f} | {br['gemm'] * 1e3:.3f} | {br['attention'] * 1e3:.3f} "
             f"| {br['optimizer'] * 1e3:.3f} | "
