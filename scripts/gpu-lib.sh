@@ -196,13 +196,16 @@ in_node_bg() {
 # gpu_pytest NAME TEST_FILE...: a script's checks, pytest tests marked `gpu`
 # (tests/gpu; python3 or BENCHD_TEST_PYTHON), against the daemon benchd_start
 # started (BENCHD_ADDRESS; BENCHD_GPU_TEST_DATA, when the caller sets it, is
-# its data dir) with BIN's benchctl; what they fetch lands in $OUT. pytest's
-# report in $OUT/NAME.txt, also printed. Returns pytest's exit status: call it
-# as `gpu_pytest ... || rc=$?` where the script goes on after a failed check.
+# its data dir) with BIN's benchctl; what they fetch lands in $OUT, where they
+# also read what the script left. BENCHD_GPU_SCRIPT names the script: run by
+# one, the tests do not skip (a CPU dry run included). pytest's report in
+# $OUT/NAME.txt, also printed. Returns pytest's exit status: call it as
+# `gpu_pytest ... || rc=$?` where the script goes on after a failed check.
 gpu_pytest() {
   local name=$1
   shift
-  BENCHD_BIN_DIR="$BIN" BENCHD_GPU_TEST_ADDRESS="$BENCHD_ADDRESS" BENCHD_GPU_OUT="$OUT" \
+  BENCHD_BIN_DIR="$BIN" BENCHD_GPU_TEST_ADDRESS="${BENCHD_ADDRESS:-}" BENCHD_GPU_OUT="$OUT" \
+    BENCHD_GPU_SCRIPT="$(basename "$0" .sh)" \
     "${BENCHD_TEST_PYTHON:-python3}" -m pytest -m gpu -v -rfEs --tb=short -p no:cacheprovider \
     "$@" < /dev/null 2>&1 | tee "$OUT/$name.txt"
   return "${PIPESTATUS[0]}"

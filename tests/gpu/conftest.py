@@ -16,6 +16,10 @@ The environment:
                            nvidia-smi lists and cpu:0
   BENCHD_GPU_TEST_DATA     that running daemon's data dir (for tests that read
                            its artifacts in place)
+  BENCHD_GPU_TEST_NODES    the two cluster nodes' addresses, node0 first
+                           (test_cluster.py; scripts/gpu-cluster.sh)
+  BENCHD_GPU_SCRIPT        the script running them (gpu-lib.sh's gpu_pytest):
+                           they then run without a GPU too (its dry runs)
   BENCHD_GPU_OUT           where tests leave what they fetched or printed
                            (default: a temporary folder)
 Only the standard library, pytest and the harness are needed: the GPU
@@ -49,7 +53,10 @@ def gpus():
 
 def pytest_collection_modifyitems(config, items):
     marked = [item for item in items if item.get_closest_marker("gpu")]
-    if not marked or os.environ.get("BENCHD_GPU_TEST_ADDRESS") or gpus():
+    # Run by a GPU script (a CPU dry run included), or against daemons given.
+    given = any(os.environ.get(v) for v in ("BENCHD_GPU_SCRIPT", "BENCHD_GPU_TEST_ADDRESS",
+                                            "BENCHD_GPU_TEST_NODES"))
+    if not marked or given or gpus():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi lists none here); "
                                    "the GPU machines run these through scripts/gpu-*.sh")
