@@ -1,7 +1,7 @@
 # benchd_precompile_api_headers(TARGET [TESTS]): the headers nearly every
 # torch-free file includes, precompiled once per target. The generated
 # bench.pb.h with gRPC's, Abseil's and nlohmann's headers are ~90% of such a
-# file's compile time (server/job_manager.cc: 4.3 s whole, 4.0 s for these
+# file's compile time (server/jobs/job_manager.cc: 4.3 s whole, 4.0 s for these
 # headers alone), in the main build and again in the sanitizer build. Only
 # for targets of many files (each PCH costs one such compile). TESTS adds
 # GoogleTest's headers. -DBENCHD_PCH=OFF compiles without (to check that

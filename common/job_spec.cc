@@ -374,7 +374,7 @@ absl::StatusOr<v1::PrecisionSpec> ResolvePrecision(const v1::PrecisionSpec& in) 
 // A devices target: names well formed, no repeats, one kind of device, a
 // backend that can run there (nccl needs CUDA devices).
 absl::Status ResolveDevicesTarget(const std::string& where, v1::CollectiveTarget* t) {
-  // In a cluster, another member's device: "node1/cuda:0" (server/cluster_workers.h).
+  // In a cluster, another member's device: "node1/cuda:0" (server/cluster/cluster_workers.h).
   static const std::regex kDevice("^([a-z][a-z0-9-]{0,62}/)?(cpu|cuda):[0-9]{1,3}$");
   if (t->devices_size() < 1) {
     return absl::InvalidArgumentError(

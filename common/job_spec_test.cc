@@ -422,7 +422,7 @@ TEST(CollectiveSpecTest, SweepsExpand) {
 }
 
 TEST(CollectiveSpecTest, ClusterMembersDevicesAreDevices) {
-  // Which members serve them is the daemon's check (server/cluster_workers.h).
+  // Which members serve them is the daemon's check (server/cluster/cluster_workers.h).
   auto out = ResolveJobSpec(Collective({"cuda:0", "node1/cuda:0"}));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->collective().targets(0).backend(), v1::COLLECTIVE_BACKEND_NCCL);

@@ -1,5 +1,5 @@
 // Whether an address reaches only this host. The daemon refuses to serve a
-// non-loopback address without TLS and caller checks (server/main.cc);
+// non-loopback address without TLS and caller checks (server/daemon/daemon_config.cc);
 // benchctl and the Python package refuse to send a token in the clear to one
 // (common/credentials.cc, client/python/benchd/_credentials.py).
 #ifndef BENCHD_COMMON_LOOPBACK_H_

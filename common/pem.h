@@ -1,5 +1,5 @@
 // PEM certificates and keys through OpenSSL, for the daemon's TLS files
-// (server/tls.cc) and benchctl's (common/credentials.cc): the parsing and
+// (server/security/tls.cc) and benchctl's (common/credentials.cc): the parsing and
 // the OpenSSL objects' lifetimes in one place; each caller words its errors.
 #ifndef BENCHD_COMMON_PEM_H_
 #define BENCHD_COMMON_PEM_H_

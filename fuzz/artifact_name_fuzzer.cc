@@ -1,5 +1,5 @@
 // The artifact name rule (common/artifacts.h IsArtifactName) and the
-// daemon's use of it (server/artifact_store.cc: ListArtifacts,
+// daemon's use of it (server/store/artifact_store.cc: ListArtifacts,
 // FetchArtifact) on any job id and name a request carries, against a real
 // folder: <root>/artifacts/7/ holds two artifacts, a half-written one
 // (.tmp), a symbolic link to a file outside, a subfolder and a FIFO;
@@ -22,7 +22,7 @@
 #include <string>
 
 #include "common/artifacts.h"
-#include "server/artifact_store.h"
+#include "server/store/artifact_store.h"
 
 namespace {
 

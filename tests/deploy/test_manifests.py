@@ -36,8 +36,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "kubernetes" / "base"
 KUBERNETES_VERSION = "1.37.0"
-STOP_GRACE_S = 10           # benchd's --stop-grace default (server/config.h)
-SERVER_SHUTDOWN_S = 5       # server->Shutdown deadline in server/main.cc
+STOP_GRACE_S = 10           # benchd's --stop-grace default (server/daemon/daemon_config.h)
+SERVER_SHUTDOWN_S = 5       # server->Shutdown deadline in server/daemon/daemon.cc
 NAMESPACED_KINDS = {"DaemonSet", "Job", "Service", "ServiceMonitor", "NetworkPolicy", "ConfigMap"}
 
 
@@ -240,7 +240,7 @@ def check_daemon_rules(pod, container):
         assert any(path == m or path.startswith(m + "/") for m in mounts), (flag, path)
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert set(mounts.values()) <= set(volumes)
-    # The auth file must not be group/other-writable (server/auth.cc).
+    # The auth file must not be group/other-writable (server/security/auth.cc).
     assert volumes["auth"]["secret"]["defaultMode"] & 0o022 == 0
     # The drain fits the termination grace.
     grace = int(f.get("--stop-grace", STOP_GRACE_S))
@@ -412,7 +412,7 @@ def test_cluster_dns_names(cluster):
 
 
 def test_cluster_variables_are_the_daemons():
-    """The variables benchd --cluster-from kubernetes reads (server/cluster_config.cc)."""
+    """The variables benchd --cluster-from kubernetes reads (server/cluster/cluster_config.cc)."""
     source = (ROOT / "server" / "cluster_config.cc").read_text()
     for name in ("JOB_COMPLETION_INDEX", "BENCHD_NODES", "BENCHD_CLUSTER_SERVICE",
                  "BENCHD_CLUSTER_JOB"):

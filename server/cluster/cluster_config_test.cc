@@ -1,0 +1,188 @@
+#include "server/cluster/cluster_config.h"
+
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace benchd::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ClusterEnvironment Env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(ExpandHostlist, SlurmsSyntaxWithPaddingAndLists) {
+  EXPECT_THAT(*ExpandHostlist("gpu[01-03,7],login", "x"),
+              ElementsAre("gpu01", "gpu02", "gpu03", "gpu7", "login"));
+  EXPECT_THAT(*ExpandHostlist("n1", "x"), ElementsAre("n1"));
+  EXPECT_THAT(*ExpandHostlist("a[8-10]-ib", "x"), ElementsAre("a8-ib", "a9-ib", "a10-ib"));
+}
+
+TEST(ExpandHostlist, BadListsNameTheOriginAndWhatCame) {
+  for (const char* bad : {"gpu[01-03", "gpu[3-1]", "gpu[a-b]", "gpu[1-]", "", "n[1]x[2]"}) {
+    auto hosts = ExpandHostlist(bad, "SLURM_JOB_NODELIST");
+    ASSERT_FALSE(hosts.ok()) << bad;
+    EXPECT_THAT(hosts.status().message(), HasSubstr("SLURM_JOB_NODELIST")) << bad;
+  }
+  auto huge = ExpandHostlist("n[1-5000]", "SLURM_JOB_NODELIST");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(), HasSubstr("at most 1024"));
+}
+
+TEST(ResolveClusterOptions, NothingGivenIsALoneDaemon) {
+  auto options = ResolveClusterOptions({}, "127.0.0.1:7531", "h", Env({}));
+  ASSERT_TRUE(options.ok());
+  EXPECT_FALSE(options->enabled);
+}
+
+TEST(ResolveClusterOptions, FromFlags) {
+  ClusterFlags flags;
+  flags.coordinator = "10.0.0.1:7531";
+  flags.rank = 2;
+  flags.nodes = 3;
+  auto options = ResolveClusterOptions(flags, "10.0.0.3:7531", "h", Env({}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->enabled);
+  EXPECT_EQ(options->name, "node2");
+  EXPECT_EQ(options->advertise, "10.0.0.3:7531");
+  EXPECT_EQ(options->launcher, "flags");
+  // A wildcard listen address is reached by the host's name.
+  options = ResolveClusterOptions(flags, "0.0.0.0:7600", "gpu7", Env({}));
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->advertise, "gpu7:7600");
+}
+
+TEST(ResolveClusterOptions, FlagsMustComeTogetherAndInRange) {
+  ClusterFlags flags;
+  flags.coordinator = "10.0.0.1:7531";
+  auto options = ResolveClusterOptions(flags, "10.0.0.3:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("--node-rank N and --nodes M together"));
+  flags.rank = 3;
+  flags.nodes = 3;
+  options = ResolveClusterOptions(flags, "10.0.0.3:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("--node-rank"));
+  EXPECT_THAT(options.status().message(), HasSubstr("0..2"));
+  flags.rank = 0;
+  flags.coordinator = "nohost";
+  options = ResolveClusterOptions(flags, "10.0.0.3:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("--cluster-coordinator"));
+  flags.coordinator = "a:1";
+  flags.name = "Node_1";
+  options = ResolveClusterOptions(flags, "10.0.0.3:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("--node-name"));
+  flags.name = "";
+  options = ResolveClusterOptions(flags, "127.0.0.1:0", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("fixed port"));
+}
+
+TEST(ResolveClusterOptions, FromSlurm) {
+  ClusterFlags flags;
+  flags.from = "slurm";
+  auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "ignored",
+                                       Env({{"SLURM_NODEID", "1"},
+                                            {"SLURM_NNODES", "3"},
+                                            {"SLURM_JOB_NODELIST", "n[1-3]"},
+                                            {"SLURMD_NODENAME", "n2"}}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->rank, 1);
+  EXPECT_EQ(options->nodes, 3);
+  EXPECT_EQ(options->coordinator, "n1:7531");
+  EXPECT_EQ(options->advertise, "n2:7531");
+  EXPECT_EQ(options->name, "node1");
+  EXPECT_EQ(options->launcher, "slurm");
+}
+
+TEST(ResolveClusterOptions, SlurmWithoutItsVariablesSaysWhich) {
+  ClusterFlags flags;
+  flags.from = "slurm";
+  auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_JOB_NODELIST is not set"));
+  options =
+      ResolveClusterOptions(flags, "0.0.0.0:7531", "h", Env({{"SLURM_JOB_NODELIST", "n[1-3]"}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_NODEID is not set"));
+  options = ResolveClusterOptions(
+      flags, "0.0.0.0:7531", "h",
+      Env({{"SLURM_NODEID", "0"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURM_JOB_NUM_NODES is 2"));
+  options =
+      ResolveClusterOptions(flags, "0.0.0.0:7531", "h",
+                            Env({{"SLURMD_NODENAME", "login"}, {"SLURM_JOB_NODELIST", "n[1-3]"}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("SLURMD_NODENAME login is not in"));
+}
+
+TEST(ResolveClusterOptions, SlurmRankIsTheHostsPlaceInTheJobNotTheStep) {
+  // srun -N1 -w n2 inside a 3-node job: the step's SLURM_NODEID is 0.
+  ClusterFlags flags;
+  flags.from = "slurm";
+  auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "h",
+                                       Env({{"SLURM_NODEID", "0"},
+                                            {"SLURM_NNODES", "1"},
+                                            {"SLURM_JOB_NUM_NODES", "3"},
+                                            {"SLURM_JOB_NODELIST", "n[1-3]"},
+                                            {"SLURMD_NODENAME", "n2"}}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->rank, 1);
+  EXPECT_EQ(options->nodes, 3);
+  EXPECT_EQ(options->name, "node1");
+  EXPECT_EQ(options->advertise, "n2:7531");
+}
+
+TEST(ResolveClusterOptions, FromKubernetes) {
+  ClusterFlags flags;
+  flags.from = "kubernetes";
+  auto options = ResolveClusterOptions(flags, "0.0.0.0:7531", "ignored",
+                                       Env({{"JOB_COMPLETION_INDEX", "2"},
+                                            {"BENCHD_NODES", "4"},
+                                            {"BENCHD_CLUSTER_JOB", "bench"},
+                                            {"BENCHD_CLUSTER_SERVICE", "benchd-cluster"},
+                                            {"HOSTNAME", "bench-2"}}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->rank, 2);
+  EXPECT_EQ(options->nodes, 4);
+  EXPECT_EQ(options->coordinator, "bench-0.benchd-cluster:7531");
+  EXPECT_EQ(options->advertise, "bench-2.benchd-cluster:7531");
+  // A flag wins over the environment.
+  flags.nodes = 5;
+  options = ResolveClusterOptions(flags, "0.0.0.0:7531", "ignored",
+                                  Env({{"JOB_COMPLETION_INDEX", "2"},
+                                       {"BENCHD_CLUSTER_JOB", "bench"},
+                                       {"BENCHD_CLUSTER_SERVICE", "s"}}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->nodes, 5);
+  EXPECT_EQ(options->advertise, "ignored.s:7531");
+}
+
+TEST(ResolveClusterOptions, LostAfterIsBounded) {
+  ClusterFlags flags;
+  flags.coordinator = "a:1";
+  flags.rank = 0;
+  flags.nodes = 1;
+  flags.lost_after_s = 0.5;
+  auto options = ResolveClusterOptions(flags, "127.0.0.1:7531", "h", Env({}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("--cluster-lost-after"));
+  flags.lost_after_s = 3;
+  options = ResolveClusterOptions(flags, "127.0.0.1:7531", "h", Env({}));
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->lost_after.count(), 3000);
+}
+
+}  // namespace
+}  // namespace benchd::server
