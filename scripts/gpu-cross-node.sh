@@ -11,8 +11,9 @@
 # (bench/collective_compare.py --rank), as the reference beside benchd's, and
 # raw TCP over the same link gives the socket path's ceiling. Then one
 # daemon is killed mid-sweep (the failure must name its node), restarted, and
-# the sweep passes again. Tables and PASS/FAIL lines in $OUT/cross-node.txt,
-# the jobs as JSON, the daemons' logs. Run as root on a machine with two GPUs
+# the sweep passes again. Tables in $OUT/cross-node.txt, the jobs as JSON,
+# the daemons' logs; the checks on them are tests/gpu/test_cross_node.py
+# (report in cross-node-checks.txt; the script fails if one fails). Run as root on a machine with two GPUs
 # (after `source .gpu-debs/unpack.sh`; carry .netdebs too where the machine
 # has no `ip`, see gpu-lib.sh's ip_from_debs):
 #   scripts/gpu-cross-node.sh
@@ -110,16 +111,6 @@ for row in job["result"]["collective"]["rows"]:
           f"  {row.get('busbwGbps', 0):>10.3f}  {row.get('wrongElements', '0')}")
 PY
 }
-exact() {  # exact NAME: the job succeeded and every row is exact
-  python3 -c '
-import json, sys
-job = json.load(open(sys.argv[1]))
-rows = job.get("result", {}).get("collective", {}).get("rows", [])
-sys.exit(not (job["state"] == "JOB_STATE_SUCCEEDED" and rows and
-              all(int(r.get("wrongElements", 0)) == 0 and int(r["checkedElements"]) > 0 for r in rows)))' \
-    "$OUT/$1.json"
-}
-
 reference() {  # torch.distributed on the same two devices, one rank per node, the same NCCL env
   local r pids=() failed=0
   local sweep=(--devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce
@@ -151,30 +142,30 @@ print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 
   start_node 0
   start_node 1
   if ctl 1 nodes --wait 2 --wait-timeout 120 > /dev/null && workers_up 1; then
-    echo "PASS the two daemons formed a cluster"
+    echo "the two daemons formed a cluster"
   else
-    echo "FAIL no cluster: $(ctl 1 nodes 2>&1 | tail -5)"
+    echo "gpu-cross-node: no cluster: $(ctl 1 nodes 2>&1 | tail -5)" >&2
     exit 1
   fi
   group=$(ctl 0 groups create --devices "node0/${DEVS[0]},node1/${DEVS[1]}" --backend "$BACKEND" \
     --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  if sweep 0 "$group" cross-node && exact cross-node; then
-    echo "PASS cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${NODE_IF[0]}, $NODE_NET):"
+  if sweep 0 "$group" cross-node; then
+    echo "cross-node $BACKEND all-reduce $MIN..$MAX (node0/${DEVS[0]}, node1/${DEVS[1]} over ${NODE_IF[0]}, $NODE_NET):"
     table cross-node
     if reference; then
-      echo "PASS torch.distributed on the same ranks across the nodes, beside benchd's sweep:"
+      echo "torch.distributed on the same ranks across the nodes, beside benchd's sweep:"
       sed 's/^/    /' "$OUT/cross-node-vs-torch.txt"
     else
-      echo "FAIL the torch.distributed reference: $(tail -3 "$OUT"/torch-rank*.log)"
+      echo "the torch.distributed reference failed: $(tail -3 "$OUT"/torch-rank*.log)"
     fi
     if ceiling=$(tcp_ceiling 1 && tcp_ceiling 2); then
-      echo "PASS raw TCP over the same link (bench/tcp_throughput.py), the socket path's ceiling:"
+      echo "raw TCP over the same link (bench/tcp_throughput.py), the socket path's ceiling:"
       echo "$ceiling"
     else
-      echo "FAIL raw TCP over the link: $(tail -3 "$OUT"/tcp-*.log)"
+      echo "raw TCP over the link failed: $(tail -3 "$OUT"/tcp-*.log)"
     fi
   else
-    echo "FAIL cross-node sweep: $(tail -c 600 "$OUT/cross-node.json")"
+    echo "the cross-node sweep failed: $(tail -c 600 "$OUT/cross-node.json")"
   fi
 
   # One daemon killed mid-sweep: the failure names its node; then it comes back.
@@ -189,23 +180,16 @@ print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 
   stop_node 1 KILL
   ctl 0 --timeout 900 watch "$id" > /dev/null 2>&1 || true
   ctl 0 get "$id" --json > "$OUT/killed.json" || true
-  message=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("errorMessage", ""))' "$OUT/killed.json")
-  if grep -q "node1" <<< "$message"; then
-    echo "PASS killing node1's daemon mid-sweep fails the job naming it: $message"
-  else
-    echo "FAIL the killed sweep's job: ${message:-$(tail -c 300 "$OUT/killed.json")}"
-  fi
+  echo "node1's daemon killed mid-sweep; the job: $(python3 -c 'import json,sys
+j = json.load(open(sys.argv[1])); print(j.get("state"), j.get("errorMessage", ""))' "$OUT/killed.json" 2>&1)"
   start_node 1
   if workers_up 0; then
     group=$(ctl 0 groups create --devices "node0/${DEVS[0]},node1/${DEVS[1]}" \
       --backend "$BACKEND" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-    if sweep 0 "$group" after-restart && exact after-restart; then
-      echo "PASS after node1's restart the cluster formed again and the sweep passed"
-    else
-      echo "FAIL the sweep after node1's restart: $(tail -c 600 "$OUT/after-restart.json")"
-    fi
+    sweep 0 "$group" after-restart || true
+    echo "after node1's restart: the sweep on a new group $group ran"
   else
-    echo "FAIL node1 did not come back"
+    echo "node1 did not come back"
   fi
 
   # The same two devices in one daemon (NVLink between the GPUs).
@@ -224,14 +208,15 @@ print("    %d TCP stream(s), %.0f GiB: %.2f GB/s" % (r["streams"], r["bytes"] / 
   if in_node 0 "$BIN/benchctl" --address "127.0.0.1:${NODE_PORT[0]}" --timeout 900 \
       submit collective --devices "${DEVS[0]},${DEVS[1]}" --backend "$BACKEND" --op all_reduce \
       --min "$MIN" --max "$MAX" --watch --json < /dev/null > "$OUT/one-daemon.json" \
-      2> "$OUT/one-daemon-progress.txt" && exact one-daemon; then
-    echo "PASS one daemon, both devices ($BACKEND in one node):"
+      2> "$OUT/one-daemon-progress.txt"; then
+    echo "one daemon, both devices ($BACKEND in one node):"
     table one-daemon
   else
-    echo "FAIL one-daemon sweep: $(tail -c 600 "$OUT/one-daemon.json")"
+    echo "the one-daemon sweep failed: $(tail -c 600 "$OUT/one-daemon.json")"
   fi
   echo "NCCL environment between the nodes: ${NCCL_SOCKETS[*]} NCCL_SOCKET_IFNAME=${NODE_IF[*]}" \
     "NCCL_HOSTID=benchd-node0 benchd-node1" \
     "(the nodes: $NODE_NET)"
 } 2>&1 | tee "$OUT/cross-node.txt"
-! grep -q "^FAIL" "$OUT/cross-node.txt"
+# The checks, on the files the steps above left (tests/gpu/test_cross_node.py).
+gpu_pytest cross-node-checks tests/gpu/test_cross_node.py
