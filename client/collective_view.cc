@@ -24,7 +24,7 @@ absl::StatusOr<v1::JobSpec> BuildCollectiveSpec(const CollectiveOptions& o) {
   v1::CollectiveSpec* c = spec.mutable_collective();
   if (!o.group.empty() && !o.devices.empty()) {
     return absl::InvalidArgumentError(
-        "--group and --devices: give one (a resident group, or devices and a backend)");
+        "--group and --device: give one (a resident group, or devices and a backend)");
   }
   c->set_group(o.group);
   for (const auto& d : List(o.devices)) c->add_devices(d);

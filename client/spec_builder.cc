@@ -74,20 +74,20 @@ std::vector<std::string> ListItems(const std::string& text) {
   return items;
 }
 
-// --group, or --devices with --backend.
+// --group, or --device (the ranks) with --backend.
 absl::Status ApplyDdpTarget(const DdpOptions& o, v1::CollectiveTarget& t) {
   if (!o.group.empty() && !o.devices.empty()) {
     return absl::InvalidArgumentError(
-        "--group and --devices: give one (a resident group, or devices and a backend)");
+        "--group and --device: give one (a resident group, or devices and a backend)");
   }
   if (o.group.empty() && ListItems(o.devices).empty()) {
     return absl::InvalidArgumentError(
-        "--devices: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), "
+        "--device: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), "
         "or --group ID for a resident group");
   }
   if (!o.group.empty() && !o.backend.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--backend: a resident group has its own backend; give --backend with --devices, not "
+        "--backend: a resident group has its own backend; give --backend with --device, not "
         "with --group (got --backend ",
         o.backend, ")"));
   }
@@ -310,7 +310,8 @@ absl::StatusOr<v1::JobSpec> BuildDdpSpec(const DdpOptions& o) {
   // the step's): refused rather than dropped.
   if (!o.step.device.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--device: a data-parallel job runs on --devices (rank order) or a --group; got --device ",
+        "step.device: a data-parallel job runs on its ranks' devices (--device, rank order) or a "
+        "--group, not on the step's device; got ",
         o.step.device));
   }
   if (o.global_batch && o.step.batch_size) {

@@ -26,7 +26,7 @@ struct BenchmarkOptions {
   std::optional<uint64_t> seed;
   bool export_parity = false;  // --export-parity
   // Options (docs/architecture.md "Options"); "" / unset / false = the faithful default.
-  std::string warmup;                       // --warmup auto|N ("N" is --warmup-steps N)
+  std::string warmup;                       // --warmup N|auto (N: warmup_steps N)
   std::optional<int64_t> warmup_max_steps;  // --warmup-max-steps
   std::string attention;       // --attention faithful|sdpa|flash|efficient|cudnn|math|tiled|fused
   std::string optimizer;       // --optimizer faithful|foreach|fused
@@ -97,10 +97,10 @@ struct DdpOptions {
   // precision, batch_size (per rank), context_length, warmup_steps,
   // measure_steps, seed, allow_tf32 and optimizer (--optimizer-impl) only; the daemon refuses the
   // options a data-parallel step does not run (naming ddp.step.<field>), and a device is refused
-  // here (the ranks are --devices or a --group).
+  // here (the ranks are --device or a --group).
   BenchmarkOptions step;
   std::string group;                      // --group ID, or
-  std::string devices;                    // --devices cpu:0,cpu:1 (rank order)
+  std::string devices;                    // --device cpu:0,cpu:1 (rank order)
   std::string backend;                    // --backend nccl|gloo ("" = by device kind)
   std::optional<int64_t> global_batch;    // --global-batch N (not with --batch-size)
   std::string variants;                   // --variants naive,flat,overlap,bucketed

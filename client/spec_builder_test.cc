@@ -330,22 +330,22 @@ TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
   };
   const std::vector<Case> cases = {
       {[](DdpOptions& o) { o.group = "g1"; },
-       "--group and --devices: give one (a resident group, or devices and a backend)"},
+       "--group and --device: give one (a resident group, or devices and a backend)"},
       {[](DdpOptions& o) { o.devices = " , "; },
-       "--devices: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), or "
+       "--device: give the ranks' devices in rank order (e.g. cpu:0,cpu:1 or cuda:0,cuda:1), or "
        "--group ID for a resident group"},
       {[](DdpOptions& o) {
          o.devices.clear();
          o.group = "g1";
          o.backend = "nccl";
        },
-       "--backend: a resident group has its own backend; give --backend with --devices, not with "
+       "--backend: a resident group has its own backend; give --backend with --device, not with "
        "--group (got --backend nccl)"},
       {[](DdpOptions& o) { o.backend = "mpi"; },
        "--backend: unknown backend 'mpi'; expected nccl or gloo"},
       {[](DdpOptions& o) { o.step.device = "cuda:0"; },
-       "--device: a data-parallel job runs on --devices (rank order) or a --group; got --device "
-       "cuda:0"},
+       "step.device: a data-parallel job runs on its ranks' devices (--device, rank order) or a "
+       "--group, not on the step's device; got cuda:0"},
       {[](DdpOptions& o) {
          o.global_batch = 8;
          o.step.batch_size = 4;
