@@ -184,10 +184,9 @@ absl::Status Daemon::Wire() {
                                                         const std::string& how) {
     groups->OnWorkerExit(device, generation, pid, how);
   });
-  jobs_ = std::make_unique<JobManager>(store_.get(), &hub_, cluster_workers_.get(), metrics_.get(),
-                                       config_.devices);
-  jobs_->EnableCollectives(groups_.get(), artifacts);
-  jobs_->SetProgressTimeouts(config_.progress_timeout_s);
+  jobs_ = std::make_unique<JobManager>(
+      store_.get(), &hub_, cluster_workers_.get(), metrics_.get(), config_.devices,
+      JobManagerOptions{groups_.get(), artifacts, config_.progress_timeout_s});
   service_ = std::make_unique<BenchService>(
       jobs_.get(), &hub_, supervisor_.get(),
       BenchService::NodeDetails{data_, metrics_->BoundAddress(), artifacts}, groups_.get());

@@ -71,7 +71,7 @@ double Seconds(const google::protobuf::Timestamp& from, const google::protobuf::
 }  // namespace
 
 JobManager::JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* metrics,
-                       std::vector<std::string> devices)
+                       std::vector<std::string> devices, JobManagerOptions options)
     : store_(store),
       hub_(hub),
       workers_(workers),
@@ -79,6 +79,9 @@ JobManager::JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* m
       devices_(std::move(devices)),
       queue_(devices_),
       tickets_(devices_),
+      groups_(options.groups),
+      artifacts_dir_(std::move(options.artifacts_dir)),
+      progress_timeouts_(std::move(options.progress_timeouts)),
       pending_(
           store, [this](const v1::Job& job) { Announce(job); },
           [this](size_t n) {

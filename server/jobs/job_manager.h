@@ -31,30 +31,28 @@
 
 namespace benchd::server {
 
+// What a JobManager is given once, at construction.
+struct JobManagerOptions {
+  // Collective and data-parallel jobs run on the registry's groups; without
+  // one they are refused (UNIMPLEMENTED).
+  GroupRegistry* groups = nullptr;
+  // Where the jobs' plots go (<artifacts_dir>/<job id>/); it also takes what
+  // a finished job's result is cut of (server/jobs/result_bounds.h), and
+  // Start claims it for the store (server/store/artifact_owner.h).
+  std::string artifacts_dir;
+  // The daemon's progress deadlines by kind name ("benchmark", ...; from
+  // --progress-timeout); a kind not here uses DefaultProgressTimeoutSeconds.
+  // Submit writes the one a job gets into its stored spec.
+  std::map<std::string, double> progress_timeouts;
+};
+
 class JobManager {
  public:
   // `workers` is the Supervisor in the daemon, FakeWorkers in tests;
   // `metrics` may be null.
   JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* metrics,
-             std::vector<std::string> devices);
+             std::vector<std::string> devices, JobManagerOptions options = {});
   ~JobManager();
-
-  // Collective jobs run on the registry's groups; their plots go to
-  // <artifacts_dir>/<job id>/. Call before Start. Without it collective jobs
-  // are refused (UNIMPLEMENTED). The artifacts dir also takes what a finished
-  // job's result is cut of (server/jobs/result_bounds.h), and Start claims it for
-  // the store (server/store/artifact_owner.h).
-  void EnableCollectives(GroupRegistry* groups, std::string artifacts_dir) {
-    groups_ = groups;
-    artifacts_dir_ = std::move(artifacts_dir);
-  }
-
-  // The daemon's progress deadlines by kind name ("benchmark", ...; from
-  // --progress-timeout); a kind not here uses DefaultProgressTimeoutSeconds.
-  // Submit writes the one a job gets into its stored spec. Call before Start.
-  void SetProgressTimeouts(std::map<std::string, double> seconds_by_kind) {
-    progress_timeouts_ = std::move(seconds_by_kind);
-  }
 
   // Claims the artifacts dir for the store (refused: FAILED_PRECONDITION
   // naming both), takes up the jobs a previous daemon left queued and starts
@@ -151,9 +149,9 @@ class JobManager {
   const std::vector<std::string> devices_;
   JobQueue queue_;
   DeviceTickets tickets_;  // who holds which devices (one job per device at a time)
-  GroupRegistry* groups_ = nullptr;
-  std::string artifacts_dir_;
-  std::map<std::string, double> progress_timeouts_;
+  GroupRegistry* const groups_;
+  const std::string artifacts_dir_;
+  const std::map<std::string, double> progress_timeouts_;
 
   std::mutex mu_;
   std::condition_variable finished_cv_;

@@ -183,8 +183,7 @@ TEST_F(JobManagerTest, NoProgressPastTheDeadlineKillsTheWorkerAndFailsTheJob) {
 
 TEST_F(JobManagerTest, TheDaemonsProgressDeadlineIsWrittenIntoTheSpec) {
   workers_.UpAll();
-  StartJobs();
-  jobs_->SetProgressTimeouts({{"benchmark", 42}});  // read at each Submit
+  StartJobs(/*collectives=*/false, {{"benchmark", 42}});
   const v1::Job job = WaitFinal(Submit(Benchmark("cpu:0")));
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(job.spec().progress_timeout_seconds(), 42);
@@ -194,8 +193,7 @@ TEST_F(JobManagerTest, TheDaemonsProgressDeadlineIsWrittenIntoTheSpec) {
 // deadline; what the device cannot run is refused at Submit, naming the field.
 TEST_F(JobManagerTest, AnAttentionJobIsResolvedAndCheckedForItsDeviceAtSubmit) {
   workers_.UpAll();
-  StartJobs();
-  jobs_->SetProgressTimeouts({{"attention", 77}});
+  StartJobs(/*collectives=*/false, {{"attention", 77}});
   v1::JobSpec spec;
   spec.set_device("cpu:1");
   spec.mutable_attention()->set_seq_len(256);
@@ -225,8 +223,7 @@ TEST_F(JobManagerTest, AnAttentionJobIsResolvedAndCheckedForItsDeviceAtSubmit) {
 // deadline; bad input is refused at Submit, naming the field.
 TEST_F(JobManagerTest, APrecisionJobIsResolvedAtSubmit) {
   workers_.UpAll();
-  StartJobs();
-  jobs_->SetProgressTimeouts({{"precision", 55}});
+  StartJobs(/*collectives=*/false, {{"precision", 55}});
   v1::JobSpec spec;
   spec.set_device("cpu:1");
   spec.mutable_precision()->set_count(10);

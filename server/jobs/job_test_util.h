@@ -42,15 +42,19 @@ class JobManagerFixture : public ::testing::Test {
 
   // The job manager, started; with collectives on a GroupRegistry over the
   // same fake workers (whose exits break its groups, as the supervisor's do).
-  void StartJobs(bool collectives = false) {
-    jobs_ = std::make_unique<JobManager>(store_.get(), &hub_, &workers_, nullptr, devices_);
+  void StartJobs(bool collectives = false, std::map<std::string, double> progress_timeouts = {}) {
+    JobManagerOptions options;
+    options.progress_timeouts = std::move(progress_timeouts);
     if (collectives) {
       groups_ = std::make_unique<GroupRegistry>(&workers_, nullptr, devices_);
       workers_.SetExitListener(
           [this](const std::string& device, uint64_t generation, pid_t pid,
                  const std::string& how) { groups_->OnWorkerExit(device, generation, pid, how); });
-      jobs_->EnableCollectives(groups_.get(), dir_ + "/artifacts");
+      options.groups = groups_.get();
+      options.artifacts_dir = dir_ + "/artifacts";
     }
+    jobs_ = std::make_unique<JobManager>(store_.get(), &hub_, &workers_, nullptr, devices_,
+                                         std::move(options));
     ASSERT_TRUE(jobs_->Start().ok());
   }
 
