@@ -1,8 +1,9 @@
 """Keyword arguments of the request kinds, checked before any RPC, and the
 JobSpec each kind's arguments make. The names are benchctl's flags with '_'
-for '-' (client/main.cc): `benchctl submit benchmark --preset small --mode
+for '-' (client/commands/): `benchctl submit benchmark --preset small --mode
 train_step --steps 10` is `client.benchmark(preset="small", mode="train_step",
-steps=10)`.
+steps=10)`; devices, iters, passes and warmup_steps are the older spellings
+benchctl still accepts for its --device, --steps and --warmup.
 
 Each kind has a TypedDict (what a type checker and an IDE see) and a table of
 checkers (what runs): tests/test_args.py checks the two agree.
