@@ -164,6 +164,44 @@ TEST(ZshCompletionTest, GeneratedFromTheRegistry) {
   }
 }
 
+// Where zsh is installed: the zsh script offers what the bash one does, its
+// completion builtins replaced by stubs that print what they were given.
+TEST(ZshCompletionTest, OffersWhatBashOffersWhereZshIs) {
+  if (!Installed("zsh")) GTEST_SKIP() << "zsh is not installed";
+  std::unique_ptr<Cli> cli = BuildCli();
+  const std::string script = WriteTemp(ZshCompletion(*cli), ".zsh");
+  const std::string driver = WriteTemp(absl::StrCat(R"zsh(compdef() { :; }
+source )zsh",
+                                                    script, R"zsh(
+_describe() { local -a items; items=("${(@P)4}"); print -l -- "${items[@]%%:*}"; }
+compadd() { [[ $1 == -a ]] && print -l -- "${(@P)2}"; }
+_files() { print -- FILES; }
+words=("$@"); CURRENT=$#words; PREFIX=${words[-1]}
+_benchctl | grep -e "^$PREFIX" -e '^FILES$' | LC_ALL=C sort
+)zsh"),
+                                       ".driver.zsh");
+  auto offered = [&](const std::string& words) {
+    int status = 0;
+    const std::string out = Shell("zsh -f " + driver + " " + words, &status);
+    EXPECT_EQ(status, 0) << words;
+    return std::vector<std::string>(absl::StrSplit(out, '\n', absl::SkipEmpty()));
+  };
+  std::vector<std::string> kinds = JobKindNames();
+  std::sort(kinds.begin(), kinds.end());
+  EXPECT_EQ(offered("benchctl su"), (std::vector<std::string>{"submit"}));
+  EXPECT_EQ(offered("benchctl submit ''"), kinds);
+  EXPECT_EQ(offered("benchctl list --kind ''"), kinds);
+  EXPECT_EQ(offered("benchctl submit collective --st"), (std::vector<std::string>{"--steps"}));
+  EXPECT_EQ(offered("benchctl submit benchmark --warm"),
+            (std::vector<std::string>{"--warmup", "--warmup-max-steps"}));
+  EXPECT_EQ(offered("benchctl --address 127.0.0.1:7531 gro"), (std::vector<std::string>{"groups"}));
+  EXPECT_EQ(offered("benchctl submit attention --passes 5 --addr"),
+            (std::vector<std::string>{"--address"}));
+  EXPECT_EQ(offered("benchctl submit profile --trace ''"), (std::vector<std::string>{"FILES"}));
+  std::remove(script.c_str());
+  std::remove(driver.c_str());
+}
+
 TEST(CompletionTreeTest, GlobalFlagsAtEveryCommandAliasesOnlyAsValueFlags) {
   std::unique_ptr<Cli> cli = BuildCli();
   for (const CompletionNode& node : CompletionTree(*cli)) {
