@@ -96,6 +96,16 @@ class Flash:
         return dq, dk, dv
 
 
+# backward variants checked on every d64 bf16/fp16 grid case, and those timed at d64
+# (BWD_VARIANTS="name:var,..." overrides the timed ones)
+BWD_GRID_VARIANTS = tuple(int(v) for v in os.environ.get("BWD_GRID_VARIANTS", "23,25,27,28,29").split(","))
+BENCH_FWD_VARIANTS = tuple((kv.split(":")[0], int(kv.split(":")[1])) for kv in os.environ.get(
+    "FWD_VARIANTS", "ours-ftree:30,ours-femu8:31,ours-ftree-emu8:32,ours-ftree-emu4:33").split(",") if kv)
+BENCH_BWD_VARIANTS = tuple((kv.split(":")[0], int(kv.split(":")[1])) for kv in os.environ.get(
+    "BWD_VARIANTS",
+    "ours-swapdq:23,ours-owndq:27,ours-owndq-skew:28,ours-owndq-skew-edv:29,ours-oldpre:22").split(",") if kv)
+
+
 def reference(q, k, v, do, causal, scale):
     """float64 attention with autograd: O, L, dQ, dK, dV."""
     q, k, v = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -212,7 +222,8 @@ def cmd_test(fl):
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
     # the alternative wgmma forward variants (timed by `bench`) on a subset
     vfail, vn = 0, 0
-    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18):
+    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+                27, 28, 29, 30, 31, 32, 33):
         for D in (64, 128):
             for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
                       + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
@@ -234,7 +245,7 @@ def cmd_test(fl):
     # the backward variants of runs 13- (BwdWs128Kernel) on every case of the grid above
     # that reaches the d64 wgmma backward (bf16/fp16, d64)
     gfail, gn = 0, 0
-    for var in (6, 16, 17, 18):
+    for var in BWD_GRID_VARIANTS:
         for c in cases:
             if c[0] == torch.float32 or c[5] != 64:
                 continue
@@ -249,7 +260,8 @@ def cmd_test(fl):
             gfail += not ok
             if not ok:
                 print(f"bwd variant {var} {c} " + " ".join(f"{n} {res[n][1]:.2e}" for n in res) + "  FAIL")
-    print(f"# bwd variants 6/16/17/18 on the grid's d64 bf16/fp16 cases: {gn - gfail}/{gn} cases passed")
+    print(f"# bwd variants {'/'.join(map(str, BWD_GRID_VARIANTS))} on the grid's d64 bf16/fp16 cases: "
+          f"{gn - gfail}/{gn} cases passed")
     vfail += gfail
     return 1 if failures or vfail else 0
 
@@ -323,9 +335,19 @@ def cmd_bench(fl, reps_ms):
         # run 16: variant 16 (dK of step u-1 under step u's exponentials, dQ beside dV);
         # run 17: variant 17 (variant 13 with a quarter of the exponentials on the FMA
         # pipe), 18 (half of them; tested, no longer timed); the default stays 13
+        # run 18: 19 (L/D permuted in shared memory), 20 (dQ by red.global from the registers),
+        # 21 (both), 22 (the default with the scalar pre/conversion kernels), 23 (conflict-free
+        # dQ staging), 24 (+ per-warp dQ reductions), 25 (dV before the dP wait, float32 dS from
+        # the packed P), 26 (23 + 24 + 25), 27 (dQ per warpgroup over its own keys, no
+        # cross-warpgroup barrier), 28 (27 + warpgroup 1 started half a step late), 29 (28 + 25);
+        # see BwdWs128Kernel's kFlags. 16-21, 24, 26 tested only
         if D == 64:
-            impls["ours-emu"] = (None, with_variant(ours_fb, 17), None)
-            impls["ours-pipe"] = (None, with_variant(ours_fb, 16), None)
+            for name, var in BENCH_BWD_VARIANTS:
+                impls[name] = (None, with_variant(ours_fb, var), None)
+            # run 18's forward variants (d64; the backward stays the default): 30 tree row max/sum,
+            # 31 every 8th key block's exponentials on the FMA pipe, 32 = 30 + 31, 33 30 + every 4th
+            for name, var in BENCH_FWD_VARIANTS:
+                impls[name] = (with_variant(ours_fwd, var), with_variant(ours_fb, var), None)
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
 

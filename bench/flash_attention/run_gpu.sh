@@ -58,4 +58,16 @@ if [ "$WHAT" = profile ] || { [ "${PROFILE:-0}" = 1 ] && [ $status = 0 ]; } || [
       $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" > "$OUT/ncu.txt" 2>&1 || status=1
   grep -E "FwdKernel|BwdKernel|FwdWgmma|FwdWs|BwdWgmma|BwdWs|Duration|Throughput|Achieved Occupancy|Registers|Warp Cycles Per Issued|Issued Ipc|Stall|Pipe" "$OUT/ncu.txt" | head -80
 fi
+# NCU_SRC=1: per-instruction warp-stall sampling (SourceCounters) of one launch of the default
+# d64 backward main kernel: source.csv (SASS with its samples per stall reason), ncu_src.log
+if [ "${NCU_SRC:-0}" = 1 ]; then
+  timeout ${PROFILE_TIMEOUT:-150} ncu --clock-control none -k regex:"BwdWs128Kernel" -c 1 \
+      --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis ${NCU_EXTRA:-} \
+      -f -o "$BUILD/bwd_src" $PY bench/flash_attention/flash_harness.py profile --lib "$LIB" \
+      > "$OUT/ncu_src.log" 2>&1 || status=1
+  ncu -i "$BUILD/bwd_src.ncu-rep" --page source --csv --print-source sass > "$OUT/source.csv" 2>&1 ||
+    ncu -i "$BUILD/bwd_src.ncu-rep" --page source --csv > "$OUT/source.csv" 2>&1
+  ncu -i "$BUILD/bwd_src.ncu-rep" --page details >> "$OUT/ncu_src.log" 2>&1
+fi
 exit $status

@@ -260,6 +260,19 @@ __device__ __forceinline__ void LoadTile(T* dst, const T* src, int64_t stride, i
 // keeps its own copy: calling these there changed ptxas's register
 // allocation (133 registers to 128 plus 8 bytes of spills at sm_90a).
 
+// 2^x on the FMA pipe (run 17; FlashAttention-4's trick against the MUFU limit):
+// floor by the round-down add of 1.5·2^23, a degree-3 minimax polynomial for 2^f
+// on [0, 1) (relative error 7.5e-5, below bf16's and fp16's rounding of P), the
+// integer part added to the exponent field. x is clamped at −126 so that the
+// exponent never wraps (2^−126 is as good as 0 next to P's scale).
+[[maybe_unused]] __device__ __forceinline__ float Ex2Poly(float x) {
+  x = fmaxf(x, -126.f);
+  const float j = __fadd_rd(x, 12582912.f);
+  const float f = x - (j - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.07802467f, f, 0.22606698f), f, 0.69583356f), f, 0.99992520f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(j) << 23));
+}
+
 // FlashAttention-2's online softmax over one tile of scores s (keys n0..):
 // keys past Sk and (causal) keys past the row are masked, the mask worked out
 // only where the tile reaches past Sk or past the warp's first row
@@ -267,11 +280,18 @@ __device__ __forceinline__ void LoadTile(T* dst, const T* src, int64_t stride, i
 // move one tile on; s becomes exp2(S·scale·log2e − m) (the log2 domain: one
 // FFMA and one ex2 per score; sl2 is p.scale_log2, read once by the caller),
 // and alpha the factors by which the O rows accumulated so far must be
-// rescaled.
-template <int kN>
+// rescaled. kFx (forward variants of run 18): bit 0 the row max and row sum
+// as 4-way trees instead of one serial chain per row (the forward's profile:
+// 27 % of its warps' stalls are fixed-latency dependencies); bits 1-2: every
+// 8th (1) or 4th (2) block of 8 keys takes its exponentials on the FMA pipe
+// (Ex2Poly) instead of MUFU, which the d64 forward keeps as busy as the tensor
+// pipe.
+template <int kN, int kFx = 0>
 __device__ __forceinline__ void OnlineSoftmax(float (&s)[4 * kN], const Params& p, float sl2,
                                               int n0, int warp_row0, int r_lo, int lane,
                                               float (&m_r)[2], float (&l_r)[2], float (&alpha)[2]) {
+  constexpr bool kTree = (kFx & 1) != 0 && kN % 4 == 0;
+  constexpr int kEmuEvery = ((kFx >> 1) & 3) == 1 ? 8 : ((kFx >> 1) & 3) == 2 ? 4 : 0;
   constexpr int kBc = 8 * kN;
   const bool need_mask = (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > warp_row0);
   if (need_mask) {
@@ -285,10 +305,26 @@ __device__ __forceinline__ void OnlineSoftmax(float (&s)[4 * kN], const Params& 
       }
   }
   float mx[2] = {m_r[0], m_r[1]};
+  if constexpr (kTree) {
+    float t[2][4];
 #pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-    mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) t[r][j] = fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
+#pragma unroll
+    for (int i = 4; i < kN; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        t[r][i % 4] = fmaxf(t[r][i % 4], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      mx[r] = fmaxf(mx[r], fmaxf(fmaxf(t[r][0], t[r][1]), fmaxf(t[r][2], t[r][3])));
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
   }
   float ms[2];
 #pragma unroll
@@ -300,14 +336,32 @@ __device__ __forceinline__ void OnlineSoftmax(float (&s)[4 * kN], const Params& 
     m_r[r] = mx[r];
   }
   float rs[2] = {0.f, 0.f};
+  if constexpr (kTree || kEmuEvery > 0) {
+    float t[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
-    s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
-    s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
-    s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
-    rs[0] += s[4 * i] + s[4 * i + 1];
-    rs[1] += s[4 * i + 2] + s[4 * i + 3];
+    for (int i = 0; i < kN; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = fmaf(s[4 * i + e], sl2, -ms[e >> 1]);
+        constexpr int kEvery = kEmuEvery > 0 ? kEmuEvery : kN + 1;
+        s[4 * i + e] = (i % kEvery == kEvery - 1) ? Ex2Poly(x) : Ex2(x);
+      }
+      constexpr int kAcc = kTree ? 4 : 1;
+      t[0][i % kAcc] += s[4 * i] + s[4 * i + 1];
+      t[1][i % kAcc] += s[4 * i + 2] + s[4 * i + 3];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) rs[r] = (t[r][0] + t[r][1]) + (t[r][2] + t[r][3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      s[4 * i] = Ex2(fmaf(s[4 * i], sl2, -ms[0]));
+      s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], sl2, -ms[0]));
+      s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], sl2, -ms[1]));
+      s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], sl2, -ms[1]));
+      rs[0] += s[4 * i] + s[4 * i + 1];
+      rs[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
   }
   l_r[0] = l_r[0] * alpha[0] + rs[0];
   l_r[1] = l_r[1] * alpha[1] + rs[1];

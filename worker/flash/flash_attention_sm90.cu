@@ -46,6 +46,16 @@ __device__ __forceinline__ void PackA(const float* s, uint32_t (&a)[4]) {
   a[3] = Tc<T>::Pack(s[6], s[7]);
 }
 
+// The two float32 values of a packed bf16x2 / f16x2 (Tc<T>::Pack's order: .x low).
+template <typename T>
+__device__ __forceinline__ float2 UnpackPair(uint32_t v) {
+  if constexpr (std::is_same<T, __half>::value) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&v));
+  } else {
+    return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+  }
+}
+
 // Raw shared-memory and barrier wrappers, used by the kernels' sm_90a bodies
 // only (compiled for another target those bodies are empty, and so is this).
 #ifdef BENCHD_FLASH_WGMMA
@@ -256,7 +266,9 @@ __device__ __forceinline__ void SetMaxNRegInc() {
 #endif
 }
 
-template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched>
+// kFx (run 18, forward variants 30-33): OnlineSoftmax's kFx (tree reductions,
+// part of the exponentials on the FMA pipe).
+template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched, int kFx = 0>
 __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
     FwdWsKernel(const Params p, const __grid_constant__ CUtensorMap tq,
                 const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv) {
@@ -365,7 +377,7 @@ __global__ void __launch_bounds__((kCWG + 1) * 128, 1)
   const float sl2 = p.scale_log2;
 
   auto softmax = [&](float(&s)[kBc / 2], int n0, float(&alpha)[2]) {
-    OnlineSoftmax<kBc / 8>(s, p, sl2, n0, warp_row0, r_lo, lane, m_r, l_r, alpha);
+    OnlineSoftmax<kBc / 8, kFx>(s, p, sl2, n0, warp_row0, r_lo, lane, m_r, l_r, alpha);
   };
 
   MbarWait(barQ, 0);
@@ -471,7 +483,7 @@ bool MakeTensorMap(CUtensorMap* map, const void* ptr, const Strides& st, const P
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched>
+template <typename T, int D, int kCWG, int kBc, int kStages, bool kSched, int kFx = 0>
 const char* LaunchFwdWs(const Params& p, cudaStream_t stream) {
   constexpr int kBr = 64 * kCWG;
   CUtensorMap tq, tk, tv;
@@ -480,7 +492,7 @@ const char* LaunchFwdWs(const Params& p, cudaStream_t stream) {
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, kBc))
     return LaunchFwd<T, D, (D == 64 ? 3 : 2), 128>(p, stream);
   constexpr size_t smem = (kBr + 2 * kStages * kBc) * D * 2 + 1024 + 8 * (1 + 4 * kStages);
-  auto kernel = FwdWsKernel<T, D, kCWG, kBc, kStages, kSched>;
+  auto kernel = FwdWsKernel<T, D, kCWG, kBc, kStages, kSched, kFx>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -1202,17 +1214,18 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-// 2^x on the FMA pipe (run 17; FlashAttention-4's trick against the MUFU limit):
-// floor by the round-down add of 1.5·2^23, a degree-3 minimax polynomial for 2^f
-// on [0, 1) (relative error 7.5e-5, below bf16's and fp16's rounding of P), the
-// integer part added to the exponent field. x is clamped at −126 so that the
-// exponent never wraps (2^−126 is as good as 0 next to P's scale).
-[[maybe_unused]] __device__ __forceinline__ float Ex2Poly(float x) {
-  x = fmaxf(x, -126.f);
-  const float j = __fadd_rd(x, 12582912.f);
-  const float f = x - (j - 12582912.f);
-  const float p = fmaf(fmaf(fmaf(0.07802467f, f, 0.22606698f), f, 0.69583356f), f, 0.99992520f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(j) << 23));
+// The pair (L or D) of columns 8i + 2t, 8i + 2t + 1 (t = lane % 4) of a
+// 128-query step: plain order, or kPerm's (column 8i + 2t + e at
+// 16(i / 2) + 4t + 2(i % 2) + e: the four lanes of a quad read 64 contiguous
+// bytes), where i and i + 1 share one 16-byte load (the compiler merges the two).
+template <bool kPerm>
+__device__ __forceinline__ float2 LdPair(const float* base, int i, int lane) {
+  if constexpr (kPerm) {
+    const float4 v = *reinterpret_cast<const float4*>(base + (i / 2) * 16 + (lane % 4) * 4);
+    return (i % 2) ? make_float2(v.z, v.w) : make_float2(v.x, v.y);
+  } else {
+    return *reinterpret_cast<const float2*>(base + i * 8 + (lane % 4) * 2);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -1239,7 +1252,26 @@ const char* LaunchBwdWs(const Params& p_in, bool lpt, cudaStream_t stream) {
 // then dies at once (it did not fit beside the packed one: 124 bytes of
 // spills), so dS = P·(dP − D) is formed in bf16x2/f16x2 from the packed P and
 // the packed (dP − D): two more roundings than the float32 product.
-template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0>
+// kFlags (run 18): bit 0 (kLdPerm) L and D stored in shared memory permuted
+// (LdPair) so that a thread's values come by 8 LDS.128 instead of 16 LDS.64
+// each; bit 1 (kRedDq) dQ added from the registers by red.global.add.v2.f32
+// instead of the swizzled staging, the 128-thread barrier and the bulk tensor
+// reduction (64 KB less shared-memory traffic per step; the reductions go
+// through the LSU to L2 instead). Run 18's source-level profile of variant 13:
+// the dQ staging stores were a 2-way bank conflict (a 64-bit store is served
+// by half-warps, and the 4 rows of a half-warp met only 2 distinct 32-byte
+// chunk pairs of the 128-byte swizzle) and the staging + barrier + reduction
+// took 16 % of the warps' time; bit 2 (kSwapDq) lets the odd quads of a warp
+// store block i ^ 2 where the even ones store block i, so each half-warp
+// covers all 32 banks; bit 3 (kWarpRed) each warp adds its own 16 rows by two
+// bulk tensor reductions (box [16 rows][32 floats]) after a __syncwarp
+// instead of a 128-thread barrier and one reduction per warpgroup; bit 4
+// (kEarlyDv2) dV is issued as soon as P is packed, before the dPᵀ wait, so it
+// runs under the dS work (the profile: 14 % of the time, tensor pipe idle),
+// and dS = P·(dP − D) is formed in float32 from the packed P (unpacked, the
+// same P the dV product uses), so that P's float32 copy dies at the pack.
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0,
+          int kFlags = 0>
 __global__ void __launch_bounds__(384, 1)
     BwdWs128Kernel(const Params p, const __grid_constant__ CUtensorMap tq,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -1247,6 +1279,13 @@ __global__ void __launch_bounds__(384, 1)
                    const __grid_constant__ CUtensorMap tdq) {
 #ifdef BENCHD_FLASH_WGMMA
   static_assert(D == 64, "head dim 64 only");
+  constexpr bool kLdPerm = (kFlags & 1) != 0, kRedDq = (kFlags & 2) != 0;
+  constexpr bool kSwapDq = (kFlags & 4) != 0, kWarpRed = (kFlags & 8) != 0;
+  constexpr bool kEarlyDv2 = (kFlags & 16) != 0;
+  constexpr bool kOwnDq = (kFlags & 32) != 0, kSkew = (kFlags & 64) != 0;
+  static_assert(!kOwnDq || (kOpt && !kDkFirst && !kRedDq && !kWarpRed), "kOwnDq: kOpt's staging");
+  static_assert(!(kEarlyDv2 && kEarlyDv), "one early-dV form");
+  static_assert(!(kWarpRed && kRedDq), "one dQ reduction");
   constexpr int kBc = 128, kBr = 128, kQBuf = 2;
   constexpr uint32_t kKBytes = kBc * D * 2, kQBytes = kBr * D * 2;
   constexpr uint32_t kSBytes =
@@ -1256,8 +1295,8 @@ __global__ void __launch_bounds__(384, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
-                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + 2 * kSBytes;
-  const uint32_t sLD = sdQ + 2 * kdQBytes;  // L then D, kQBuf × 128 floats each
+                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + (kOwnDq ? 1 : 2) * kSBytes;
+  const uint32_t sLD = sdQ + (kOwnDq ? 4 : 2) * kdQBytes;  // L then D, kQBuf × 128 floats each
   float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
   float* Dl = Ls + kQBuf * kBr;
   const uint32_t bars = sLD + 2 * kQBuf * kBr * 4;
@@ -1304,9 +1343,11 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int e = 0; e < kBr / 32; ++e) {
           const int r = lane + 32 * e;
+          const int rp =
+              kLdPerm ? 16 * (r / 16) + 4 * ((r % 8) / 2) + 2 * ((r / 8) % 2) + r % 2 : r;
           const bool valid = m0 + r < p.Sq;
-          CpAsync4(SmemAddr(Ls + st * kBr + r), valid ? lg + m0 + r : lg, valid);
-          CpAsync4(SmemAddr(Dl + st * kBr + r), valid ? dg + m0 + r : dg, valid);
+          CpAsync4(SmemAddr(Ls + st * kBr + rp), valid ? lg + m0 + r : lg, valid);
+          CpAsync4(SmemAddr(Dl + st * kBr + rp), valid ? dg + m0 + r : dg, valid);
         }
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st))
                      : "memory");
@@ -1327,14 +1368,17 @@ __global__ void __launch_bounds__(384, 1)
   const int key_row_l = cw * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
   const float sl2 = p.scale_log2;
   const uint32_t sKw = sK + cw * 64 * 128, sVw = sV + cw * 64 * 128;
-  const uint32_t sdQw = sdQ + cw * kdQBytes;
+  const uint32_t sdQw = sdQ + cw * (kOwnDq ? 2 : 1) * kdQBytes;
 
   MbarWait(barKV, 0);
   for (int it = i_begin; it < n_q_tiles; ++it) {
     const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
     MbarWait(full(st), (u / kQBuf) & 1);
+    // kSkew: warpgroup 1 starts its first step once warpgroup 0 has done its first P loop, so
+    // that (with nothing else coupling them) one's exponentials run under the other's GEMMs
+    if (kSkew && u == 0 && cw == 1) asm volatile("bar.sync 4, 256;\n" ::: "memory");
     const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
-    const uint32_t sdSb = sdS + (u & 1) * kSBytes;
+    const uint32_t sdSb = sdS + (kOwnDq ? 0 : (u & 1)) * kSBytes;
     const float* Lb = Ls + st * kBr;
     const float* Db = Dl + st * kBr;
 
@@ -1361,7 +1405,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < kBr / 8; ++i) {
         const int col = i * 8 + (lane % 4) * 2;
-        const float2 lv = *reinterpret_cast<const float2*>(Lb + col);
+        const float2 lv = LdPair<kLdPerm>(Lb, i, lane);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float l = (e & 1) ? lv.y : lv.x;
@@ -1388,9 +1432,10 @@ __global__ void __launch_bounds__(384, 1)
       p_loop(std::true_type{});
     else
       p_loop(std::false_type{});
+    if (kSkew && u == 0 && cw == 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
 #pragma unroll
     for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(stt + 8 * ks, pa[ks]);
-    if constexpr (kEarlyDv) {
+    if constexpr (kEarlyDv2) {
       wg::Fence();
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks)
@@ -1401,8 +1446,28 @@ __global__ void __launch_bounds__(384, 1)
       wg::FenceRegs(dpt);
 #pragma unroll
       for (int i = 0; i < kBr / 8; ++i) {
-        const int col = i * 8 + (lane % 4) * 2;
-        const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+        const float2 dd = LdPair<kLdPerm>(Db, i, lane);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const float2 pv = UnpackPair<T>(pa[i / 2][(i % 2) * 2 + h2]);
+          dpt[4 * i + 2 * h2] = pv.x * (dpt[4 * i + 2 * h2] - dd.x);
+          dpt[4 * i + 2 * h2 + 1] = pv.y * (dpt[4 * i + 2 * h2 + 1] - dd.y);
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
+    } else if constexpr (kEarlyDv) {
+      wg::Fence();
+#pragma unroll
+      for (int ks = 0; ks < kBr / 16; ++ks)
+        wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
+                                      1);
+      wg::Commit();
+      wg::Wait<1>();  // dPᵀ is complete, dV may still run
+      wg::FenceRegs(dpt);
+#pragma unroll
+      for (int i = 0; i < kBr / 8; ++i) {
+        const float2 dd = LdPair<kLdPerm>(Db, i, lane);
 #pragma unroll
         for (int e = 0; e < 4; ++e) dpt[4 * i + e] -= (e & 1) ? dd.y : dd.x;
       }
@@ -1423,8 +1488,7 @@ __global__ void __launch_bounds__(384, 1)
       wg::FenceRegs(dpt);
 #pragma unroll
       for (int i = 0; i < kBr / 8; ++i) {
-        const int col = i * 8 + (lane % 4) * 2;
-        const float2 dd = *reinterpret_cast<const float2*>(Db + col);
+        const float2 dd = LdPair<kLdPerm>(Db, i, lane);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float dl = (e & 1) ? dd.y : dd.x;
@@ -1464,7 +1528,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     wg::FenceProxyAsync();
     wg::Fence();
-    if constexpr (!kEarlyDv) {
+    if constexpr (!kEarlyDv && !kEarlyDv2) {
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks)
         wg::Mma<T, D>::template RS<1>(dv, pa[ks], wg::Desc(sdOb + ks * 16 * 128, kBr * 128, 1024),
@@ -1479,74 +1543,195 @@ __global__ void __launch_bounds__(384, 1)
       wg::Commit();
     }
     // the dQ staging slot was last read by the reduction issued one tile ago
-    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ are written
-    float dq[D / 2];
-    wg::Fence();
+    if constexpr (kOwnDq) {
+      // kOwnDq: dQ of all 128 queries over this warpgroup's own 64 keys (two m64n64k64 SS:
+      // A = its dSᵀ rows as MN-major dS, B = its K rows), no cross-warpgroup barrier
+      float dq0[D / 2], dq1[D / 2];
+      wg::Fence();
 #pragma unroll
-    for (int ks = 0; ks < kBc / 16; ++ks)
-      wg::Mma<T, D>::template SS<1, 1>(dq, wg::Desc(sdSb + cw * kSBlk + ks * 16 * 128, 8192, 1024),
-                                       wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024),
-                                       ks > 0 ? 1 : 0);
-    wg::Commit();
-    if constexpr (!kDkFirst) {
+      for (int ks = 0; ks < 4; ++ks)
+        wg::Mma<T, D>::template SS<1, 1>(
+            dq0, wg::Desc(sdSb + (cw * 64 + ks * 16) * 128, 8192, 1024),
+            wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024), ks > 0 ? 1 : 0);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wg::Mma<T, D>::template SS<1, 1>(
+            dq1, wg::Desc(sdSb + kSBlk + (cw * 64 + ks * 16) * 128, 8192, 1024),
+            wg::Desc(sK + (cw * 64 + ks * 16) * 128, kBc * 128, 1024), ks > 0 ? 1 : 0);
+      wg::Commit();
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks)
         wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
                                       1);
       wg::Commit();
+      // the staging slots were last read by the reductions issued one step ago
+      if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
       wg::Wait<1>();  // dV and dQ are complete, dK may still run
-    } else {
-      wg::Wait<0>();
-    }
-    wg::FenceRegs(dq);
-    const int r_lo = warp * 16 + lane / 4;
-    if constexpr (kOpt) {
-      // two [64 rows][32 floats] boxes, 128-byte rows, 16-byte chunk c of row r at c ^ (r % 8)
+      wg::FenceRegs(dq0);
+      wg::FenceRegs(dq1);
+      const int r_lo = warp * 16 + lane / 4;
+      // as kSwapDq's staging below, per 64-query half: [64 rows][32 floats] boxes
+      const bool odd = ((lane / 4) & 1) != 0;
+      auto stage = [&](const float(&dq)[D / 2], uint32_t dst) {
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i)
+        for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = r_lo + 8 * r;
+            const int ii = odd ? (i ^ 2) : i;
+            const int chunk = 2 * (ii % 4) + (lane % 4) / 2;
+            const float x = odd ? dq[4 * (i ^ 2) + 2 * r] : dq[4 * i + 2 * r];
+            const float y = odd ? dq[4 * (i ^ 2) + 2 * r + 1] : dq[4 * i + 2 * r + 1];
+            asm volatile(
+                "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                    dst + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 2) * 8),
+                "f"(x), "f"(y)
+                : "memory");
+          }
+      };
+      stage(dq0, sdQw);
+      stage(dq1, sdQw + 2 * 8192);
+      wg::FenceProxyAsync();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+      if (leader) {
+#pragma unroll
+        for (int qh = 0; qh < 2; ++qh)
+          if (m0 + qh * 64 < p.Sq)
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j)
+              asm volatile(
+                  "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                  " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+                  "r"(32 * j), "r"(m0 + qh * 64), "r"(static_cast<int>(bh)),
+                  "r"(sdQw + qh * 16384 + j * 8192)
+                  : "memory");
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      }
+    } else {
+      if (!kRedDq && !kWarpRed && leader)
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ are written
+      float dq[D / 2];
+      wg::Fence();
+#pragma unroll
+      for (int ks = 0; ks < kBc / 16; ++ks)
+        wg::Mma<T, D>::template SS<1, 1>(
+            dq, wg::Desc(sdSb + cw * kSBlk + ks * 16 * 128, 8192, 1024),
+            wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024), ks > 0 ? 1 : 0);
+      wg::Commit();
+      if constexpr (!kDkFirst) {
+#pragma unroll
+        for (int ks = 0; ks < kBr / 16; ++ks)
+          wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                        1);
+        wg::Commit();
+        wg::Wait<1>();  // dV and dQ are complete, dK may still run
+      } else {
+        wg::Wait<0>();
+      }
+      wg::FenceRegs(dq);
+      const int r_lo = warp * 16 + lane / 4;
+      if constexpr (kRedDq) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int row = r_lo + 8 * r;
-          const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+          const int q = m0 + cw * 64 + r_lo + 8 * r;
+          if (q < p.Sq) {
+            float* row = dqa + static_cast<int64_t>(q) * D + (lane % 4) * 2;
+#pragma unroll
+            for (int i = 0; i < D / 8; ++i)
+              asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(row + i * 8),
+                           "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+                           : "memory");
+          }
+        }
+      } else if constexpr (kOpt && (kSwapDq || kWarpRed)) {
+        if constexpr (kWarpRed) {
+          // this warp's rows were last read by its own reductions of one step ago
+          if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+          __syncwarp();
+        }
+        // as below; with kSwapDq the odd quads store block i ^ 2 where the even ones store i
+        const bool odd = kSwapDq && ((lane / 4) & 1) != 0;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = r_lo + 8 * r;
+            const int ii = odd ? (i ^ 2) : i;
+            const int chunk = 2 * (ii % 4) + (lane % 4) / 2;
+            const float a = odd ? dq[4 * (i ^ 2) + 2 * r] : dq[4 * i + 2 * r];
+            const float c = odd ? dq[4 * (i ^ 2) + 2 * r + 1] : dq[4 * i + 2 * r + 1];
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                             sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                             (lane % 2) * 8),
+                         "f"(a), "f"(c)
+                         : "memory");
+          }
+      } else if constexpr (kOpt) {
+        // two [64 rows][32 floats] boxes, 128-byte rows, 16-byte chunk c of row r at c ^ (r % 8)
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = r_lo + 8 * r;
+            const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                             sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                             (lane % 2) * 8),
+                         "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+                         : "memory");
+          }
+      } else {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          const int col = i * 8 + (lane % 4) * 2;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + (r_lo * D + col) * 4),
+                       "f"(dq[4 * i]), "f"(dq[4 * i + 1])
+                       : "memory");
           asm volatile(
-              "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
-                  sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) + (lane % 2) * 8),
-              "f"(dq[4 * i + 2 * r]), "f"(dq[4 * i + 2 * r + 1])
+              "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + ((r_lo + 8) * D + col) * 4),
+              "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
               : "memory");
         }
-    } else {
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        const int col = i * 8 + (lane % 4) * 2;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + (r_lo * D + col) * 4),
-                     "f"(dq[4 * i]), "f"(dq[4 * i + 1])
-                     : "memory");
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + ((r_lo + 8) * D + col) * 4),
-                     "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
-                     : "memory");
       }
-    }
-    wg::FenceProxyAsync();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
-    const int mq = m0 + cw * 64;
-    if (kOpt && leader && mq < p.Sq) {
+      if constexpr (kWarpRed) {
+        wg::FenceProxyAsync();
+        __syncwarp();
+        const int mw = m0 + cw * 64 + warp * 16;
+        if (lane == 0 && mw < p.Sq) {
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j)
-        asm volatile(
-            "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
-            " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
-            "r"(32 * j), "r"(mq), "r"(static_cast<int>(bh)), "r"(sdQw + j * 8192)
-            : "memory");
-      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-    } else if (leader && mq < p.Sq) {
-      const uint32_t bytes = static_cast<uint32_t>(min(64, p.Sq - mq)) * D * 4;
-      asm volatile(
-          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-              dqa + static_cast<int64_t>(mq) * D),
-          "r"(sdQw), "r"(bytes)
-          : "memory");
-      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          for (int j = 0; j < D / 32; ++j)
+            asm volatile(
+                "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+                "r"(32 * j), "r"(mw), "r"(static_cast<int>(bh)), "r"(sdQw + j * 8192 + warp * 2048)
+                : "memory");
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+      } else if constexpr (!kRedDq) {
+        wg::FenceProxyAsync();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        const int mq = m0 + cw * 64;
+        if (kOpt && leader && mq < p.Sq) {
+#pragma unroll
+          for (int j = 0; j < D / 32; ++j)
+            asm volatile(
+                "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+                "r"(32 * j), "r"(mq), "r"(static_cast<int>(bh)), "r"(sdQw + j * 8192)
+                : "memory");
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        } else if (leader && mq < p.Sq) {
+          const uint32_t bytes = static_cast<uint32_t>(min(64, p.Sq - mq)) * D * 4;
+          asm volatile(
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                  dqa + static_cast<int64_t>(mq) * D),
+              "r"(sdQw), "r"(bytes)
+              : "memory");
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+      }
     }
     wg::Wait<0>();
     wg::FenceRegs(dk);
@@ -1555,7 +1740,7 @@ __global__ void __launch_bounds__(384, 1)
     wg::FenceRegs(da);
     if (lane == 0) MbarArrive(empty(st));  // Q, dO of this tile are no longer read
   }
-  if (leader) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  if (kWarpRed ? lane == 0 : leader) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
   T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
   T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
@@ -1580,35 +1765,36 @@ __global__ void __launch_bounds__(384, 1)
 // The float32 dQ accumulator [B·H, Sq, D] as a 3-D tensor map {D, Sq, B·H}, boxes
 // of [64 rows][32 floats] (128-byte rows, 128-byte swizzle), for the bulk
 // tensor reduction of BwdWs128Kernel<kOpt>; rows past Sq are not written.
-bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p) {
+bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p, unsigned box_rows = 64) {
   EncodeTiledFn enc = GetEncodeTiled();
   if (enc == nullptr || (reinterpret_cast<uintptr_t>(ptr) & 15) != 0) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.D), static_cast<cuuint64_t>(p.Sq),
                               static_cast<cuuint64_t>(p.B) * p.H};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.D) * 4,
                                  static_cast<cuuint64_t>(p.Sq) * p.D * 4};
-  const cuuint32_t box[3] = {32, 64, 1};
+  const cuuint32_t box[3] = {32, box_rows, 1};
   const cuuint32_t es[3] = {1, 1, 1};
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, ptr, dims, strides, box, es,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0>
+template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0,
+          int kFlags = 0>
 const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
       !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tv, p.v, p.sv, p, p.Sk, 128) ||
       !MakeTensorMap<T>(&tdo, p.dout, p.sdo, p, p.Sq, 128) ||
-      (kOpt && !MakeDqAccumMap(&tdq, p.dq_accum, p)))
+      (kOpt && !MakeDqAccumMap(&tdq, p.dq_accum, p, (kFlags & 8) ? 16 : 64)))
     return LaunchBwd<T, D>(p, stream);
   if (!kOpt) tdq = tq;  // unused
   // K, V; Q and dO × 2; dSᵀ × 2; dQ staging × 2 warpgroups (float32); L and D × 2; barriers;
   // alignment
   constexpr size_t smem =
       (2 * 128 * D + 4 * 128 * D + 2 * 128 * 128) * 2 + 2 * 64 * D * 4 + 4 * 128 * 4 + 8 * 5 + 1024;
-  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv, kEmu>;
+  auto kernel = BwdWs128Kernel<T, D, kOpt, kDkFirst, kEarlyDv, kEmu, kFlags>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -1956,7 +2142,14 @@ const char* LaunchBwdWs128Pipe(const Params& p, cudaStream_t stream) {
 // (BwdWsKernel, the default until run 12); 8 run 9's kernel in LPT grid order;
 // 9 the cross-tile pipelined loop with the scheduler barrier, LPT (dQ_u under
 // tile u+1's elementwise work; serialised by ptxas, see the kernel); 10 the
-// scheduler barrier, LPT; 11 K as the register A operand of Sᵀ.
+// scheduler barrier, LPT; 11 K as the register A operand of Sᵀ. Run 18-21
+// (BwdWs128Kernel's kFlags; none faster than 13, bench/flash_attention/RESULTS.md):
+// 19 L/D permuted (LDS.128), 20 dQ by red.global, 21 19 + 20, 23 conflict-free
+// dQ staging, 24 23 + per-warp reductions, 25 dV before the dPᵀ wait with
+// float32 dS from the packed P, 26 23 + 24 + 25, 27 dQ per warpgroup over its
+// own keys (no cross-warpgroup barrier), 28 27 + warpgroup 1 half a step late,
+// 29 28 + 25. Variant 22 is 13 with the scalar pre/conversion kernels
+// (flash_attention_bwd.cu).
 // The worker's build (BENCHD_FLASH_DEFAULT_VARIANTS_ONLY, worker/CMakeLists.txt)
 // compiles the defaults and their cp.async fallbacks only: the variants are
 // bench/flash_attention's, and leaving them out halves this file's compile.
@@ -1988,6 +2181,26 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs128<T, 64, true, false, false, 4>(p, stream);
     case 18:
       return LaunchBwdWs128<T, 64, true, false, false, 2>(p, stream);
+    case 19:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 1>(p, stream);
+    case 20:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 2>(p, stream);
+    case 21:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 3>(p, stream);
+    case 23:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 4>(p, stream);
+    case 24:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 12>(p, stream);
+    case 25:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 16>(p, stream);
+    case 26:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 28>(p, stream);
+    case 27:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 32>(p, stream);
+    case 28:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 96>(p, stream);
+    case 29:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 112>(p, stream);
 #endif
     default:  // variant 13
       return LaunchBwdWs128<T, 64, true, false>(p, stream);
@@ -1998,7 +2211,9 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
 // scheduler barrier); 2 the same without the scheduler barrier; 3 the
 // cp.async kernel FwdWgmmaKernel (run 7's default); 4 d64 with 2 consumer
 // warpgroups, d128 with a 3-stage ring; 5 run 7's alternative (d64, 2
-// warpgroups, cp.async). Variant 1 (mma.sync) never gets here.
+// warpgroups, cp.async); run 21 (d64, OnlineSoftmax's kFx, 3-14 % slower): 30
+// tree row max/sum, 31 every 8th key block's exponentials on the FMA pipe, 32
+// 30 + 31, 33 30 + every 4th. Variant 1 (mma.sync) never gets here.
 template <typename T>
 const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
 #ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
@@ -2018,6 +2233,14 @@ const char* FwdDtype(const Params& p, int variant, cudaStream_t stream) {
         return LaunchFwd<T, 64, 2, 128>(p, stream);
       case 7:
         return LaunchFwdWs<T, 64, 3, 128, 2, true>(lpt, stream);
+      case 30:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true, 1>(p, stream);
+      case 31:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true, 2>(p, stream);
+      case 32:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true, 3>(p, stream);
+      case 33:
+        return LaunchFwdWs<T, 64, 3, 128, 2, true, 5>(p, stream);
 #endif
       default:
         return LaunchFwdWs<T, 64, 3, 128, 2, true>(p, stream);
