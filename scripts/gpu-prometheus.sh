@@ -8,7 +8,8 @@
 #              ../shared/gpu/pack-debs.sh        # .gpu-debs; unpack.sh puts prometheus on PATH
 #            .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #              --platform manylinux_2_17_x86_64 -d .whl grpcio-tools==1.84.0
-#                                                # conftest.py generates the stubs with grpc_tools,
+#                                                # the harness (bench/benchd_harness.py) generates
+#                                                # the stubs with grpc_tools,
 #                                                # which the GPU machines' Python lacks
 #   there:   source .gpu-debs/unpack.sh && scripts/gpu-prometheus.sh   (carry .gpu-debs and .whl)
 #
@@ -50,8 +51,9 @@ if [ -z "$PROMETHEUS" ]; then
   exit 1
 fi
 
-# conftest.py generates the gRPC stubs from proto/ with grpc_tools: bring the
-# carried wheel where this Python has none (installed aside, nothing replaced).
+# The harness (bench/benchd_harness.py) generates the gRPC stubs from proto/ with
+# grpc_tools: bring the carried wheel where this Python has none (installed aside,
+# nothing replaced).
 site=""
 if ! "$PY" -c "import grpc_tools" 2>/dev/null; then
   wheel=$(ls .whl/grpcio_tools-*.whl 2>/dev/null | head -1 || true)
