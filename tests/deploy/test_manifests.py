@@ -7,7 +7,10 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
   namespace and image tag: the only transforms they use; kustomize is not in
   Debian) and every object validated against the Kubernetes 1.37 API
   schemas (kubernetes-validate, strict: unknown fields fail). The ServiceMonitor
-  is a CRD those schemas lack: it gets the structural check below;
+  and the PrometheusRule are CRDs those schemas lack: they get the structural
+  checks below, and the PrometheusRule's rules must be deploy/prometheus's
+  (which promtool checks and unit-tests), each alert's runbook_url a section
+  of docs/runbook.md;
 - the daemon's own rules on the DaemonSet's flags (TLS and an auth file off
   loopback, --insecure for /metrics off loopback), the names tying the
   Service, ServiceMonitor and probes to the container, the grace periods;
@@ -38,7 +41,10 @@ BASE = DEPLOY / "kubernetes" / "base"
 KUBERNETES_VERSION = "1.37.0"
 STOP_GRACE_S = 10           # benchd's --stop-grace default (server/daemon/daemon_config.h)
 SERVER_SHUTDOWN_S = 5       # server->Shutdown deadline in server/daemon/daemon.cc
-NAMESPACED_KINDS = {"DaemonSet", "Job", "Service", "ServiceMonitor", "NetworkPolicy", "ConfigMap"}
+NAMESPACED_KINDS = {"DaemonSet", "Job", "Service", "ServiceMonitor", "PrometheusRule", "NetworkPolicy",
+                    "ConfigMap"}
+# The CRDs of prometheus-operator: not in the Kubernetes schemas, checked below.
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 def test_yamllint():
@@ -145,8 +151,8 @@ def test_objects_validate_against_the_kubernetes_schemas(rendered):
 
     checked = []
     for obj in rendered:
-        if obj["kind"] == "ServiceMonitor":
-            continue  # a CRD: test_servicemonitor_structure
+        if obj["kind"] in OPERATOR_KINDS:
+            continue  # CRDs: test_servicemonitor_structure, test_prometheusrule_*
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         checked.append(obj["kind"])
     assert sorted(checked) == ["DaemonSet", "Namespace", "NetworkPolicy", "Service"]
@@ -200,6 +206,88 @@ def test_servicemonitor_structure(rendered):
             assert all(re.fullmatch(CRD_LABEL_NAME, label)
                        for label in relabel.get("sourceLabels", []))
             assert isinstance(relabel.get("targetLabel", ""), str)
+
+
+PROMETHEUS_RULES = [DEPLOY / "prometheus" / "rules" / name
+                    for name in ("benchd-recording.yml", "benchd-alerts.yml")]
+RUNBOOK = ROOT / "docs" / "runbook.md"
+
+
+def check_prometheusrule(rule):
+    """monitoring.coreos.com/v1 PrometheusRule as prometheus-operator 0.84.1's
+    CRD (monitoring.coreos.com_prometheusrules.yaml) has it, for the fields
+    used here: spec.groups required, each group a unique name, an optional
+    duration interval and its rules; a rule records or alerts (one of them),
+    with an expr, an optional `for` duration, string labels and annotations."""
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(rule) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(rule["spec"]) == {"groups"}
+    names = [g["name"] for g in rule["spec"]["groups"]]
+    assert len(names) == len(set(names)), names
+    for group in rule["spec"]["groups"]:
+        assert set(group) <= {"name", "interval", "rules", "limit", "query_offset", "labels"}, group
+        assert isinstance(group["name"], str) and group["name"]
+        assert re.fullmatch(CRD_DURATION, group.get("interval", "0")), group["name"]
+        assert group["rules"], group["name"]
+        for r in group["rules"]:
+            assert set(r) <= {"record", "alert", "expr", "for", "keep_firing_for", "labels",
+                              "annotations"}, r
+            assert ("record" in r) != ("alert" in r), r
+            assert isinstance(r["expr"], (str, int)) and str(r["expr"]).strip(), r
+            assert re.fullmatch(CRD_DURATION, r.get("for", "0")), r
+            for key in ("labels", "annotations"):
+                assert all(isinstance(k, str) and isinstance(v, str)
+                           for k, v in r.get(key, {}).items()), (key, r)
+            if "record" in r:
+                assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", r["record"]), r["record"]
+                assert "annotations" not in r and "for" not in r, r
+
+
+def test_prometheusrule_structure(rendered):
+    check_prometheusrule(one(rendered, "PrometheusRule"))
+
+
+def test_prometheusrule_structure_catches_a_wrong_field(rendered):
+    """The check above can fail: a rule that both records and alerts, a
+    misspelled field, a duration the CRD refuses."""
+    for breaks in (lambda r: r["spec"]["groups"][0]["rules"][0].update(alert="X"),
+                   lambda r: r["spec"]["groups"][1]["rules"][0].update(fro="2m"),
+                   lambda r: r["spec"]["groups"][1]["rules"][0].update({"for": "2 minutes"})):
+        rule = yaml.safe_load(yaml.safe_dump(one(rendered, "PrometheusRule")))
+        breaks(rule)
+        with pytest.raises(AssertionError):
+            check_prometheusrule(rule)
+
+
+def test_prometheusrule_carries_deploy_prometheus_rules(rendered):
+    """The operator's copy is the rule files' groups, to the character of
+    every expr and annotation: promtool's unit tests cover both."""
+    groups = [g for path in PROMETHEUS_RULES for g in yaml.safe_load(path.read_text())["groups"]]
+    assert one(rendered, "PrometheusRule")["spec"]["groups"] == groups
+
+
+def markdown_anchors(text):
+    """GitHub's anchors of a Markdown file's headings."""
+    anchors = set()
+    for line in text.splitlines():
+        m = re.match(r"#+ (.+)", line)
+        if m:
+            anchors.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_links_its_runbook_section():
+    anchors = markdown_anchors(RUNBOOK.read_text())
+    alerts = [r for path in PROMETHEUS_RULES for g in yaml.safe_load(path.read_text())["groups"]
+              for r in g["rules"] if "alert" in r]
+    assert len(alerts) >= 7, alerts
+    for alert in alerts:
+        url = alert["annotations"].get("runbook_url", "")
+        path, _, anchor = url.partition("#")
+        assert path == "docs/runbook.md", (alert["alert"], url)
+        assert anchor == alert["alert"].lower() and anchor in anchors, (alert["alert"], url)
+    # And no section for an alert that is not there.
+    assert anchors - {"runbook-benchds-alerts"} == {a["alert"].lower() for a in alerts}
 
 
 def container_of(rendered):
@@ -296,7 +384,7 @@ def test_overlay_grpc_probe_tls():
 
     objects = render_overlay()
     for obj in objects:
-        if obj["kind"] != "ServiceMonitor":
+        if obj["kind"] not in OPERATOR_KINDS:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     container = container_of(objects)
     assert container["name"] == "benchd"  # the patch's path names container 0
