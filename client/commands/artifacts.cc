@@ -9,7 +9,6 @@ namespace {
 
 struct State {
   std::string job_id, name, out;
-  bool json = false;
 };
 
 const bool kGroup = RegisterCommand({
@@ -24,16 +23,10 @@ const bool kList = RegisterCommand({
     .order = 1,
     .description = "list a job's artifacts",
     .examples = {"benchctl artifacts list 7 --json"},
-    .setup = [](CLI::App* cmd, Cli&) -> CommandRun {
-      auto s = std::make_shared<State>();
-      cmd->add_option("JOB", s->job_id, "job id")->required();
-      AddJsonFlag(cmd, s->json, "print the ListArtifactsResponse as JSON");
-      return [s](const Connect& connect) {
-        return WithDaemon(connect, [&](const GlobalOptions& g) {
-          return RunArtifactsList(g, s->job_id, s->json);
-        });
-      };
-    },
+    .setup =
+        [](CLI::App* cmd, Cli&) {
+          return AddJobCommand(cmd, "print the ListArtifactsResponse as JSON", RunArtifactsList);
+        },
 });
 
 const bool kGet = RegisterCommand({

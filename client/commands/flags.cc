@@ -1,6 +1,7 @@
 #include "client/commands/flags.h"
 
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -47,6 +48,20 @@ CLI::Option* AddRankDevices(Cli& cli, CLI::App* cmd, std::string& devices, const
                          ->group(kAliasGroup);
   cli.aliases.push_back({cmd, old, device, required});
   return device;
+}
+
+CommandRun AddJobCommand(CLI::App* cmd, const std::string& json_help,
+                         int (*run)(const GlobalOptions&, const std::string&, bool)) {
+  struct State {
+    std::string job_id;
+    bool json = false;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("JOB", s->job_id, "job id")->required();
+  AddJsonFlag(cmd, s->json, json_help);
+  return [s, run](const Connect& connect) {
+    return WithDaemon(connect, [&](const GlobalOptions& g) { return run(g, s->job_id, s->json); });
+  };
 }
 
 namespace {

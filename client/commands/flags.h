@@ -65,6 +65,11 @@ void AddModelFlags(CLI::App* cmd, BenchmarkOptions& o);
 // speed options (`submit benchmark`, `profile` and `memory`).
 void AddStepFlags(Cli& cli, CLI::App* cmd, BenchmarkOptions& o);
 
+// A command on one job: JOB and --json (`json_help`), then
+// run(daemon, job id, json). watch, cancel and artifacts list.
+CommandRun AddJobCommand(CLI::App* cmd, const std::string& json_help,
+                         int (*run)(const GlobalOptions&, const std::string&, bool));
+
 // The flags every `submit KIND` has (client/commands.h SubmitFlags).
 void AddSubmitFlags(CLI::App* cmd, SubmitFlags& flags);
 
