@@ -172,7 +172,9 @@ def test_cuda_only_options_are_refused_at_submit_on_a_cpu(daemon, args, field, t
 
 
 @pytest.mark.parametrize("args,text", [
-    (["--warmup", "auto", "--warmup-steps", "3"], "--warmup: give --warmup (auto or N) or"),
+    (["--warmup", "auto", "--warmup-steps", "3"],
+     "--warmup-steps and --warmup: one flag given twice (--warmup-steps is the older spelling "
+     "of --warmup)"),
     (["--warmup", "soon"], "--warmup: expected auto or a number of steps"),
     (["--attention", "fast"], "--attention: unknown attention 'fast'"),
     (["--optimizer", "sgd"], "--optimizer: unknown optimizer 'sgd'"),
