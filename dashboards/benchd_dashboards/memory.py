@@ -35,8 +35,8 @@ def build():
             (f"benchd_job_last_peak_memory_bytes{{{NODE_DEVICE}}}", "{{kind}} " + LEGEND)))
         .with_panel(timeseries(
             "Peak memory per benchmark", "bytes",
-            "Peak memory over the measured steps of the last benchmark of each model, mode and "
-            "precision.",
+            "Peak memory over the measured steps of the last benchmark of each workload "
+            "(model, mode, precision, batch x context, options).",
             (f"benchd_benchmark_last_peak_memory_bytes{{{NODE_DEVICE}}}",
-             "{{model}} {{mode}} {{precision}} " + LEGEND)))
+             "{{model}} {{mode}} {{precision}} {{batch_size}}x{{context_length}} " + LEGEND)))
     )
