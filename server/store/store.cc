@@ -9,6 +9,7 @@
 #include <array>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -360,6 +361,23 @@ absl::Status Migrate(sqlite3* db, StatementCache& statements, const std::string&
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenOnce(path);
+  if (store.ok() || path.empty()) return store;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  absl::StatusOr<DiskSpace> space = GetDiskSpace(dir.empty() ? "." : dir);
+  if (!space.ok() || space->free_bytes >= 2 * static_cast<uint64_t>(kDiskReserveBytes) ||
+      unlink((path + ".reserve").c_str()) != 0) {
+    return store;
+  }
+  fprintf(stderr,
+          "benchd: store '%s': the data dir is full (%s): released the %lld MiB disk reserve to "
+          "open the store; new jobs are refused until there is room for it again\n",
+          path.c_str(), DescribeDiskSpace(dir.empty() ? "." : dir).c_str(),
+          static_cast<long long>(kDiskReserveBytes >> 20));
+  return OpenOnce(path);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::OpenOnce(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("store: empty database path");
   // SQLite says only "unable to open database file"; name the real cause.
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -435,6 +453,13 @@ void Store::ReportBadRow(int64_t id, const std::string& what) {
 absl::StatusOr<std::string> Store::Insert(const v1::Job& job) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string op = "insert";
+  // After a start on a full disk the reserve is gone: what is left of the
+  // disk is for the results of jobs already taken, as on a running daemon.
+  if (!RestoreReserve()) {
+    return DataDirFullError(dir_.empty() ? "." : dir_,
+                            "the disk reserve was spent opening the store and there is no room "
+                            "to make it again");
+  }
   // The proto must carry its own id, which exists only once the row does:
   // insert a placeholder row, then write the job into it, atomically.
   Transaction txn(db_);
@@ -603,17 +628,20 @@ absl::Status Store::LimitPagesForTesting(int64_t pages) {
 
 bool Store::ReleaseReserve() { return unlink((path_ + ".reserve").c_str()) == 0; }
 
-void Store::RestoreReserve() {
+bool Store::RestoreReserve() {
   const std::string reserve = path_ + ".reserve";
   struct stat st;
-  if (stat(reserve.c_str(), &st) == 0 && st.st_size >= kDiskReserveBytes) return;
+  if (stat(reserve.c_str(), &st) == 0 && st.st_size >= kDiskReserveBytes) return true;
   absl::StatusOr<DiskSpace> space = GetDiskSpace(dir_.empty() ? "." : dir_);
-  if (!space.ok() || space->free_bytes < 2 * static_cast<uint64_t>(kDiskReserveBytes)) return;
+  // Free space unknown: not a reason to refuse work.
+  if (!space.ok()) return true;
+  if (space->free_bytes < 2 * static_cast<uint64_t>(kDiskReserveBytes)) return false;
   const int fd = open(reserve.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return;
+  if (fd < 0) return true;
   const bool made = posix_fallocate(fd, 0, kDiskReserveBytes) == 0;
   close(fd);
   if (!made) unlink(reserve.c_str());
+  return true;  // the disk has room: a filesystem without fallocate still takes jobs
 }
 
 }  // namespace benchd::server

@@ -44,6 +44,9 @@ class Store {
  public:
   // Opens or creates the database at `path` (parent dir must exist); WAL mode, busy timeout.
   // A new database gets a random store id (store_id()).
+  // On a full disk SQLite cannot make its WAL and shared-memory files: the
+  // disk reserve beside the store is released for them (logged), and Insert
+  // refuses new jobs until there is room for the reserve again.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
   ~Store();
 
@@ -99,10 +102,13 @@ class Store {
   // Removes the disk reserve (kDiskReserveBytes); true if there was one.
   bool ReleaseReserve();
   // Makes the reserve again when there is room for it and as much to spare.
-  void RestoreReserve();
+  // False while it is missing and cannot be made: a new job is then refused
+  // (Insert), so what remains of the disk is kept for running jobs' results.
+  bool RestoreReserve();
 
  private:
   Store(sqlite3* db, std::string path);
+  static absl::StatusOr<std::unique_ptr<Store>> OpenOnce(const std::string& path);
 
   // RESOURCE_EXHAUSTED from SQLite (a full disk) gets the data dir's figures.
   absl::Status Explain(absl::Status s) const;

@@ -134,3 +134,44 @@ def test_a_result_that_meets_a_full_disk_is_kept_and_stored_when_space_returns(t
         d.stop()
         if os.path.exists(filler):
             os.remove(filler)
+
+
+def test_a_daemon_restarted_on_a_full_disk_serves_reads_and_refuses_submit(tmpfs):
+    """SQLite needs room for its WAL and shared-memory files to open the store:
+    the reserve kept beside the store is that room, so a restart on a full disk
+    starts, answers reads, refuses Submit as a running daemon does, and takes
+    jobs (and keeps a reserve again) once there is space."""
+    data = os.path.join(tmpfs, "data")
+    filler = os.path.join(tmpfs, "filler")
+    reserve = os.path.join(data, "benchd.sqlite3.reserve")
+    d = Daemon(data, log_path=os.path.join(tempfile.mkdtemp(prefix="benchd-log-"), "benchd.log"))
+    d.start()
+    try:
+        d.wait_worker_up()
+        done = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec(2)), timeout=30).id
+        wait(lambda: get(d, done).state == bench_pb2.JOB_STATE_SUCCEEDED, 60, "the first job")
+        assert os.path.getsize(reserve) == 8 << 20
+        d.stop()
+        fill(filler)
+
+        d.start()
+        assert "released the 8 MiB disk reserve" in open(d.log_path).read()
+        assert get(d, done).state == bench_pb2.JOB_STATE_SUCCEEDED
+        assert done in [j.id for j in d.stub.ListJobs(bench_pb2.ListJobsRequest(), timeout=10).jobs]
+        with pytest.raises(grpc.RpcError) as e:
+            d.stub.Submit(bench_pb2.SubmitRequest(spec=spec(2)), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
+        assert f"the data dir '{data}' (" in e.value.details(), e.value.details()
+
+        os.remove(filler)  # space again: jobs are taken and the reserve is back
+        d.wait_worker_up()
+        later = d.stub.Submit(bench_pb2.SubmitRequest(spec=spec(2)), timeout=30).id
+        job = wait(lambda: (lambda j: j if j.state != bench_pb2.JOB_STATE_QUEUED and
+                            j.state != bench_pb2.JOB_STATE_RUNNING else None)(get(d, later)),
+                   60, "the job after space returned")
+        assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, job.error_message
+        assert os.path.getsize(reserve) == 8 << 20
+    finally:
+        d.stop()
+        if os.path.exists(filler):
+            os.remove(filler)
