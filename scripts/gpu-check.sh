@@ -10,8 +10,8 @@
 #                      (benchctl submit collective), e.g. "cuda:0,cuda:1 nccl" or "cpu:0,cpu:1 gloo"
 #   GPU_CHECK_STALL    request kinds (benchmark profile memory) to stop mid-job on cuda:0 (SIGSTOP
 #                      on its worker) and see fail at a 10 s progress deadline, the worker replaced
-# The checks (stall, parity) are pytest's (tests/gpu, marker gpu): the script fails at the end
-# if one failed.
+# The checks (stall, parity, notebook) are pytest's (tests/gpu, marker gpu): the script fails
+# at the end if one failed.
 #   GPU_CHECK_PARITY, GPU_CHECK_WARMUP, GPU_CHECK_AFTEREFFECT, GPU_CHECK_COMPARE: see each stage below
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -128,9 +128,8 @@ if [ -n "${GPU_CHECK_NOTEBOOK:-}" ]; then
     --target /tmp/nb-site .whl/*.whl
   python3 -m pip show grpcio protobuf torch pandas | grep -E "^(Name|Version)" | paste - - \
     | tee "$OUT/python-versions.txt"
-  cp "$GPU_CHECK_NOTEBOOK" "$OUT/notebook.ipynb"
-  echo "=== docs/notebooks/run_notebook.py --address $BENCHD_ADDRESS"
-  PYTHONPATH=/tmp/nb-site python3 docs/notebooks/run_notebook.py --address "$BENCHD_ADDRESS" \
-    --write "$OUT/notebook.ipynb" || echo "notebook FAILED"
+  # tests/gpu/test_notebook.py: docs/notebooks/run_notebook.py, the outputs in notebook.ipynb.
+  BENCHD_GPU_NOTEBOOK="$GPU_CHECK_NOTEBOOK" BENCHD_GPU_NOTEBOOK_SITE=/tmp/nb-site \
+    gpu_pytest notebook tests/gpu/test_notebook.py || checks=$?
 fi
 exit "$checks"
