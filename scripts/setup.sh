@@ -34,8 +34,14 @@ if [ "$PROFILE" = test ]; then
   # GoogleTest; promtool (prometheus) for the metrics and rules tests; the
   # style check; git for the tests that read the tree.
   PKGS="$PKGS libgtest-dev libgmock-dev prometheus clang-format git
-    systemd iproute2 util-linux munge slurmctld slurmd slurm-client shellcheck"
-  # The last line: ctest cluster.slurm's throwaway Slurm cluster (tests/cluster):
+    systemd iproute2 util-linux munge slurmctld slurmd slurm-client shellcheck
+    nginx-core"
+  # nginx-core: ctest integration.http2_abuse runs the HTTP/2 attacks through
+  # the TLS-terminating nginx that docs/security.md puts in front of gRPC 1.51
+  # (deploy/nginx/benchd.conf), as its own process on its own files. Debian
+  # starts nginx.service (port 80) on install; the test needs no service
+  # (`systemctl disable --now nginx` frees the port).
+  # The line before: ctest cluster.slurm's throwaway Slurm cluster (tests/cluster):
   # Debian's munged, slurmctld, slurmd and the client commands (sbatch, srun,
   # scontrol), nodes in network namespaces (ip, unshare, nsenter). Their units
   # stay as Debian ships them (slurmctld and slurmd start only with an
@@ -98,6 +104,9 @@ install_test_packages() {
   .venv/bin/python -c "import numpy, grpc, grpc_tools, grpc_health, grpc_reflection, pytest, pytest_timeout, matplotlib" 2>/dev/null ||
     .venv/bin/pip install -q --disable-pip-version-check numpy grpcio grpcio-tools \
       grpcio-health-checking grpcio-reflection pytest pytest-timeout matplotlib
+  # ctest integration.http2_abuse's attacker speaks HTTP/2 frame by frame: h2, pinned.
+  .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('h2') != '4.4.1')" 2>/dev/null ||
+    .venv/bin/pip install -q --disable-pip-version-check h2==4.4.1
   # ctest deploy.manifests: yamllint and the Kubernetes API schemas (1.37), pinned.
   .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('yamllint') != '1.38.0' or m.version('kubernetes-validate') != '1.37.0')" 2>/dev/null ||
     .venv/bin/pip install -q --disable-pip-version-check yamllint==1.38.0 kubernetes-validate==1.37.0

@@ -1,8 +1,11 @@
 #include "server/daemon/daemon.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +16,9 @@
 #include "common/credentials.h"
 #include "common/limits.h"
 #include "common/version.h"
+#include "grpc/grpc.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "nlohmann/json.hpp"
 #include "server/core/devices.h"
 #include "server/security/private_dir.h"
@@ -30,6 +35,79 @@ namespace fs = std::filesystem;
 constexpr size_t kSocketNameBytes = sizeof("/worker-cuda-999.sock");
 
 bool FitsSocketPath(const fs::path& run) { return run.string().size() + kSocketNameBytes <= 107; }
+
+// The gRPC server's HTTP/2 and connection limits, all here (docs/security.md
+// "HTTP/2 and connection abuse" gives each and what it does not cover). gRPC
+// 1.51 (Debian 12) predates upstream's fixes for rapid reset, connection
+// floods and HPACK parsing (CVE-2023-44487, CVE-2023-4785, CVE-2023-33953).
+//
+// Streams open at once on one connection; a client past it waits, not fails:
+// above the 1,000 Watches the load bench holds on one channel and the calls a
+// coordinator forwards over its one channel per member.
+constexpr int kMaxConcurrentStreams = 2048;
+// A connection without a call for this long is closed (GOAWAY): a client
+// reconnects on its next call; idle connections held open are let go.
+constexpr int kMaxConnectionIdleMs = 2 * 60 * 1000;
+// A connection this old is asked to go (GOAWAY): new calls take a new one
+// (and the certificate SIGHUP renewed) ...
+constexpr int kMaxConnectionAgeMs = 60 * 60 * 1000;
+// ... and its open calls finish however long they take: a Watch lasts as
+// long as its job, and neither benchctl nor the Python client resumes one
+// that is cut.
+constexpr int kMaxConnectionAgeGraceMs = INT_MAX;
+// TLS and the client's HTTP/2 SETTINGS within this long, or the connection
+// is closed (gRPC's default: 120 s): sockets opened and left bare go.
+constexpr int kHandshakeTimeoutMs = 10 * 1000;
+// A quiet connection is pinged this often and closed when the answer does
+// not come within the timeout: vanished peers and readers that never read.
+constexpr int kKeepaliveTimeMs = 60 * 1000;
+constexpr int kKeepaliveTimeoutMs = 20 * 1000;
+// A client's pings without data closer together than this are strikes, and
+// past kMaxPingStrikes the connection ends (GOAWAY ENHANCE_YOUR_CALM): a ping
+// flood. No benchd client sends keepalive pings.
+constexpr int kMinRecvPingIntervalMs = 60 * 1000;
+constexpr int kMaxPingStrikes = 2;
+// All headers of one call: a token and gRPC's own need under 1 KiB; more is
+// refused (RST_STREAM) before the call starts.
+constexpr int kMaxMetadataBytes = 8 * 1024;
+// Memory gRPC may take for its buffers (reads, frames, calls): near it, gRPC
+// closes idle connections, then cancels calls, rather than grow.
+constexpr size_t kGrpcMemoryBytes = size_t{256} << 20;
+// Threads gRPC may start for synchronous handlers (the callback handlers
+// benchd has run on gRPC's own pools, sized by the CPU count; docs say so).
+constexpr int kGrpcMaxThreads = 64;
+
+void SetServerLimits(grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kMaxConnectionAgeMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, kMaxConnectionAgeGraceMs);
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              kMinRecvPingIntervalMs);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
+  builder->AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
+  grpc::ResourceQuota quota("benchd");
+  quota.Resize(kGrpcMemoryBytes);
+  quota.SetMaxThreads(kGrpcMaxThreads);
+  builder->SetResourceQuota(quota);
+}
+
+// gRPC 1.51 stops accepting for good once accept() fails for want of file
+// descriptors (CVE-2023-4785): take the hard limit, so that only a flood of
+// that many connections reaches it (docs/security.md says what does not).
+void RaiseOpenFileLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    fprintf(stderr, "benchd: cannot raise the open-file limit from %llu: %s\n",
+            static_cast<unsigned long long>(was), strerror(errno));
+  }
+}
 
 }  // namespace
 
@@ -82,7 +160,8 @@ absl::Status Daemon::Prepare() {
           "plaintext: set BENCHD_TLS_CA to the CA of their certificates (or BENCHD_TLS=1 for the "
           "system's CAs; \"tls_ca\" in the client config file), as for benchctl");
     }
-    peers_ = PeerChannels(settings->security);
+    // And the cluster's secret, which makes each call a member's.
+    peers_ = PeerChannels(settings->security, cluster_options_.secret);
   }
   if (config_.devices.empty()) config_.devices = DetectDevices();
   for (const auto& d : config_.devices) {
@@ -195,14 +274,17 @@ absl::Status Daemon::Wire() {
   forwarder_ = std::make_unique<Forwarder>(cluster_.get(), &peers_);
   service_->SetCluster(cluster_.get(), cluster_options_.enabled ? forwarder_.get() : nullptr);
   cluster_service_ = std::make_unique<ClusterService>(cluster_.get(), authorizer_.get());
-  node_service_ = std::make_unique<NodeService>(supervisor_.get(), authorizer_.get());
+  node_service_ =
+      std::make_unique<NodeService>(supervisor_.get(), authorizer_.get(), cluster_.get());
   return absl::OkStatus();
 }
 
 absl::Status Daemon::Serve() {
   grpc::EnableDefaultHealthCheckService(true);
   reflection_.reset(NewPublicReflection());
+  RaiseOpenFileLimit();
   grpc::ServerBuilder builder;
+  SetServerLimits(&builder);
   int port = 0;
   builder.AddListeningPort(config_.listen_address,
                            tls_ ? tls_->ServerCredentials() : grpc::InsecureServerCredentials(),
