@@ -102,7 +102,7 @@ absl::StatusOr<std::vector<std::string>> CollectiveJobDevices(
       if (g->state() == v1::GROUP_STATE_BROKEN) {
         return absl::FailedPreconditionError(absl::StrCat(
             "group ", g->id(), " is broken: ", g->broken_reason(),
-            "; re-create it (benchctl groups create --devices ", absl::StrJoin(g->devices(), ","),
+            "; re-create it (benchctl groups create --device ", absl::StrJoin(g->devices(), ","),
             " --backend ", BackendName(g->backend()), ")"));
       }
       all.insert(g->devices().begin(), g->devices().end());

@@ -290,7 +290,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Acquire(const std::string& id) {
   if (g.state() == v1::GROUP_STATE_BROKEN) {
     return absl::FailedPreconditionError(absl::StrCat(
         "group ", id, " is broken: ", g.broken_reason(),
-        "; re-create it (benchctl groups create --devices ", absl::StrJoin(g.devices(), ","),
+        "; re-create it (benchctl groups create --device ", absl::StrJoin(g.devices(), ","),
         " --backend ", BackendName(g.backend()), ")"));
   }
   ++it->second.in_use;

@@ -156,12 +156,20 @@ GroupCallOutcome CallEveryMember(Workers* workers_in, GroupRegistry* groups, con
   for (auto& t : threads) t.join();
   cb.set_calls(nullptr);
   if (progress.expired()) {
+    // Each member's worker by device and pid; another node's is killed and
+    // restarted by its own daemon (its log says so).
     std::vector<std::string> pids;
-    for (const auto& w : workers) pids.push_back(absl::StrCat(w->pid()));
+    for (int r = 0; r < world; ++r) {
+      const std::string& d = group.devices(r);
+      const size_t slash = d.find('/');
+      pids.push_back(slash == std::string::npos ? absl::StrCat(d, " (pid ", workers[r]->pid(), ")")
+                                                : absl::StrCat(d, " (pid ", workers[r]->pid(),
+                                                               " on ", d.substr(0, slash), ")"));
+    }
     const std::string reason = absl::StrCat(
         "no progress for ", deadline_seconds, " s (the job's progress deadline) while ",
-        progress.doing(), "; the member workers (pids ", absl::StrJoin(pids, ", "),
-        ") were killed and are being restarted");
+        progress.doing(), "; the member workers ", absl::StrJoin(pids, ", "),
+        " were killed and are being restarted");
     groups->MarkBroken(group.id(), reason);
     return {absl::DeadlineExceededError(
         absl::StrCat("group ", group.id(), " is broken: ", reason, "; re-create the group"))};
@@ -193,7 +201,7 @@ GroupCallOutcome CallEveryMember(Workers* workers_in, GroupRegistry* groups, con
           "group ", group.id(), " (", BackendName(group.backend()), " on ",
           absl::StrJoin(group.devices(), ","), ") broke while this job ran: ", reason,
           "; the worker is being restarted; re-create the group "
-          "(benchctl groups create --devices ",
+          "(benchctl groups create --device ",
           absl::StrJoin(group.devices(), ","), " --backend ", BackendName(group.backend()), ")"))};
     }
   }
