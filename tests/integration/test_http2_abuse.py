@@ -242,7 +242,7 @@ def slow_headers(port, ctx, seconds, connections=200, every=0.5):
         time.sleep(every)
     closed = sum(c.closed for c in conns)
     close_all(conns)
-    return closed
+    return f"{connections} connections, {closed} closed by the server"
 
 
 # ------------------------------------------------------ watching the daemon
