@@ -2,10 +2,13 @@
 
 #include <torch/version.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/version.h"
 
 #if BENCHD_WITH_CUDA
@@ -88,6 +91,34 @@ v1::Device DescribeDevice(const WorkerDevice& device) {
   d.set_total_memory_bytes(MeminfoBytes("MemTotal"));
   d.set_free_memory_bytes(MeminfoBytes("MemAvailable"));
   return d;
+}
+
+std::string FormatGpuUuid(const std::array<uint8_t, 16>& b) {
+  std::string hex;
+  for (uint8_t byte : b) absl::StrAppendFormat(&hex, "%02x", byte);
+  return absl::StrCat("GPU-", hex.substr(0, 8), "-", hex.substr(8, 4), "-", hex.substr(12, 4), "-",
+                      hex.substr(16, 4), "-", hex.substr(20, 12));
+}
+
+std::string FormatPciBusId(int domain, int bus, int device) {
+  return absl::StrFormat("%08X:%02X:%02X.0", domain, bus, device);
+}
+
+internal::WorkerInfo DescribeWorker(const WorkerDevice& device) {
+  internal::WorkerInfo info;
+  *info.mutable_device() = DescribeDevice(device);
+  *info.mutable_versions() = WorkerVersions();
+  info.set_pid(getpid());
+#if BENCHD_WITH_CUDA
+  if (device.is_cuda()) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(device.device.index());
+    std::array<uint8_t, 16> uuid;
+    for (size_t i = 0; i < uuid.size(); ++i) uuid[i] = static_cast<uint8_t>(p->uuid.bytes[i]);
+    info.set_uuid(FormatGpuUuid(uuid));
+    info.set_pci_bus_id(FormatPciBusId(p->pciDomainID, p->pciBusID, p->pciDeviceID));
+  }
+#endif
+  return info;
 }
 
 const v1::Versions& WorkerVersions() {

@@ -355,9 +355,7 @@ grpc::Status WorkerService::LeaveGroup(grpc::ServerContext*,
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const internal::GetInfoRequest*,
                                     internal::WorkerInfo* response) {
-  *response->mutable_device() = DescribeDevice(device_);
-  *response->mutable_versions() = WorkerVersions();
-  response->set_pid(getpid());
+  *response = DescribeWorker(device_);
   return grpc::Status::OK;
 }
 

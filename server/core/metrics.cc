@@ -5,6 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/job_spec.h"
 #include "common/model_config.h"
 #include "common/version.h"
 #include "google/protobuf/stubs/common.h"
@@ -39,10 +41,26 @@ Histogram::BucketBoundaries JobBuckets() {
   return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400};
 }
 
+// The workload's hash and its readable parts; the hash alone tells workloads
+// apart (custom models all read "custom").
 prometheus::Labels BenchLabels(const v1::BenchmarkSpec& spec) {
   return {{"model", ModelLabel(spec.model())},
           {"mode", ModeName(spec.mode())},
-          {"precision", PrecisionName(spec.precision())}};
+          {"precision", PrecisionName(spec.precision())},
+          {"batch_size", absl::StrCat(spec.batch_size())},
+          {"context_length", absl::StrCat(spec.context_length())},
+          {"workload", WorkloadLabel(spec)}};
+}
+
+// FNV-1a, 64 bits: fixed by its definition, so a label computed by another
+// daemon or release of the same spec is the same.
+uint64_t Fnv1a64(const std::string& bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 std::string ProtobufVersion() {
@@ -61,6 +79,29 @@ std::string ModelLabel(const v1::ModelConfig& model) {
     }
   }
   return "custom";
+}
+
+std::string WorkloadLabel(const v1::BenchmarkSpec& spec) {
+  v1::BenchmarkSpec w = spec;
+  w.mutable_model()->clear_preset();
+  w.clear_warmup_steps();
+  w.clear_measure_steps();
+  w.clear_warmup_auto();
+  w.clear_warmup_max_steps();
+  w.clear_seed();
+  w.clear_export_parity();
+  // The worker runs these through autograd whatever was asked (bench.proto,
+  // BenchmarkSpec.autograd): the request and the result's echo are one workload.
+  const bool own_ops = w.attention() != v1::ATTENTION_IMPL_UNSPECIFIED &&
+                       w.attention() != v1::ATTENTION_IMPL_FAITHFUL;
+  if (own_ops || w.weight_copies() || w.fused_ops() || w.cuda_graph()) w.set_autograd(true);
+  // The defaults spelled out or left unset are one workload.
+  if (w.attention() == v1::ATTENTION_IMPL_FAITHFUL) w.clear_attention();
+  if (w.optimizer_impl() == v1::OPTIMIZER_IMPL_FAITHFUL) w.clear_optimizer_impl();
+  if (w.mode() == v1::BENCHMARK_MODE_FORWARD) w.clear_mode();
+  if (w.precision() == v1::PRECISION_FP32) w.clear_precision();
+  // Fields in field-number order, no maps: the bytes are deterministic.
+  return absl::StrFormat("%016x", Fnv1a64(w.SerializeAsString()));
 }
 
 int64_t SizeClass(int64_t bytes) {
@@ -89,16 +130,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Name("benchd_jobs_running")
                        .Help("Jobs running now (0 or 1 per device).")
                        .Register(r);
-  step_duration_ =
-      &BuildHistogram()
-           .Name("benchd_benchmark_step_duration_seconds")
-           .Help("Measured benchmark step times (device time), by model, mode and precision.")
-           .Register(r);
+  step_duration_ = &BuildHistogram()
+                        .Name("benchd_benchmark_step_duration_seconds")
+                        .Help("Measured benchmark step times (device time), by workload.")
+                        .Register(r);
   last_step_ = &BuildGauge()
                     .Name("benchd_benchmark_last_step_seconds")
-                    .Help(
-                        "Median step time of the last benchmark of each model, mode, precision and "
-                        "device.")
+                    .Help("Median step time of the last benchmark of each workload and device.")
                     .Register(r);
   last_tokens_ =
       &BuildGauge()
@@ -129,7 +167,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Register(r);
   worker_info_ = &BuildGauge()
                       .Name("benchd_worker_info")
-                      .Help("Always 1; the labels say what the device's worker runs on.")
+                      .Help(
+                          "Always 1; the labels say what the device's worker runs on (UUID and "
+                          "pci_bus_id as dcgm-exporter's).")
                       .Register(r);
   memory_total_ = &BuildGauge()
                        .Name("benchd_device_memory_total_bytes")
@@ -196,6 +236,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
            .Help("Finished jobs whose final record waits to be stored (e.g. a full data disk).")
            .Register(r);
   unstored_results_->Add({}).Set(0);
+  // Every kind and outcome from the start: a fleet with no failure shows 0
+  // failed jobs (and increase() has a series to work on), not "No data".
+  for (const auto& kind : JobKindNames()) {
+    jobs_submitted_->Add({{"kind", kind}});
+    for (const char* outcome : {"succeeded", "failed", "cancelled", "interrupted"}) {
+      jobs_finished_->Add({{"kind", kind}, {"outcome", outcome}});
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& address,
@@ -294,13 +342,16 @@ void Metrics::WorkerRestarted(const std::string& device) {
   worker_restarts_->Add({{"device", device}}).Increment();
 }
 
-void Metrics::SetWorkerInfo(const std::string& device, const std::string& device_name,
-                            const v1::Versions& versions) {
+void Metrics::SetWorkerInfo(const std::string& device, const internal::WorkerInfo& info) {
+  // UUID and pci_bus_id are spelled as dcgm-exporter's labels, so that
+  // `on (UUID)` joins the two; "" (no label) on a CPU.
   const prometheus::Labels labels = {{"device", device},
-                                     {"device_name", device_name},
-                                     {"torch_version", versions.torch()},
-                                     {"cuda_runtime_version", versions.cuda_runtime()},
-                                     {"nccl_version", versions.nccl()}};
+                                     {"device_name", info.device().description()},
+                                     {"UUID", info.uuid()},
+                                     {"pci_bus_id", info.pci_bus_id()},
+                                     {"torch_version", info.versions().torch()},
+                                     {"cuda_runtime_version", info.versions().cuda_runtime()},
+                                     {"nccl_version", info.versions().nccl()}};
   std::lock_guard<std::mutex> lock(mu_);
   auto it = worker_info_by_device_.find(device);
   if (it != worker_info_by_device_.end() && it->second != labels && worker_info_->Has(it->second)) {

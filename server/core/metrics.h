@@ -2,9 +2,14 @@
 // daemon: the worker loads libtorch_cuda, beside which civetweb cannot start.
 // Names follow Prometheus practice: benchd_ prefix, base units, _total
 // counters, labels from small fixed sets (custom model configs are "custom",
-// collective sizes are their power-of-two size class). `device` is the
-// daemon's device name on every per-device series; `node` is not exported:
-// the scrape config sets it per target (deploy/prometheus).
+// collective sizes are their power-of-two size class) except a benchmark's
+// workload: one series per distinct workload (`workload`, a hash of
+// everything that sets its step time, beside the readable model, mode,
+// precision, batch_size and context_length), so a shape change is a new
+// series, never a regression of the old one. `device` is the daemon's device
+// name on every per-device series; benchd_worker_info adds the GPU's `UUID`
+// and `pci_bus_id`, dcgm-exporter's labels, to join with its series. `node`
+// is not exported: the scrape config sets it per target (deploy/prometheus).
 #ifndef BENCHD_SERVER_CORE_METRICS_H_
 #define BENCHD_SERVER_CORE_METRICS_H_
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "benchd/internal/worker.pb.h"
 #include "benchd/v1/bench.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
@@ -46,10 +52,9 @@ class Metrics {
   void SetLastBenchmark(const v1::BenchmarkResult& result);
   void SetWorkerUp(const std::string& device, bool up);
   void WorkerRestarted(const std::string& device);
-  // What a started worker reported: its versions and device model
-  // (benchd_worker_info) and the device's memory.
-  void SetWorkerInfo(const std::string& device, const std::string& device_name,
-                     const v1::Versions& versions);
+  // What a started worker reported (benchd_worker_info): its device model,
+  // versions and, for a GPU, its UUID and PCI bus id.
+  void SetWorkerInfo(const std::string& device, const internal::WorkerInfo& info);
   // Memory in use is total - free: everything on the device, as nvidia-smi counts it.
   void SetDeviceMemory(const std::string& device, int64_t total_bytes, int64_t free_bytes);
   void SetResidentModels(const std::string& device, int64_t count, int64_t bytes);
@@ -111,6 +116,14 @@ int64_t SizeClass(int64_t bytes);
 
 // The label value for a model: its preset name, or "custom".
 std::string ModelLabel(const v1::ModelConfig& model);
+
+// 16 hex digits naming a resolved benchmark's workload: everything that sets
+// its step time (the model's dimensions, mode, precision, batch size, context
+// length and every speed option), not how it is measured (warm-up and
+// measured step counts, seed, parity export) nor the preset's name (a preset
+// and the same dimensions spelled out are one workload). Stable across
+// daemons and releases for the same spec.
+std::string WorkloadLabel(const v1::BenchmarkSpec& spec);
 
 }  // namespace benchd::server
 

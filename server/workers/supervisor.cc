@@ -315,8 +315,7 @@ void Supervisor::Supervise(Slot* slot) {
       if (info.ok()) {
         slot->info = *std::move(info);
         if (metrics_) {
-          metrics_->SetWorkerInfo(slot->device, slot->info.device().description(),
-                                  slot->info.versions());
+          metrics_->SetWorkerInfo(slot->device, slot->info);
           metrics_->SetDeviceMemory(slot->device, slot->info.device().total_memory_bytes(),
                                     slot->info.device().free_memory_bytes());
         }

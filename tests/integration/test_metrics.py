@@ -1,6 +1,7 @@
 """/metrics passes promtool, and a real Prometheus server scrapes it."""
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -106,6 +107,33 @@ def test_collective_series_stay_bounded():
     assert sample(text, "benchd_collective_duration_seconds_bucket", le="9.5367431640625e-07",
                   **labels) is not None
     assert sample(text, "benchd_process_groups", backend="gloo", state="ready") == 0
+
+
+def labelled(text, name):
+    """Each sample of `name`: its labels as a dict."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            out.append(dict(re.findall(r'(\w+)="([^"]*)"', line.rsplit(" ", 1)[0])))
+    return out
+
+
+def test_each_workload_is_a_series_of_its_own(daemon):
+    """Two runs of one model that differ only in batch size are two series,
+    told apart by `workload` (so the regression alert compares each with its
+    own median); failed-job counters read 0 before any job failed."""
+    text = scrape(daemon)
+    assert sample(text, "benchd_jobs_finished_total", kind="collective", outcome="failed") == 0
+    for batch in ("3", "5"):
+        job = json.loads(daemon.benchctl(
+            "submit", "benchmark", "--preset", "tiny", "--batch-size", batch, "--context-length",
+            "24", "--warmup-steps", "1", "--steps", "2", "--json", check=0).stdout)["id"]
+        wait_for_state(daemon.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED])
+    series = [s for s in labelled(scrape(daemon), "benchd_benchmark_last_step_seconds")
+              if s["context_length"] == "24"]
+    assert sorted(s["batch_size"] for s in series) == ["3", "5"], series
+    assert all(re.fullmatch(r"[0-9a-f]{16}", s["workload"]) for s in series), series
+    assert series[0]["workload"] != series[1]["workload"], series
 
 
 def close(got, want):
