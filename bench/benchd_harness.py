@@ -42,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("BENCHD_SOURCE_DIR", os.path.join(HERE, ".."))
 BIN = os.environ.get("BENCHD_BIN_DIR", os.path.join(SRC, "build", "bin"))
-PROTOS = ("benchd/v1/bench.proto", "benchd/internal/worker.proto")
+PROTOS = ("benchd/v1/bench.proto", "benchd/internal/worker.proto", "benchd/internal/cluster.proto")
 
 _stub_dir = None
 
@@ -264,11 +264,22 @@ def cpu_daemon(devices, prefix, extra_args=()):
         remove_data_dir(data)
 
 
+def write_secret_file(path):
+    """A new random cluster secret in `path` (mode 0600, as benchd wants it); the path."""
+    import secrets
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path
+
+
 class Cluster:
     """Two daemons that form one cluster (docs/architecture.md "Cluster"):
     node0 on 127.0.0.1 (the coordinator), node1 on 127.0.0.2, each with its
     own data dir and cpu:0 worker on one thread, ports chosen up front (the
-    coordinator's address is a flag of both). `make(rank)` builds a node's
+    coordinator's address is a flag of both), and the cluster's secret in a
+    file of its own (--cluster-secret-file; `secret_file`), as a launcher
+    hands every member one. `make(rank)` builds a node's
     Daemon with more flags or another environment (a twin, a restart with
     other credentials); `start()` starts both and waits for their workers;
     `close()` stops them and checks that no worker outlived them."""
@@ -283,12 +294,15 @@ class Cluster:
         self.coordinator = self.addresses[0]
         self.lost_after, self.extra_args = str(lost_after), list(extra_args)
         self.env = env if env is not None else dict(os.environ, BENCHD_WORKER_THREADS="1")
+        self.secret_dir = tempfile.mkdtemp(prefix=f"{prefix}-secret-")
+        self.secret_file = write_secret_file(os.path.join(self.secret_dir, "secret"))
         self.nodes = [self.make(rank) for rank in range(2)]
 
     def args(self, rank, extra=()):
         return ["--listen", self.addresses[rank], "--metrics", "off",
                 "--cluster-coordinator", self.coordinator, "--node-rank", str(rank),
-                "--nodes", "2", "--cluster-lost-after", self.lost_after, *self.extra_args, *extra]
+                "--nodes", "2", "--cluster-lost-after", self.lost_after,
+                "--cluster-secret-file", self.secret_file, *self.extra_args, *extra]
 
     def make(self, rank, extra=(), env=None):
         return Daemon(self.dirs[rank], self.args(rank, extra),
@@ -307,7 +321,7 @@ class Cluster:
                 node.stop()
         time.sleep(0.2)
         left = [workers_left(d) for d in self.dirs]
-        for d in self.dirs:
+        for d in self.dirs + [self.secret_dir]:
             shutil.rmtree(d, ignore_errors=True)
         assert not any(left), f"workers left running: {left}"
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_id.h"
 #include "common/limits.h"
+#include "common/node_name.h"
 
 namespace benchd {
 namespace {
@@ -46,7 +47,17 @@ absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
         ": this worker was started without --artifacts-dir, so it has nowhere to write "
         "its artifacts (benchd passes <data-dir>/artifacts)"));
   }
-  if (auto s = CheckJobId(job_id); !s.ok()) return s;
+  // A run another cluster member sent (server/cluster/node_service.cc) is
+  // "NODE/ID": its artifacts go under that member's folder, apart from this
+  // node's own jobs (a node name is never all digits, so never a job id).
+  const size_t slash = job_id.find('/');
+  if (slash != std::string::npos) {
+    if (auto s = CheckNodeName("job_id's node", job_id.substr(0, slash)); !s.ok()) return s;
+  }
+  if (auto s = CheckJobId(slash == std::string::npos ? job_id : job_id.substr(slash + 1));
+      !s.ok()) {
+    return s;
+  }
   std::string dir = artifacts_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return absl::StrCat(dir, "/", job_id);

@@ -20,6 +20,18 @@ TEST(ArtifactsTest, TheJobDirIsNamedByAJobIdOnly) {
               absl::StatusCode::kInvalidArgument)
         << bad;
   }
+  EXPECT_EQ(JobArtifactsDir("/d/", "17", "memory").value(), "/d/17");
+}
+
+TEST(ArtifactsTest, AnotherMembersRunGoesUnderThatMembersFolder) {
+  // Node.Run names the sending member (server/cluster/node_service.cc): its
+  // run never writes into this node's own job folders.
+  EXPECT_EQ(JobArtifactsDir("/d", "node0/17", "ddp").value(), "/d/node0/17");
+  for (const char* bad :
+       {"node0/", "/17", "node0/../1", "Node0/1", "0node/1", "node0/1/2", "a/b/17", "../17"}) {
+    EXPECT_EQ(JobArtifactsDir("/d", bad, "ddp").status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 TEST(ArtifactsTest, ArtifactNamesAreOneComponentNeverHidden) {

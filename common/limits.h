@@ -45,6 +45,9 @@ inline constexpr size_t kMaxArtifactNameBytes = 255;  // one path component (NAM
 inline constexpr size_t kMaxPageTokenBytes = 256;     // what EncodePageToken makes: < 100
 inline constexpr size_t kMaxSweepFieldBytes = 64;     // "step.model.preset"
 inline constexpr size_t kMaxSweepValueBytes = 64;     // "ATTENTION_IMPL_SDPA_EFFICIENT", a preset
+// A cluster member's address ("gpu17.example.org:7531") and host name, as its
+// heartbeat announces them (a DNS name is at most 253).
+inline constexpr size_t kMaxNodeAddressBytes = 261;
 // A string field of a request with no row below.
 inline constexpr size_t kDefaultMaxStringBytes = 256;
 
@@ -52,6 +55,9 @@ inline constexpr size_t kDefaultMaxStringBytes = 256;
 
 // Devices of one group or collective target (ranks); a node has far fewer.
 inline constexpr int kMaxGroupDevices = 64;
+// Devices one cluster member announces in its heartbeat (server/cluster):
+// the coordinator refuses more, so no member can swell every node's ListNodes.
+inline constexpr int kMaxNodeDevices = 64;
 // Targets of one collective request (after folding group/devices/backends in).
 inline constexpr int kMaxCollectiveTargets = 16;
 // Runs of one memory sweep (context_lengths x modes x precisions), and so

@@ -3,10 +3,15 @@
 #include <cstdio>
 #include <random>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
+#include "common/node_name.h"
 #include "grpcpp/client_context.h"
+#include "server/core/devices.h"
 #include "server/core/grpc_status.h"
 #include "server/core/job_state.h"
 #include "server/core/timestamp.h"
@@ -93,7 +98,7 @@ std::function<void()> Cluster::MarkLost(int rank, const std::string& why) {
 }
 
 absl::StatusOr<internal::HeartbeatResponse> Cluster::OnHeartbeat(
-    const internal::HeartbeatRequest& request) {
+    const internal::HeartbeatRequest& request, const std::string& subject) {
   if (!coordinator()) {
     return absl::FailedPreconditionError(
         options_.enabled
@@ -102,6 +107,20 @@ absl::StatusOr<internal::HeartbeatResponse> Cluster::OnHeartbeat(
             : "this daemon is not in a cluster");
   }
   const v1::ClusterNode& node = request.node();
+  // The name and address first: the messages below quote them, and the
+  // logs quote the messages.
+  if (auto s = CheckNodeName("node.name", node.name()); !s.ok()) return s;
+  const auto address_char = [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']' ||
+           c == '_';
+  };
+  if (node.address().empty() || node.address().size() > kMaxNodeAddressBytes ||
+      !absl::c_all_of(node.address(), address_char) ||
+      node.hostname().size() > kMaxNodeAddressBytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        node.name(), ": node.address ", QuotedForError(node.address()), " is not HOST:PORT of 1..",
+        kMaxNodeAddressBytes, " bytes, or its host name is longer than that"));
+  }
   if (request.nodes() != options_.nodes) {
     return absl::FailedPreconditionError(absl::StrCat(node.name(), " at ", node.address(),
                                                       " was launched for ", request.nodes(),
@@ -113,32 +132,68 @@ absl::StatusOr<internal::HeartbeatResponse> Cluster::OnHeartbeat(
                      "; members are ranks 1..", options_.nodes - 1,
                      " (rank 0 is this coordinator, ", options_.advertise, ")"));
   }
-  if (auto s = CheckNodeName("node.name", node.name()); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  // What every member then serves in ListNodes: bounded, and device names
+  // that name devices (they become "node/device" names everywhere).
+  if (node.devices_size() > kMaxNodeDevices) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(node.name(), " at ", node.address(), " announces ", node.devices_size(),
+                     " devices; a member has at most ", kMaxNodeDevices));
+  }
+  for (const v1::Device& d : node.devices()) {
+    if (auto s = CheckDeviceName(d.name()); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(node.name(), " announces a device that is none: ", s.message()));
+    }
+  }
+  if (node.name() == options_.name) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node name ", node.name(), " is the coordinator's (rank 0, ",
+                     options_.advertise, "); give each member its own --node-name"));
+  }
+  if (request.incarnation().empty() || request.incarnation().size() > 64) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        node.name(), ": incarnation is 1..64 bytes, got ", request.incarnation().size()));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
   const auto live = [&](const Member& m) {
     return m.node.state() == v1::NODE_STATE_READY &&
            SecondsSince(m.last_heard) * 1000 < options_.lost_after.count();
   };
+  // A name stays with the rank that had it, live or not: jobs and groups
+  // name devices by it.
   for (int rank = 1; rank < options_.nodes; ++rank) {
     const Member& other = members_[rank];
-    if (rank != node.rank() && other.node.name() == node.name() && live(other)) {
+    if (rank != node.rank() && other.node.name() == node.name()) {
       return absl::FailedPreconditionError(
           absl::StrCat("node name ", node.name(), " is taken by rank ", rank, " at ",
                        other.node.address(), "; give each member its own --node-name"));
     }
   }
   Member& member = members_[node.rank()];
-  if (live(member) && member.incarnation != request.incarnation() &&
-      member.node.address() != node.address()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "rank %d is held by %s at %s (heard %.1f s ago); %s at %s claims it too: give each "
-        "member its own --node-rank",
-        node.rank(), member.node.name(), member.node.address(), SecondsSince(member.last_heard),
-        node.name(), node.address()));
+  if (!member.subject.empty() && subject != member.subject) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("rank ", node.rank(), " belongs to the certificate subject '", member.subject,
+                     "', which joined it first; this caller's is '", subject, "'"));
   }
-  const bool was_lost = member.node.state() == v1::NODE_STATE_LOST;
+  // No address or name makes a second daemon the live one: only the same
+  // daemon (its incarnation) heartbeats for a live rank.
+  if (live(member) && member.incarnation != request.incarnation()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d is held by %s at %s, which is live; %s at %s claims it too: give each member "
+        "its own --node-rank (a restarted member joins once the coordinator has found the old "
+        "one LOST, after --cluster-lost-after)",
+        node.rank(), member.node.name(), member.node.address(), node.name(), node.address()));
+  }
+  if (member.subject.empty()) member.subject = subject;
   const bool was_waiting = member.node.state() == v1::NODE_STATE_WAITING;
   const bool restarted = !was_waiting && member.incarnation != request.incarnation();
+  // A new daemon on a rank not yet found LOST: the old one's workers and
+  // groups are gone with it, so its groups break now, as for a loss.
+  const bool was_lost = member.node.state() == v1::NODE_STATE_LOST;
+  std::function<void()> notify;
+  if (restarted && !was_lost) {
+    notify = MarkLost(node.rank(), "it restarted (a new daemon heartbeats for its rank)");
+  }
   member.node = node;
   member.node.set_state(v1::NODE_STATE_READY);
   member.node.clear_detail();
@@ -155,6 +210,8 @@ absl::StatusOr<internal::HeartbeatResponse> Cluster::OnHeartbeat(
   internal::HeartbeatResponse response;
   members_[0].node = Self();
   for (const Member& m : members_) *response.add_nodes() = m.node;
+  lock.unlock();
+  if (notify) notify();
   return response;
 }
 

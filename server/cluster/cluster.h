@@ -50,11 +50,16 @@ class Cluster {
   const ClusterOptions& options() const { return options_; }
   bool coordinator() const { return options_.enabled && options_.rank == 0; }
 
-  // Rank 0: a member's heartbeat. FAILED_PRECONDITION when it does not fit:
-  // another cluster size, a rank out of range or rank 0, or a rank or name
-  // that another live daemon holds (naming it).
-  absl::StatusOr<internal::HeartbeatResponse> OnHeartbeat(
-      const internal::HeartbeatRequest& request);
+  // Rank 0: a member's heartbeat, from a caller that proved the cluster's
+  // secret (ClusterService) and, with mTLS, showed a certificate of
+  // `subject`. FAILED_PRECONDITION when it does not fit: another cluster
+  // size, a rank out of range or rank 0, a rank that another daemon holds
+  // live (whatever address it claims: a restarted member joins once the old
+  // one is LOST), a name another rank has or the coordinator's, more than
+  // kMaxNodeDevices devices or a device that is no device name.
+  // PERMISSION_DENIED for a rank another certificate subject joined first.
+  absl::StatusOr<internal::HeartbeatResponse> OnHeartbeat(const internal::HeartbeatRequest& request,
+                                                          const std::string& subject = "");
 
   // Every rank, this node's entry fresh from DescribeSelf.
   v1::ListNodesResponse List();
@@ -76,6 +81,9 @@ class Cluster {
   struct Member {
     v1::ClusterNode node;  // as last described; state and detail kept here
     std::string incarnation;
+    // With mTLS, the certificate subject that first joined this rank: no
+    // other may take it (until the coordinator restarts).
+    std::string subject;
     std::chrono::steady_clock::time_point last_heard{};
   };
   void HeartbeatLoop();  // a member

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+
+#include <sys/stat.h>
 
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
@@ -9,7 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace benchd::server {
 namespace {
@@ -133,16 +138,49 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view hostli
   return hosts;
 }
 
-absl::Status CheckNodeName(absl::string_view field, absl::string_view name) {
-  const bool ok = !name.empty() && name.size() <= 63 && absl::ascii_islower(name[0]) &&
-                  absl::c_all_of(name, [](char c) {
-                    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-';
-                  });
-  if (!ok) {
-    return Bad(field, "not a node name", name,
-               "1..63 characters of a-z, 0-9 and '-', starting with a letter");
+absl::StatusOr<std::string> LoadClusterSecret(const std::string& path,
+                                              const ClusterEnvironment& env) {
+  const std::string how =
+      "the same secret on every member: a file of one line (mode 0600 or 0640) or the "
+      "variable BENCHD_CLUSTER_SECRET; the launchers make one (deploy/slurm/benchd.sbatch, "
+      "deploy/kubernetes/cluster), or: head -c 32 /dev/urandom | base64 > FILE";
+  std::string secret;
+  std::string origin;
+  if (!path.empty()) {
+    origin = absl::StrCat("--cluster-secret-file ", path);
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": not a readable file; expected ", how));
+    }
+    // Group-readable stays allowed: a Kubernetes Secret volume is 0440.
+    if ((st.st_mode & 0026) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": others may read it or group or others may write it (mode ",
+                       absl::StrFormat("%04o", st.st_mode & 07777),
+                       "); whoever has it can join the cluster: chmod 600"));
+    }
+    std::ifstream in(path);
+    std::getline(in, secret);
+    if (!in && !in.eof()) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": cannot read it"));
+    }
+  } else if (auto value = env("BENCHD_CLUSTER_SECRET"); value && !value->empty()) {
+    origin = "BENCHD_CLUSTER_SECRET";
+    secret = *value;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a cluster member needs the cluster's secret (--cluster-secret-file FILE or "
+                     "BENCHD_CLUSTER_SECRET), which it proves on every call to another member: ",
+                     how));
   }
-  return absl::OkStatus();
+  secret = std::string(absl::StripAsciiWhitespace(secret));
+  if (secret.size() < kMinClusterSecretBytes || secret.size() > kMaxClusterSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": a secret of ", secret.size(),
+                                                   " bytes; expected ", kMinClusterSecretBytes,
+                                                   "..", kMaxClusterSecretBytes, " (", how, ")"));
+  }
+  return secret;
 }
 
 absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
@@ -151,7 +189,8 @@ absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
                                                      const ClusterEnvironment& env) {
   ClusterOptions options;
   const bool any_flag = !flags.coordinator.empty() || flags.rank || flags.nodes ||
-                        !flags.name.empty() || !flags.advertise.empty() || flags.lost_after_s;
+                        !flags.name.empty() || !flags.advertise.empty() || flags.lost_after_s ||
+                        !flags.secret_file.empty();
   if (flags.from.empty() && !any_flag) return options;  // a lone daemon
   options.enabled = true;
   const std::string port = PortOf(listen_address);
@@ -253,6 +292,9 @@ absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
     options.advertise = absl::StrCat(IsWildcardHost(host) ? hostname : host, ":", port);
   }
   if (auto s = CheckHostPort("--advertise", options.advertise); !s.ok()) return s;
+  auto secret = LoadClusterSecret(flags.secret_file, env);
+  if (!secret.ok()) return secret.status();
+  options.secret = *std::move(secret);
   if (flags.lost_after_s) {
     if (!(*flags.lost_after_s >= 2 && *flags.lost_after_s <= 3600)) {
       return Bad("--cluster-lost-after", "seconds out of range", absl::StrCat(*flags.lost_after_s),

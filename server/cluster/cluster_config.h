@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/node_name.h"
 
 namespace benchd::server {
 
@@ -36,6 +37,8 @@ struct ClusterOptions {
   std::string name;       // "node<rank>" unless --node-name
   std::string advertise;  // host:port the other members reach this daemon at
   std::string launcher;   // "flags", "slurm" or "kubernetes", for the log
+  // What every member proves on each call to another (LoadClusterSecret).
+  std::string secret;
   // A member heartbeats this often; the coordinator marks a member LOST (and a
   // member the coordinator) after `lost_after` without one.
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -51,6 +54,7 @@ struct ClusterFlags {
   std::string name;
   std::string advertise;
   std::optional<double> lost_after_s;
+  std::string secret_file;  // --cluster-secret-file
 };
 
 using ClusterEnvironment = std::function<std::optional<std::string>(const std::string& name)>;
@@ -71,9 +75,17 @@ absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
                                                      const std::string& hostname,
                                                      const ClusterEnvironment& env);
 
-// A cluster node name: 1..63 of [a-z0-9-], starting with a letter (a DNS
-// label; it prefixes device names: "node1/cuda:0").
-absl::Status CheckNodeName(absl::string_view field, absl::string_view name);
+// The cluster's secret, which every member proves on each call to another
+// (server/cluster/cluster_secret.h): the first line of `path` (--cluster-secret-file) when
+// given, else BENCHD_CLUSTER_SECRET. Never a flag's value: `ps` shows those.
+// A file that others may read, or group or others may write, is refused, and
+// so is a secret of fewer than kMinClusterSecretBytes (a launcher makes one:
+// deploy/slurm/benchd.sbatch, deploy/kubernetes/cluster). INVALID_ARGUMENT
+// naming the file or variable.
+inline constexpr size_t kMinClusterSecretBytes = 16;
+inline constexpr size_t kMaxClusterSecretBytes = 1024;
+absl::StatusOr<std::string> LoadClusterSecret(const std::string& path,
+                                              const ClusterEnvironment& env);
 
 }  // namespace benchd::server
 

@@ -1,5 +1,10 @@
 #include "server/cluster/cluster_config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "gmock/gmock.h"
@@ -11,7 +16,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+constexpr char kSecret[] = "0123456789abcdef0123";
+
+// The launcher's variables; a cluster secret unless `vars` names one ("" =
+// none).
 ClusterEnvironment Env(std::map<std::string, std::string> vars) {
+  vars.emplace("BENCHD_CLUSTER_SECRET", kSecret);
   return [vars](const std::string& name) -> std::optional<std::string> {
     auto it = vars.find(name);
     if (it == vars.end()) return std::nullopt;
@@ -182,6 +192,53 @@ TEST(ResolveClusterOptions, LostAfterIsBounded) {
   options = ResolveClusterOptions(flags, "127.0.0.1:7531", "h", Env({}));
   ASSERT_TRUE(options.ok());
   EXPECT_EQ(options->lost_after.count(), 3000);
+}
+
+TEST(ResolveClusterOptions, AMemberNeedsTheClustersSecret) {
+  ClusterFlags flags;
+  flags.coordinator = "10.0.0.1:7531";
+  flags.rank = 1;
+  flags.nodes = 2;
+  auto options = ResolveClusterOptions(flags, "10.0.0.2:7531", "h", Env({}));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->secret, kSecret);
+  options =
+      ResolveClusterOptions(flags, "10.0.0.2:7531", "h", Env({{"BENCHD_CLUSTER_SECRET", ""}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("needs the cluster's secret (--cluster-secret-file FILE or "
+                        "BENCHD_CLUSTER_SECRET)"));
+  options =
+      ResolveClusterOptions(flags, "10.0.0.2:7531", "h", Env({{"BENCHD_CLUSTER_SECRET", "short"}}));
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("BENCHD_CLUSTER_SECRET: a secret of 5 bytes; expected 16..1024"));
+}
+
+TEST(LoadClusterSecret, AFileOfOneLineThatOthersCannotRead) {
+  char dir[] = "/tmp/benchd-secret-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/secret";
+  std::ofstream(path) << "  s3cret-s3cret-s3cret  \nsecond line\n";
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  // The file wins over the variable; surrounding blanks are not the secret.
+  auto secret = LoadClusterSecret(path, Env({}));
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(*secret, "s3cret-s3cret-s3cret");
+  ASSERT_EQ(chmod(path.c_str(), 0640), 0);  // a Kubernetes Secret volume's mode
+  EXPECT_TRUE(LoadClusterSecret(path, Env({})).ok());
+  for (mode_t mode : {0644, 0620, 0602}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    secret = LoadClusterSecret(path, Env({}));
+    ASSERT_FALSE(secret.ok()) << mode;
+    EXPECT_THAT(secret.status().message(), HasSubstr("--cluster-secret-file " + path));
+    EXPECT_THAT(secret.status().message(), HasSubstr("chmod 600"));
+  }
+  secret = LoadClusterSecret(std::string(dir) + "/missing", Env({}));
+  ASSERT_FALSE(secret.ok());
+  EXPECT_THAT(secret.status().message(), HasSubstr("not a readable file"));
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // benchd.internal.Cluster on the daemon's public port: the coordinator's end
-// of the members' heartbeats. Callers need the admin role (members call with
-// the credentials of common/credentials.h).
+// of the members' heartbeats. A caller is a member when it carries the
+// cluster's secret (cluster_secret.h) and, where the daemon checks callers,
+// has the admin role (members call with the credentials of
+// common/credentials.h); with mTLS its certificate's subject is bound to the
+// rank it joins (Cluster::OnHeartbeat). A refusal is logged once per cause.
 #ifndef BENCHD_SERVER_CLUSTER_CLUSTER_SERVICE_H_
 #define BENCHD_SERVER_CLUSTER_CLUSTER_SERVICE_H_
 
 #include "benchd/internal/cluster.grpc.pb.h"
 #include "server/cluster/cluster.h"
+#include "server/cluster/cluster_secret.h"
 #include "server/security/auth.h"
 
 namespace benchd::server {
@@ -21,6 +25,7 @@ class ClusterService final : public internal::Cluster::CallbackService {
  private:
   Cluster* const cluster_;
   const Authorizer* const auth_;
+  RefusalLog refusals_;
 };
 
 }  // namespace benchd::server

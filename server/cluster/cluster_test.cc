@@ -5,9 +5,11 @@
 #include <atomic>
 #include <thread>
 
+#include "common/limits.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/cluster/cluster_secret.h"
 #include "server/cluster/cluster_service.h"
 
 namespace benchd::server {
@@ -15,6 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
+
+constexpr char kSecret[] = "the-cluster-secret-0123";
 
 ClusterOptions Options(int rank, int nodes, const std::string& coordinator,
                        const std::string& advertise) {
@@ -26,6 +30,7 @@ ClusterOptions Options(int rank, int nodes, const std::string& coordinator,
   o.coordinator = coordinator;
   o.advertise = advertise;
   o.launcher = "flags";
+  o.secret = kSecret;
   o.heartbeat_interval = 50ms;
   o.lost_after = 600ms;
   return o;
@@ -89,7 +94,7 @@ class ClusterTest : public ::testing::Test {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
   }
 
-  PeerChannels peers_;
+  PeerChannels peers_{{}, kSecret};
   Authorizer auth_{{}, nullptr};
   ClusterOptions coordinator_options_;
   std::unique_ptr<Cluster> coordinator_;
@@ -181,19 +186,25 @@ TEST_F(ClusterTest, HeartbeatsThatDoNotFitAreRefusedNamingWhy) {
   request.mutable_node()->set_address("10.0.0.2:7531");
   ASSERT_TRUE(coordinator_->OnHeartbeat(request).ok());
 
-  // Another daemon claiming the live rank 1 from elsewhere.
+  // Another daemon claiming the live rank 1 from elsewhere, or at node1's
+  // own address (a forged heartbeat): refused either way while node1 lives.
   auto twin = request;
   twin.set_incarnation("b");
   twin.mutable_node()->set_address("10.0.0.9:7531");
   auto refused = coordinator_->OnHeartbeat(twin);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("rank 1 is held by node1 at 10.0.0.2:7531"));
-
-  // The same address with a new incarnation is that daemon restarted.
-  auto restarted = request;
-  restarted.set_incarnation("c");
-  EXPECT_TRUE(coordinator_->OnHeartbeat(restarted).ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("rank 1 is held by node1 at 10.0.0.2:7531, which is live"));
+  auto forged = request;
+  forged.set_incarnation("c");
+  forged.mutable_node()->set_hostname("evil");
+  refused = coordinator_->OnHeartbeat(forged);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("rank 1 is held by node1"));
+  EXPECT_EQ(coordinator_->List().nodes(1).hostname(), "");
+  // The real node1 goes on.
+  EXPECT_TRUE(coordinator_->OnHeartbeat(request).ok());
 
   auto size = request;
   size.set_nodes(4);
@@ -214,6 +225,100 @@ TEST_F(ClusterTest, HeartbeatsThatDoNotFitAreRefusedNamingWhy) {
   refused = coordinator_->OnHeartbeat(same_name);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("node name node1 is taken by rank 1"));
+}
+
+internal::HeartbeatRequest Heartbeat(int rank, const std::string& name,
+                                     const std::string& incarnation) {
+  internal::HeartbeatRequest request;
+  request.set_nodes(3);
+  request.set_incarnation(incarnation);
+  request.mutable_node()->set_name(name);
+  request.mutable_node()->set_rank(rank);
+  request.mutable_node()->set_address("10.0.0." + std::to_string(rank + 1) + ":7531");
+  request.mutable_node()->add_devices()->set_name("cpu:0");
+  return request;
+}
+
+TEST_F(ClusterTest, ARestartedMemberJoinsOnceTheOldOneIsLostAndItsGroupsBreak) {
+  StartCoordinator(3);
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a")).ok());
+  // A new daemon for rank 1 at the same address: refused while the old one
+  // is live, taken once the coordinator found it LOST (lost_after 0.6 s).
+  ASSERT_FALSE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "b")).ok());
+  ASSERT_TRUE(Eventually([&] { return StateOf(*coordinator_, 1) == v1::NODE_STATE_LOST; }));
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "b")).ok());
+  EXPECT_EQ(StateOf(*coordinator_, 1), v1::NODE_STATE_READY);
+  ASSERT_EQ(Lost().size(), 1u);
+}
+
+TEST_F(ClusterTest, NamesAreUniqueAndDeviceListsBounded) {
+  StartCoordinator(3);
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a")).ok());
+  auto refused = coordinator_->OnHeartbeat(Heartbeat(2, "node0", "b"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("node name node0 is the coordinator's"));
+  // A name stays with its rank, also once that rank is LOST.
+  ASSERT_TRUE(Eventually([&] { return StateOf(*coordinator_, 1) == v1::NODE_STATE_LOST; }));
+  refused = coordinator_->OnHeartbeat(Heartbeat(2, "node1", "b"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("node name node1 is taken by rank 1"));
+
+  auto many = Heartbeat(2, "node2", "b");
+  for (int i = 1; i < 2000; ++i)
+    many.mutable_node()->add_devices()->set_name("cpu:" + std::to_string(i));
+  refused = coordinator_->OnHeartbeat(many);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("announces 2000 devices; a member has at most " + std::to_string(kMaxNodeDevices)));
+  auto odd = Heartbeat(2, "node2", "b");
+  odd.mutable_node()->mutable_devices(0)->set_name("../../etc");
+  EXPECT_FALSE(coordinator_->OnHeartbeat(odd).ok());
+  auto address = Heartbeat(2, "node2", "b");
+  address.mutable_node()->set_address("10.0.0.3:7531\nbenchd: forged log line");
+  refused = coordinator_->OnHeartbeat(address);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("is not HOST:PORT"));
+  EXPECT_TRUE(coordinator_->OnHeartbeat(Heartbeat(2, "node2", "b")).ok());
+}
+
+TEST_F(ClusterTest, WithClientCertificatesARankBelongsToTheSubjectThatJoinedIt) {
+  StartCoordinator(3);
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a"), "CN=node1").ok());
+  ASSERT_TRUE(Eventually([&] { return StateOf(*coordinator_, 1) == v1::NODE_STATE_LOST; }));
+  // node1 is down: another certificate still cannot take its rank.
+  auto refused = coordinator_->OnHeartbeat(Heartbeat(1, "node1", "b"), "CN=intruder");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("rank 1 belongs to the certificate subject 'CN=node1'"));
+  EXPECT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "b"), "CN=node1").ok());
+}
+
+TEST_F(ClusterTest, AHeartbeatWithoutTheSecretIsRefusedAndLoggedOncePerCause) {
+  StartCoordinator(3);
+  auto stub =
+      internal::Cluster::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) {
+    for (const char* secret : {"", "not-the-secret-0123456"}) {
+      grpc::ClientContext ctx;
+      if (*secret) ctx.AddMetadata(kClusterSecretKey, secret);
+      internal::HeartbeatResponse response;
+      const grpc::Status s = stub->Heartbeat(&ctx, Heartbeat(1, "node1", "x"), &response);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(StateOf(*coordinator_, 1), v1::NODE_STATE_WAITING);
+  size_t lines = 0;
+  for (size_t at = log.find("refused Cluster.Heartbeat"); at != std::string::npos;
+       at = log.find("refused Cluster.Heartbeat", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << log;  // two causes, ten calls
+  EXPECT_THAT(log, HasSubstr("came without it"));
+  EXPECT_THAT(log, HasSubstr("is not this cluster's"));
 }
 
 TEST_F(ClusterTest, ALoneDaemonListsItselfAndIsNoCoordinator) {

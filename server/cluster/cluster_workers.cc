@@ -22,10 +22,12 @@ std::string HostOf(const std::string& address) {
 // ---------------------------------------------------------------- RemoteWorkerClient
 
 RemoteWorkerClient::RemoteWorkerClient(std::string device, std::string node_device,
+                                       std::string self, pid_t pid,
                                        std::shared_ptr<grpc::Channel> channel,
                                        const PeerChannels* peers)
-    : WorkerClient(std::move(device), /*generation=*/0, /*pid=*/0),
+    : WorkerClient(std::move(device), /*generation=*/0, pid),
       node_device_(std::move(node_device)),
+      self_(std::move(self)),
       stub_(internal::Node::NewStub(std::move(channel))),
       peers_(peers) {}
 
@@ -36,6 +38,7 @@ RunEnd RemoteWorkerClient::Run(const internal::RunRequest& request, CancelHandle
   const uint64_t registration = cancel.Register([&context] { context.TryCancel(); });
   internal::NodeRunRequest node_request;
   node_request.set_device(node_device_);
+  node_request.set_from_node(self_);
   *node_request.mutable_run() = request;
   auto reader = stub_->Run(&context, node_request);
   RunEnd end = ReadRunStream(context, *reader, on_event, "its daemon");
@@ -46,6 +49,20 @@ RunEnd RemoteWorkerClient::Run(const internal::RunRequest& request, CancelHandle
                                            " (its daemon): ", end.status.message()));
   }
   return end;
+}
+
+absl::StatusOr<int64_t> RemoteWorkerClient::Kill(const std::string& why,
+                                                 std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  peers_->Authorize(&ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  internal::NodeKillRequest request;
+  request.set_device(node_device_);
+  request.set_from_node(self_);
+  request.set_why(why);
+  internal::NodeKillResponse response;
+  if (auto s = FromGrpc(stub_->Kill(&ctx, request, &response)); !s.ok()) return s;
+  return response.pid();
 }
 
 template <typename Req, typename Resp, typename Start>
@@ -90,6 +107,7 @@ void RemoteWorkerClient::PrepareGroupAsync(const internal::PrepareGroupRequest& 
                                            Done<internal::PrepareGroupResponse> done) {
   internal::NodePrepareGroupRequest wrapped;
   wrapped.set_device(node_device_);
+  wrapped.set_from_node(self_);
   *wrapped.mutable_request() = request;
   CallAsync<internal::NodePrepareGroupRequest, internal::PrepareGroupResponse>(
       std::move(wrapped), timeout, std::move(done),
@@ -102,6 +120,7 @@ void RemoteWorkerClient::JoinGroupAsync(const internal::JoinGroupRequest& reques
                                         Done<internal::JoinGroupResponse> done) {
   internal::NodeJoinGroupRequest wrapped;
   wrapped.set_device(node_device_);
+  wrapped.set_from_node(self_);
   *wrapped.mutable_request() = request;
   CallAsync<internal::NodeJoinGroupRequest, internal::JoinGroupResponse>(
       std::move(wrapped), timeout, std::move(done),
@@ -114,6 +133,7 @@ void RemoteWorkerClient::LeaveGroupAsync(const internal::LeaveGroupRequest& requ
                                          Timeout timeout, Done<internal::LeaveGroupResponse> done) {
   internal::NodeLeaveGroupRequest wrapped;
   wrapped.set_device(node_device_);
+  wrapped.set_from_node(self_);
   *wrapped.mutable_request() = request;
   CallAsync<internal::NodeLeaveGroupRequest, internal::LeaveGroupResponse>(
       std::move(wrapped), timeout, std::move(done),
@@ -130,7 +150,7 @@ std::string ClusterWorkers::CanonicalDevice(const std::string& device) {
   return device;
 }
 
-absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::RemoteClient(
+absl::StatusOr<std::shared_ptr<RemoteWorkerClient>> ClusterWorkers::RemoteClient(
     const std::string& device, const Cluster::Qualified& remote) {
   auto node = cluster_->ReadyNode(remote.node);
   if (!node.ok()) return node.status();
@@ -141,13 +161,23 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::RemoteClient(
     if (!cached) cached = peers_->Open(node->address());
     channel = cached;
   }
-  return std::shared_ptr<WorkerClient>(
-      std::make_shared<RemoteWorkerClient>(device, remote.name, channel, peers_));
+  // The worker's pid as the member announced it (its heartbeat, at most a
+  // second old): the job's messages name it.
+  pid_t pid = 0;
+  for (const v1::Device& d : node->devices()) {
+    if (d.name() == remote.name) pid = static_cast<pid_t>(d.worker_pid());
+  }
+  return std::make_shared<RemoteWorkerClient>(device, remote.name, cluster_->options().name, pid,
+                                              channel, peers_);
 }
 
 absl::StatusOr<std::shared_ptr<WorkerClient>> ClusterWorkers::WaitUntilUp(
     const std::string& device, std::chrono::milliseconds timeout) {
-  if (auto remote = cluster_->OtherMember(device)) return RemoteClient(device, *remote);
+  if (auto remote = cluster_->OtherMember(device)) {
+    auto client = RemoteClient(device, *remote);
+    if (!client.ok()) return client.status();
+    return std::shared_ptr<WorkerClient>(*std::move(client));
+  }
   return local_->WaitUntilUp(CanonicalDevice(device), timeout);
 }
 
@@ -172,11 +202,21 @@ WorkerHealth ClusterWorkers::Health(const std::string& device) {
 }
 
 void ClusterWorkers::Kill(const std::string& device, uint64_t generation, const std::string& why) {
-  if (cluster_->OtherMember(device)) {
-    // Another node's worker is its own daemon's to kill; a hung collective
-    // there ends by the group's timeout on that side.
-    fprintf(stderr, "benchd: cluster: not killing %s (another node's worker): %s\n", device.c_str(),
-            why.c_str());
+  if (auto remote = cluster_->OtherMember(device)) {
+    // Its own daemon kills it (Node.Kill, while it runs this node's Run) and
+    // restarts it, as the supervisor here does a local one. Bounded: this
+    // runs on the job's deadline thread.
+    auto client = RemoteClient(device, *remote);
+    absl::StatusOr<int64_t> pid =
+        client.ok() ? (*client)->Kill(why, std::chrono::seconds(5)) : client.status();
+    if (pid.ok()) {
+      fprintf(stderr, "benchd: cluster: %s killed its worker for %s (pid %lld): %s\n",
+              remote->node.c_str(), remote->name.c_str(), static_cast<long long>(*pid),
+              why.c_str());
+    } else {
+      fprintf(stderr, "benchd: cluster: could not have %s kill its worker for %s: %s\n",
+              remote->node.c_str(), remote->name.c_str(), pid.status().ToString().c_str());
+    }
     return;
   }
   local_->Kill(CanonicalDevice(device), generation, why);

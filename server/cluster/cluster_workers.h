@@ -25,9 +25,15 @@ namespace benchd::server {
 class RemoteWorkerClient final : public WorkerClient {
  public:
   // `device` as this node names it ("node1/cpu:0"); `node_device` as the
-  // member does ("cpu:0").
-  RemoteWorkerClient(std::string device, std::string node_device,
+  // member does ("cpu:0"); `self` this node's name, which the member files
+  // this node's groups and runs under (node_service.h); `pid` the worker's as
+  // the member last announced it (0: not known).
+  RemoteWorkerClient(std::string device, std::string node_device, std::string self, pid_t pid,
                      std::shared_ptr<grpc::Channel> channel, const PeerChannels* peers);
+
+  // Node.Kill: the member kills its worker while it runs this node's Run
+  // (the job's progress deadline passed); the pid it killed, or why not.
+  absl::StatusOr<int64_t> Kill(const std::string& why, std::chrono::milliseconds timeout);
 
   RunEnd Run(const internal::RunRequest& request, CancelHandle& cancel,
              const EventCallback& on_event) override;
@@ -49,6 +55,7 @@ class RemoteWorkerClient final : public WorkerClient {
   void CallAsync(Req request, Timeout timeout, Done<Resp> done, Start start);
 
   const std::string node_device_;
+  const std::string self_;
   std::unique_ptr<internal::Node::Stub> stub_;
   const PeerChannels* const peers_;
 };
@@ -72,8 +79,8 @@ class ClusterWorkers final : public Workers {
   std::string NodeHost(const std::string& device) override;
 
  private:
-  absl::StatusOr<std::shared_ptr<WorkerClient>> RemoteClient(const std::string& device,
-                                                             const Cluster::Qualified& remote);
+  absl::StatusOr<std::shared_ptr<RemoteWorkerClient>> RemoteClient(
+      const std::string& device, const Cluster::Qualified& remote);
 
   Workers* const local_;
   Cluster* const cluster_;

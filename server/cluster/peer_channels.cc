@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "server/cluster/cluster_secret.h"
 
 namespace benchd::server {
 
@@ -17,6 +18,7 @@ void PeerChannels::Authorize(grpc::ClientContext* ctx) const {
   if (!security_.token.empty()) {
     ctx->AddMetadata(kAuthorizationKey, AuthorizationValue(security_.token));
   }
+  if (!cluster_secret_.empty()) ctx->AddMetadata(kClusterSecretKey, cluster_secret_);
 }
 
 std::string PeerChannels::Describe() const {
@@ -25,7 +27,8 @@ std::string PeerChannels::Describe() const {
                                                        : "TLS (its CA)";
   if (security_.tls && !security_.pem_cert_chain.empty())
     absl::StrAppend(&tls, " with a client certificate");
-  return absl::StrCat(tls, security_.token.empty() ? ", no token" : ", a bearer token");
+  return absl::StrCat(tls, security_.token.empty() ? ", no token" : ", a bearer token",
+                      cluster_secret_.empty() ? "" : ", the cluster secret");
 }
 
 }  // namespace benchd::server

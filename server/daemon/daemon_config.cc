@@ -209,6 +209,16 @@ const std::vector<Setting>& Settings() {
             return absl::OkStatus();
           }}
           .Named("HOST:PORT"),
+      Setting{"cluster-secret-file",
+              "FILE holding the cluster's secret (one line, not readable by others), which "
+              "every member proves on each call to another; the same on every member (or "
+              "BENCHD_CLUSTER_SECRET in the environment; never a flag's value, which ps shows)",
+              false, false, "",
+              [](const Values& v, DaemonConfig* c) {
+                c->cluster.secret_file = v.back();
+                return absl::OkStatus();
+              }}
+          .Named("FILE"),
       Setting{"cluster-lost-after",
               "seconds without a heartbeat after which a member is LOST and its groups broken "
               "(default 10)",

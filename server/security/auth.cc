@@ -75,14 +75,6 @@ absl::StatusOr<std::optional<std::string>> BearerToken(const grpc::ServerContext
   return std::optional<std::string>(std::string(token));
 }
 
-std::string CertificateSubject(const grpc::ServerContextBase& ctx) {
-  auto auth = ctx.auth_context();
-  if (auth == nullptr) return "";
-  auto values = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME);
-  if (values.empty()) return "";
-  return std::string(values.front().data(), values.front().size());
-}
-
 // "ROLE NAME CREDENTIAL": two words, then the rest of the line (a subject may
 // hold spaces).
 std::vector<absl::string_view> SplitFields(absl::string_view line) {
@@ -98,6 +90,14 @@ std::vector<absl::string_view> SplitFields(absl::string_view line) {
 }
 
 }  // namespace
+
+std::string PeerCertificateSubject(const grpc::ServerContextBase& ctx) {
+  auto auth = ctx.auth_context();
+  if (auth == nullptr) return "";
+  auto values = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME);
+  if (values.empty()) return "";
+  return std::string(values.front().data(), values.front().size());
+}
 
 absl::StatusOr<AuthFile> AuthFile::Parse(absl::string_view text, absl::string_view origin) {
   AuthFile file;
@@ -238,7 +238,7 @@ absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase
     std::lock_guard<std::mutex> lock(mu_);
     file = auth_file_;
   }
-  const std::string subject = options_.client_certificates ? CertificateSubject(ctx) : "";
+  const std::string subject = options_.client_certificates ? PeerCertificateSubject(ctx) : "";
   if (file == nullptr) {
     // Nobody is checked beyond what TLS did: with mTLS the caller is its
     // certificate (gRPC verified it against the CA), else anonymous.
@@ -274,6 +274,19 @@ absl::StatusOr<Principal> Authorizer::Check(const grpc::ServerContextBase& ctx,
     return Deny(ctx, method, *who,
                 absl::StrCat(method, " needs the ", RoleName(needed), " role; '", who->name,
                              "' has ", RoleName(who->role)));
+  }
+  return who;
+}
+
+absl::StatusOr<Principal> Authorizer::CheckUnlogged(const grpc::ServerContextBase& ctx,
+                                                    absl::string_view method) const {
+  auto who = Authenticate(ctx);
+  if (!who.ok()) return who.status();
+  const v1::Role needed = RequiredRole(method);
+  if (who->role < needed || needed == v1::ROLE_UNSPECIFIED) {
+    return absl::PermissionDeniedError(absl::StrCat(method, " needs the ", RoleName(needed),
+                                                    " role; '", who->name, "' has ",
+                                                    RoleName(who->role)));
   }
   return who;
 }

@@ -60,6 +60,10 @@ class AuthFile {
 v1::Role RequiredRole(absl::string_view method);
 absl::string_view RoleName(v1::Role role);  // "read", "submit", "admin"
 
+// The subject of the certificate the caller showed ("" without mTLS, or
+// when it showed none): gRPC has verified it against --tls-client-ca.
+std::string PeerCertificateSubject(const grpc::ServerContextBase& ctx);
+
 class Authorizer {
  public:
   struct Options {
@@ -80,6 +84,11 @@ class Authorizer {
   // second; the rest are counted).
   absl::StatusOr<Principal> Check(const grpc::ServerContextBase& ctx,
                                   absl::string_view method) const;
+  // Check without the log line: for the node-to-node services, which log a
+  // refusal once per cause (server/cluster/cluster_secret.h RefusalLog), not
+  // once per call.
+  absl::StatusOr<Principal> CheckUnlogged(const grpc::ServerContextBase& ctx,
+                                          absl::string_view method) const;
   // The same refusal, logged, for a decision made after Check (CancelJob of
   // another's job).
   absl::Status Deny(const grpc::ServerContextBase& ctx, absl::string_view method,

@@ -40,6 +40,7 @@ constexpr CallPolicy kCallPolicies[] = {
     {"Node.PrepareGroup", v1::ROLE_ADMIN, ""},
     {"Node.JoinGroup", v1::ROLE_ADMIN, ""},
     {"Node.LeaveGroup", v1::ROLE_ADMIN, ""},
+    {"Node.Kill", v1::ROLE_ADMIN, ""},
 };
 
 // The route field's parent message in `m` and the field itself; {nullptr,

@@ -6,6 +6,7 @@ training with a rank on each node; a member that dies is
 LOST within the bound, the collective fails naming it, and once it is back the
 cluster and the group form again. (tests/cluster runs the same under Slurm,
 each node in its own network namespace.)"""
+import concurrent.futures
 import json
 import os
 import signal
@@ -13,9 +14,10 @@ import subprocess
 import tempfile
 import time
 
+import grpc
 import pytest
 
-from conftest import BIN, Cluster, Daemon, bench_pb2, free_port
+from conftest import BIN, Cluster, Daemon, bench_pb2, free_port, wait_for_state
 
 LOST_AFTER = "2"  # seconds: the test waits for a loss
 
@@ -182,7 +184,7 @@ def test_a_second_daemon_claiming_a_live_rank_is_refused(cluster):
     d = tempfile.mkdtemp(prefix="benchd-cl-twin-")
     twin = Daemon(d, ["--listen", f"127.0.0.3:{port}", "--metrics", "off",
                       "--cluster-coordinator", cluster.coordinator, "--node-rank", "1",
-                      "--nodes", "2"]).start()
+                      "--nodes", "2", "--cluster-secret-file", cluster.secret_file]).start()
     try:
         deadline = time.time() + 20
         while time.time() < deadline and "is held by node1" not in twin.log():
@@ -324,3 +326,207 @@ def test_data_parallel_training_with_ranks_on_both_nodes(cluster):
         assert [k.get("device") for k in row["ranks"]] == ["cpu:0", "node1/cpu:0"], row["ranks"]
         assert abs(row["loss"] - loss) <= 1e-4 * abs(loss), (row["loss"], loss)
     assert node0.stub.ListGroups(bench_pb2.ListGroupsRequest(), timeout=10).groups == []
+
+
+def cluster_stubs():
+    from benchd.internal import cluster_pb2, cluster_pb2_grpc, worker_pb2
+    return cluster_pb2, cluster_pb2_grpc, worker_pb2
+
+
+def secret_of(cluster):
+    with open(cluster.secret_file) as f:
+        return f.read().strip()
+
+
+def forged_heartbeat(cluster, secret=None, **node):
+    """A Cluster.Heartbeat to the coordinator as an outsider sends it: node1's
+    name, rank and address unless `node` says otherwise, a new incarnation."""
+    cluster_pb2, cluster_pb2_grpc, _ = cluster_stubs()
+    fields = dict(name="node1", rank=1, address=cluster.addresses[1], hostname="attacker")
+    fields.update(node)
+    devices = fields.pop("devices", ["cpu:0"])
+    request = cluster_pb2.HeartbeatRequest(
+        nodes=2, incarnation="forged", node=bench_pb2.ClusterNode(
+            devices=[bench_pb2.Device(name=d) for d in devices], **fields))
+    metadata = [("benchd-cluster-secret", secret)] if secret else []
+    with grpc.insecure_channel(cluster.coordinator) as channel:
+        try:
+            cluster_pb2_grpc.ClusterStub(channel).Heartbeat(request, metadata=metadata, timeout=10)
+            return grpc.StatusCode.OK, ""
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+
+def test_a_forged_heartbeat_cannot_take_a_member(cluster):
+    """Issue 36: any caller that reached the coordinator could claim rank 1
+    at node1's own address, rename it, announce 2,000 devices, or take the
+    coordinator's name. Membership needs the cluster's secret, a live rank
+    stays its daemon's, names are unique, device lists bounded."""
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    before = node0.stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10).nodes[1]
+    # No secret, or another one: not a member, whatever it claims.
+    for _ in range(20):
+        code, details = forged_heartbeat(cluster)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "came without it" in details, details
+    code, details = forged_heartbeat(cluster, secret="x" * 32)
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "not this cluster's" in details, details
+    # Even with the secret (a misconfigured member, say): node1 is live.
+    secret = secret_of(cluster)
+    code, details = forged_heartbeat(cluster, secret=secret)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION, (code, details)
+    assert f"rank 1 is held by node1 at {cluster.addresses[1]}, which is live" in details, details
+    code, details = forged_heartbeat(cluster, secret=secret, name="node0", rank=1)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "is the coordinator's" in details
+    code, details = forged_heartbeat(cluster, secret=secret,
+                                     devices=[f"cpu:{i}" for i in range(2000)])
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "announces 2000 devices" in details
+    # node1 is as it was, for every member.
+    for daemon in (node0, node1):
+        after = daemon.stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10).nodes[1]
+        assert (after.hostname, after.address, [d.name for d in after.devices]) == (
+            before.hostname, before.address, [d.name for d in before.devices]), after
+        assert after.state == bench_pb2.NODE_STATE_READY, after
+    # Each cause of refusal is logged once, not once per call.
+    log = node0.log()
+    lines = [l for l in log.splitlines() if "refused Cluster.Heartbeat" in l]
+    assert len([l for l in lines if "came without it" in l]) == 1, lines
+    assert len(lines) == 5, lines
+    assert all("(logged once per cause)" in l for l in lines), lines
+
+
+def node_call(address, method, request, secret=None, timeout=10):
+    cluster_pb2, cluster_pb2_grpc, _ = cluster_stubs()
+    metadata = [("benchd-cluster-secret", secret)] if secret else []
+    with grpc.insecure_channel(address) as channel:
+        call = getattr(cluster_pb2_grpc.NodeStub(channel), method)
+        try:
+            answer = call(request, metadata=metadata, timeout=timeout)
+            if method == "Run":
+                answer = list(answer)
+            return grpc.StatusCode.OK, answer
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+
+def test_the_node_service_takes_only_what_the_cluster_sends(cluster):
+    """Issue 36: Node.Run with job id 1 wrote into the member's artifacts/1,
+    PrepareGroup(listen_host=0.0.0.0) opened a store on every interface, and
+    LeaveGroup from anyone broke the coordinator's groups."""
+    cluster_pb2, _, worker_pb2 = cluster_stubs()
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    secret = secret_of(cluster)
+    group = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
+                                      "--backend", "gloo", "--json", check=0).stdout)["id"]
+    spec = bench_pb2.JobSpec(device="cpu:0")
+    run = cluster_pb2.NodeRunRequest(device="cpu:0", from_node="node0",
+                                     run=worker_pb2.RunRequest(job_id="1", spec=spec))
+    code, details = node_call(cluster.addresses[1], "Run", run)
+    assert code == grpc.StatusCode.UNAUTHENTICATED, (code, details)
+    # A member's Run is one rank of its own group, nothing else.
+    code, details = node_call(cluster.addresses[1], "Run", run, secret)
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "has neither" in details, details
+    assert not os.path.exists(os.path.join(cluster.dirs[1], "artifacts", "1"))
+    # Not a member's name, or the receiving node's own.
+    for name in ("node7", "node1"):
+        run.from_node = name
+        code, details = node_call(cluster.addresses[1], "Run", run, secret)
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (name, code, details)
+    prepare = cluster_pb2.NodePrepareGroupRequest(
+        device="cpu:0", from_node="node0", request=worker_pb2.PrepareGroupRequest(
+            group="g9", world_size=2, listen_host="0.0.0.0"))
+    code, details = node_call(cluster.addresses[1], "PrepareGroup", prepare, secret)
+    assert code == grpc.StatusCode.PERMISSION_DENIED, (code, details)
+    assert "a group's store listens on 127.0.0.2" in details, details
+    # LeaveGroup of the coordinator's group: refused without the secret; from
+    # another member it names that member's group of the id, not node0's.
+    leave = cluster_pb2.NodeLeaveGroupRequest(
+        device="cpu:0", from_node="node1", request=worker_pb2.LeaveGroupRequest(group=group))
+    code, _ = node_call(cluster.addresses[0], "LeaveGroup", leave)
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    code, answer = node_call(cluster.addresses[0], "LeaveGroup", leave, secret)
+    assert code == grpc.StatusCode.OK and not answer.found, answer
+    job = all_reduce(node0, group)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+
+
+def test_a_members_node_calls_are_bounded(cluster):
+    """Issue 36: 300 Node.Run against a stopped worker took the member from
+    18 to 618 threads. A member has at most 16 calls in flight; the rest are
+    refused at once."""
+    cluster_pb2, _, worker_pb2 = cluster_stubs()
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    secret = secret_of(cluster)
+
+    def threads():
+        with open(f"/proc/{node1.pid}/status") as f:
+            return int(next(l.split()[1] for l in f if l.startswith("Threads:")))
+
+    worker = [d for d in node1.stub.GetNodeInfo(bench_pb2.GetNodeInfoRequest(),
+                                                 timeout=10).devices][0].worker_pid
+    before = threads()
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        run = cluster_pb2.NodeRunRequest(
+            device="cpu:0", from_node="node0", run=worker_pb2.RunRequest(
+                job_id="5", collective=worker_pb2.CollectiveRun(group="g1")))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
+            futures = [pool.submit(node_call, cluster.addresses[1], "Run", run, secret, 8)
+                       for _ in range(100)]
+            time.sleep(4)
+            during = threads()
+            codes = [f.result()[0] for f in futures]
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    exhausted = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert exhausted >= 100 - 16, codes
+    assert during - before <= 2 * 16 + 8, (before, during)
+    log = node1.log()
+    assert len([l for l in log.splitlines() if "calls in flight" in l]) == 1, log
+
+
+def worker_of(daemon, name="cpu:0"):
+    info = daemon.stub.GetNodeInfo(bench_pb2.GetNodeInfoRequest(), timeout=10)
+    return next(d for d in info.devices if d.name == name)
+
+
+def test_a_hung_members_worker_is_killed_and_restarted_like_a_local_one(cluster):
+    """Issue 36: a member's worker hung in a cross-node collective was never
+    killed (the job said "pids N, 0") and its node refused jobs for 40 s or
+    more. Now the job's progress deadline kills it through its daemon, the
+    message names the pid and the node, and that node runs the next job."""
+    node0, node1 = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    group = json.loads(node0.benchctl("groups", "create", "--devices", "node0/cpu:0,node1/cpu:0",
+                                      "--backend", "gloo", "--json", check=0).stdout)["id"]
+    spec = bench_pb2.JobSpec(progress_timeout_seconds=3, collective=bench_pb2.CollectiveSpec(
+        group=group, sizes_bytes=[4 << 20] * 64, warmup_iters=1, iters=20))
+    job_id = node0.stub.Submit(bench_pb2.SubmitRequest(spec=spec), timeout=10).id
+    for event in node0.stub.Watch(bench_pb2.WatchRequest(job_id=job_id), timeout=120):
+        if event.HasField("collective_row"):
+            break
+        assert not event.HasField("failed"), event
+    hung = worker_of(node1).worker_pid
+    os.kill(hung, signal.SIGSTOP)
+    job = wait_for_state(node0.stub, job_id, [bench_pb2.JOB_STATE_FAILED,
+                                              bench_pb2.JOB_STATE_SUCCEEDED], timeout=60)
+    assert job.state == bench_pb2.JOB_STATE_FAILED and job.error_code == 4, job
+    assert f"node1/cpu:0 (pid {hung} on node1)" in job.error_message, job.error_message
+    # node1's daemon killed it (for node0's job) and restarted it at once.
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        dev = worker_of(node1)
+        if dev.worker_state == bench_pb2.WORKER_STATE_UP and dev.worker_pid != hung:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"node1's worker not restarted: {node1.log()}")
+    assert "killed the worker for cpu:0" in node1.log() and "for node0" in node1.log(), \
+        node1.log()
+    nxt = json.loads(node1.benchctl(
+        "submit", "benchmark", "--device", "cpu:0", "--preset", "tiny", "--steps", "1",
+        "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", timeout=60,
+        check=0).stdout)
+    assert nxt["state"] == "JOB_STATE_SUCCEEDED", nxt
