@@ -24,6 +24,8 @@ BUILD=${BENCHD_BUILD_DIR:-build-gpu}
 source scripts/gpu-lib.sh
 GPU=${CLUSTER_GPU_DEVICE:-cuda:0}
 DATA=$(mktemp -d /tmp/benchd-cluster-XXXXXX)
+# The cluster's secret, which every member proves to the others (mode 0600).
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/cluster-secret")
 PIDS=()
 NODE_NS=()
 
@@ -51,6 +53,7 @@ start_node() {
     "$BIN/benchd" --listen "${NODE_IP[$rank]}:${NODE_PORT[$rank]}" --metrics off --insecure \
     --data-dir "$DATA/node$rank" "${devices[@]}" \
     --cluster-coordinator "${NODE_IP[0]}:${NODE_PORT[0]}" --node-rank "$rank" --nodes 2 \
+    --cluster-secret-file "$DATA/cluster-secret" \
     > "$DATA/node$rank.log" 2>&1
   PIDS+=("$NODE_BG_PID")
 }

@@ -31,6 +31,8 @@ BACKEND=${CROSS_BACKEND:-nccl}
 MIN=${CROSS_MIN:-1KiB}
 MAX=${CROSS_MAX:-1GiB}
 DATA=$(mktemp -d /tmp/benchd-cross-XXXXXX)
+# The cluster's secret, which every member proves to the others (mode 0600).
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/cluster-secret")
 declare -A PID=()
 NODE_NS=()
 
@@ -76,6 +78,7 @@ start_node() {  # start_node RANK: the daemon of node RANK in its namespace, own
   node_bg "$r" "$BIN/benchd" --listen "${NODE_IP[$r]}:${NODE_PORT[$r]}" --metrics off --insecure \
     --data-dir "$DATA/node$r" --device "${DEVS[$r]}" --cluster-lost-after 5 \
     --cluster-coordinator "${NODE_IP[0]}:${NODE_PORT[0]}" --node-rank "$r" --nodes 2 \
+    --cluster-secret-file "$DATA/cluster-secret" \
     >> "$DATA/node$r.log" 2>&1
   PID[$r]=$NODE_BG_PID
 }

@@ -132,7 +132,9 @@ def test_a_daemon_restarted_in_a_one_node_step_finds_its_rank(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env.update(SLURM_NODEID="0", SLURM_NNODES="1", SLURM_STEP_NODELIST="node1",
                SLURM_JOB_NODELIST="node[0-1]", SLURM_JOB_NUM_NODES="2",
-               SLURMD_NODENAME="node1")
+               SLURMD_NODENAME="node1",
+               # As node_loss.sbatch hands it to every daemon of the job.
+               BENCHD_CLUSTER_SECRET="a-secret-of-this-job-0123")
     # A free port of its own: 127.0.0.1:1 is where other tests expect nobody
     # (the Python client's "no daemon" tests run beside this one).
     with socket.socket() as s:

@@ -501,7 +501,7 @@ def test_cluster_dns_names(cluster):
 
 def test_cluster_variables_are_the_daemons():
     """The variables benchd --cluster-from kubernetes reads (server/cluster/cluster_config.cc)."""
-    source = (ROOT / "server" / "cluster_config.cc").read_text()
+    source = (ROOT / "server" / "cluster" / "cluster_config.cc").read_text()
     for name in ("JOB_COMPLETION_INDEX", "BENCHD_NODES", "BENCHD_CLUSTER_SERVICE",
                  "BENCHD_CLUSTER_JOB"):
         assert f'Require(env, "{name}", "kubernetes")' in source, name
@@ -535,6 +535,13 @@ def test_cluster_flags_and_credentials(cluster):
         assert "secret" in volumes[mounts[mount[0]]], variable
     assert env["BENCHD_TLS_CA"]["value"] == "/etc/benchd/tls/ca.crt"
     assert volumes[mounts["/etc/benchd/token"]]["secret"]["defaultMode"] & 0o022 == 0
+    # The cluster's secret: a file of a mounted Secret, not readable by
+    # others (benchd refuses it then: server/cluster/cluster_config.cc).
+    secret = f["--cluster-secret-file"]
+    mount = [m for m in mounts if secret.startswith(m + "/")]
+    assert mount, secret
+    assert volumes[mounts[mount[0]]]["secret"]["secretName"] == "benchd-cluster-secret"
+    assert volumes[mounts[mount[0]]]["secret"]["defaultMode"] & 0o026 == 0
     probe_args = dict(a.partition("=")[::2]
                       for a in container["readinessProbe"]["exec"]["command"][1:])
     assert env["BENCHD_TLS_SERVER_NAME"]["value"] == probe_args["--tls-server-name"]

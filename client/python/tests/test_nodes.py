@@ -5,7 +5,11 @@ alone (a cluster of one), and a cluster of two on 127.0.0.1 and 127.0.0.2
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from typing import Iterator
@@ -92,10 +96,16 @@ class TwoNodes:
 
     def __init__(self) -> None:
         self.addresses = [f"{h}:{free_port(h)}" for h in HOSTS]
+        # The cluster's secret, in a file only we may read (as a launcher
+        # hands every member one).
+        self.secret_dir = tempfile.mkdtemp(prefix="benchd-py-secret-")
+        secret = os.path.join(self.secret_dir, "secret")
+        with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
         self.daemons = [
             Daemon(["cpu:0"], prefix=f"benchd-py-node{rank}-", extra_args=[
                 "--cluster-coordinator", self.addresses[0], "--node-rank", str(rank),
-                "--nodes", "2", "--cluster-lost-after", "2"])
+                "--nodes", "2", "--cluster-lost-after", "2", "--cluster-secret-file", secret])
             for rank in range(2)]
 
     def start(self, rank: int) -> Daemon:
@@ -104,6 +114,7 @@ class TwoNodes:
     def cleanup(self) -> None:
         for d in self.daemons:
             d.cleanup()
+        shutil.rmtree(self.secret_dir, ignore_errors=True)
 
 
 @pytest.fixture
