@@ -11,7 +11,10 @@ BENCHD_TLS_CA. The internal services need the admin role.
 - a member with a read token, or none: the coordinator refuses its heartbeats
   (PERMISSION_DENIED / UNAUTHENTICATED), logs the refusal, and the member's
   ListNodes shows the refusal in the coordinator's detail;
-- a member with no CA (plaintext) against the TLS coordinator fails clearly.
+- a member with no CA (plaintext) against the TLS coordinator fails clearly;
+- with client certificates (mTLS) a rank stays with the certificate that
+  joined it: another certificate with the cluster's secret cannot take it
+  while its member is down (issue 36).
 """
 import json
 import os
@@ -23,7 +26,7 @@ import time
 import grpc
 import pytest
 
-from conftest import BIN, Cluster, bench_pb2, bench_pb2_grpc
+from conftest import BIN, Cluster, Daemon, bench_pb2, bench_pb2_grpc, free_port
 from test_auth import token_hash, write_auth_file
 from tls_certs import make_certs
 
@@ -244,3 +247,60 @@ def test_a_member_without_the_ca_says_tls_is_missing(cluster):
     with pytest.raises(RuntimeError) as refused:
         cluster.start(1, ca=False)
     assert "would be plaintext: set BENCHD_TLS_CA" in str(refused.value), refused.value
+
+
+def test_with_client_certificates_a_rank_stays_with_its_certificate(trust):
+    """Issue 36: with mTLS a member's identity is its certificate. node1
+    joins rank 1 with alice's certificate; once node1 is down, a daemon with
+    the cluster's secret but another certificate (ops) still cannot take rank
+    1 (PERMISSION_DENIED), and node1 itself rejoins."""
+    certs = trust[0]
+    c = Cluster(prefix="benchd-clmtls", lost_after="2", extra_args=[
+        "--tls-cert", certs.server_cert, "--tls-key", certs.server_key,
+        "--tls-client-ca", certs.ca_cert])
+
+    def env(name):
+        e = clean_env(c.dirs[0])
+        cert, key = certs.clients[name]
+        e.update(BENCHD_WORKER_THREADS="1", BENCHD_TLS_CA=certs.ca_cert, BENCHD_TLS_CERT=cert,
+                 BENCHD_TLS_KEY=key)
+        return e
+
+    ops_cert, ops_key = certs.clients["ops"]
+    creds = grpc.ssl_channel_credentials(open(certs.ca_cert, "rb").read(),
+                                         open(ops_key, "rb").read(), open(ops_cert, "rb").read())
+    channel = grpc.secure_channel(c.addresses[0], creds)
+    stub = bench_pb2_grpc.BenchStub(channel)
+    intruder = None
+    try:
+        c.nodes = [c.make(0, env=env("ops")).start(), c.make(1, env=env("alice")).start()]
+        rank1 = lambda: stub.ListNodes(bench_pb2.ListNodesRequest(), timeout=10).nodes[1]  # noqa
+        wait_for("node1 READY", lambda: (rank1().state == bench_pb2.NODE_STATE_READY, rank1()))
+        c.nodes[1].stop(sig=9)
+        wait_for("node1 LOST", lambda: (rank1().state == bench_pb2.NODE_STATE_LOST, rank1()))
+        d = tempfile.mkdtemp(prefix="benchd-clmtls-intruder-")
+        port = free_port("127.0.0.3")
+        intruder = Daemon(d, ["--listen", f"127.0.0.3:{port}", "--metrics", "off",
+                              "--cluster-coordinator", c.coordinator, "--node-rank", "1",
+                              "--nodes", "2", "--cluster-secret-file", c.secret_file,
+                              "--tls-cert", certs.server_cert, "--tls-key", certs.server_key,
+                              "--tls-client-ca", certs.ca_cert], env=env("ops")).start()
+        wait_for("the intruder refused", lambda: (
+            "belongs to the certificate subject 'CN=alice" in intruder.log(), intruder.log()))
+        refused = [line for line in c.nodes[0].log().splitlines()
+                   if "refused Cluster.Heartbeat" in line]
+        assert len(refused) == 1 and ": PERMISSION_DENIED: rank 1 belongs to" in refused[0], \
+            c.nodes[0].log()
+        after = rank1()
+        assert after.state == bench_pb2.NODE_STATE_LOST, after
+        assert after.address == c.addresses[1], after
+        intruder.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        intruder = None
+        c.nodes[1] = c.make(1, env=env("alice")).start()
+        wait_for("node1 back", lambda: (rank1().state == bench_pb2.NODE_STATE_READY, rank1()))
+    finally:
+        if intruder is not None:
+            intruder.stop()
+        channel.close()
+        c.close()
