@@ -58,6 +58,10 @@ GPU_ONLY = {}
 GPU_SERIES = [
     ("CUDA workers up", 'benchd_worker_up{device=~"cuda:.*"} == 1', 1),
     ("CUDA device names and versions", 'benchd_worker_info{device=~"cuda:.*", device_name!=""}', 1),
+    # dcgm-exporter's spelling of both, to join its series on.
+    ("CUDA GPU UUIDs and PCI bus ids",
+     'benchd_worker_info{device=~"cuda:.*", UUID=~"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", '
+     'pci_bus_id=~"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}[.]0"}', 1),
     ("CUDA device memory total", 'benchd_device_memory_total_bytes{device=~"cuda:.*"} > 0', 1),
     ("CUDA device memory in use", 'benchd_device_memory_used_bytes{device=~"cuda:.*"} > 0', 1),
     ("its share", 'node_device:benchd_device_memory_used:ratio{device=~"cuda:.*"} > 0', 1),
@@ -107,8 +111,8 @@ def replace_once(text, old, new, what):
 
 
 def write_config(work, metrics_address):
-    """deploy/prometheus as shipped, pointed at this daemon and made fast:
-    the static target, the intervals and the rule files' paths change, nothing else."""
+    """deploy/prometheus as shipped, made fast, with one target list naming
+    this daemon (as a user lists theirs): the intervals change, nothing else."""
     os.makedirs(os.path.join(work, "rules"))
     for name in ("benchd-recording.yml", "benchd-alerts.yml"):
         with open(os.path.join(PROM_DIR, "rules", name)) as f:
@@ -118,13 +122,15 @@ def write_config(work, metrics_address):
             f.write(text)
     with open(os.path.join(PROM_DIR, "prometheus.yml")) as f:
         text = f.read()
-    text = replace_once(text, '"127.0.0.1:9531"', f'"{metrics_address}"', "static target")
     text = replace_once(text, "scrape_interval: 15s", f"scrape_interval: {INTERVAL}", "scrape")
     text = replace_once(text, "evaluation_interval: 30s", f"evaluation_interval: {INTERVAL}",
                         "evaluation")
     path = os.path.join(work, "prometheus.yml")
     with open(path, "w") as f:
         f.write(text)
+    os.makedirs(os.path.join(work, "targets"))
+    with open(os.path.join(work, "targets", "benchd.json"), "w") as f:
+        json.dump([{"targets": [metrics_address]}], f)
     return path
 
 
@@ -236,6 +242,20 @@ def fail_a_job(d):
     d.wait_worker_up()
 
 
+def render_cli(prom, end):
+    """dashboards/render.py from the command line over everything scraped so
+    far; its exit status and output."""
+    out = tempfile.mkdtemp(prefix="benchd-render-cli-")
+    try:
+        return subprocess.run(
+            [sys.executable, os.path.join(SRC, "dashboards", "render.py"), "--prometheus",
+             f"http://127.0.0.1:{prom.port}", "--out", out, "--start", str(prom.started),
+             "--end", str(end), "--scrape-interval", "1s"],
+            capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def prom():
     assert len(DASHBOARDS) == 4, DASHBOARDS
@@ -245,8 +265,18 @@ def prom():
         work = tempfile.mkdtemp(prefix="benchd-prometheus-")
         p = Prometheus(write_config(work, d.metrics_address), work)
         p.started = time.time()
+        p.metrics_address = d.metrics_address
         try:
             p.wait("a first scrape", lambda: p.scrapes() >= 1)
+            # A healthy fleet: jobs run, none failed yet. render.py as a user
+            # runs it must draw every panel (a zero where nothing failed).
+            # Twice with scrapes between, so rates see the histograms grow.
+            run_jobs(d)
+            p.wait_scrapes(2)
+            run_jobs(d)
+            p.wait_scrapes(3)
+            time.sleep(3)
+            p.healthy_render = render_cli(p, time.time())
             # Histograms and counters appear at their first observation: run
             # the jobs at least twice with scrapes between, so rates see them grow.
             assert ROUNDS >= 2, f"BENCHD_PROM_ROUNDS={ROUNDS}: at least 2"
@@ -261,6 +291,25 @@ def prom():
         finally:
             p.stop()
             subprocess.run(["rm", "-rf", work])
+
+
+def test_scrapes_exactly_the_listed_targets(prom):
+    """Only what targets/ lists is scraped (no built-in 127.0.0.1:9531, which
+    would be down where only remote nodes are listed), and it is up."""
+    active = prom.get("targets")["activeTargets"]
+    assert [t["scrapeUrl"] for t in active] == \
+        [f"http://{prom.metrics_address}/metrics"], active
+    assert all(t["health"] == "up" for t in active), active
+    assert not prom.query('up{job="benchd"} == 0')
+
+
+def test_render_draws_a_healthy_fleet_with_data_in_every_panel(prom):
+    """Before any job failed, render.py exits 0: "Failed jobs" draws zeros,
+    not "No data"."""
+    r = prom.healthy_render
+    assert r.returncode == 0, r.stdout + r.stderr
+    failed = [line for line in r.stdout.splitlines() if line.endswith("  Failed jobs")]
+    assert failed and " 0 series" not in failed[0], r.stdout
 
 
 def test_every_panel_query_returns_data(prom):
