@@ -60,6 +60,8 @@ import os, signal, sys, time
 log = os.path.join(os.environ["FAKE_LOG"], os.environ["SLURMD_NODENAME"])
 with open(log + ".args", "w") as f:
     f.write(" ".join([os.environ["SLURM_NODEID"], os.environ["SLURM_NNODES"], *sys.argv[1:]]))
+with open(log + ".secret", "w") as f:
+    f.write(os.environ.get("BENCHD_CLUSTER_SECRET", ""))
 def stop(signum, frame):
     open(log + ".term", "w").close()
     sys.exit(0)
@@ -129,6 +131,13 @@ def test_sbatch_flow_with_stand_ins(need_slurm, wrong):
                 "--listen", "0.0.0.0:17531", "--metrics", "127.0.0.1:0",
                 "--device", "cpu:0", "--insecure"], flags
             assert (log / f"node{k}.term").exists(), f"node{k}'s daemon got no SIGTERM\n{job}"
+        # One cluster secret for every daemon of the job, made by the script
+        # (64 hex digits), handed over in the environment, never a flag.
+        secrets = {(log / f"node{k}.secret").read_text() for k in range(nodes)}
+        assert len(secrets) == 1, secrets
+        secret = secrets.pop()
+        assert len(secret) == 64 and all(ch in "0123456789abcdef" for ch in secret), secret
+        assert secret not in (log / "node0.args").read_text()
         calls = (log / "benchctl.calls").read_text().splitlines()
         assert all(c.startswith("node0:17531 ") for c in calls), calls
         calls = [c.split(" ", 1)[1] for c in calls]
