@@ -361,7 +361,7 @@ def a_job(address, ca):
 
 NGINX_CONF = """
 {user}
-worker_processes 1;
+worker_processes auto;
 worker_rlimit_nofile {nofile};
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
