@@ -21,9 +21,12 @@ bool IsArtifactName(const std::string& name);
 // name (escaped, cut short) and saying what a name is.
 absl::Status CheckArtifactName(const std::string& name, absl::string_view field = "name");
 
-// <artifacts_dir>/<job_id>. `request` ("memory", "profile", ...) opens the
+// <artifacts_dir>/<job_id>, or <artifacts_dir>/<node>/<id> for "<node>/<id>": a
+// rank that another cluster member runs here (server/cluster/node_service.h),
+// under that member's folder. `request` ("memory", "profile", ...) opens the
 // errors: FAILED_PRECONDITION without an artifacts dir, INVALID_ARGUMENT for
-// a job id that is not one (common/job_id.h), so it never names another folder.
+// a job id that is not one (common/job_id.h) or a node that is no node name
+// (common/node_name.h), so it never names another folder.
 absl::StatusOr<std::string> JobArtifactsDir(const std::string& artifacts_dir,
                                             const std::string& job_id, const std::string& request);
 
