@@ -119,21 +119,32 @@ def labelled(text, name):
 
 
 def test_each_workload_is_a_series_of_its_own(daemon):
-    """Two runs of one model that differ only in batch size are two series,
-    told apart by `workload` (so the regression alert compares each with its
-    own median); failed-job counters read 0 before any job failed."""
+    """Runs of one model that differ only in batch size or attention are
+    series of their own, told apart by `workload` (so the regression alert
+    compares each with its own median); failed-job counters read 0 before any
+    job failed."""
     text = scrape(daemon)
     assert sample(text, "benchd_jobs_finished_total", kind="collective", outcome="failed") == 0
-    for batch in ("3", "5"):
+    # The third runs through autograd whatever was asked (SDPA attention):
+    # the worker's echo says so, and it is still one workload.
+    for batch, extra in (("3", []), ("5", []), ("3", ["--attention", "sdpa"])):
         job = json.loads(daemon.benchctl(
             "submit", "benchmark", "--preset", "tiny", "--batch-size", batch, "--context-length",
-            "24", "--warmup-steps", "1", "--steps", "2", "--json", check=0).stdout)["id"]
-        wait_for_state(daemon.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED])
-    series = [s for s in labelled(scrape(daemon), "benchd_benchmark_last_step_seconds")
+            "24", "--warmup-steps", "1", "--steps", "2", *extra, "--json", check=0).stdout)["id"]
+        done = wait_for_state(daemon.stub, job, [bench_pb2.JOB_STATE_SUCCEEDED])
+        assert done.result.benchmark.spec.autograd == bool(extra), done.result.benchmark.spec
+    text = scrape(daemon)
+    series = [s for s in labelled(text, "benchd_benchmark_last_step_seconds")
               if s["context_length"] == "24"]
-    assert sorted(s["batch_size"] for s in series) == ["3", "5"], series
+    assert sorted(s["batch_size"] for s in series) == ["3", "3", "5"], series
     assert all(re.fullmatch(r"[0-9a-f]{16}", s["workload"]) for s in series), series
-    assert series[0]["workload"] != series[1]["workload"], series
+    assert len({s["workload"] for s in series}) == 3, series
+    # The step histogram (from the request) names each workload as the last
+    # run's figures (from the worker's echo of the spec) do.
+    steps = [s for s in labelled(text, "benchd_benchmark_step_duration_seconds_count")
+             if s["context_length"] == "24"]
+    assert sorted((s["batch_size"], s["workload"]) for s in steps) == \
+        sorted((s["batch_size"], s["workload"]) for s in series), (steps, series)
 
 
 def close(got, want):
