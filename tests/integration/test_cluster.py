@@ -530,3 +530,20 @@ def test_a_hung_members_worker_is_killed_and_restarted_like_a_local_one(cluster)
         "--warmup-steps", "1", "--context-length", "32", "--watch", "--json", timeout=60,
         check=0).stdout)
     assert nxt["state"] == "JOB_STATE_SUCCEEDED", nxt
+
+
+def test_a_members_rank_writes_under_that_members_folder(cluster):
+    """Issue 36: a rank that another member runs here writes its artifacts to
+    artifacts/<that member>/<its job id>, never into this node's job folder
+    of the same id (before, Node.Run with job id 1 wrote into artifacts/1)."""
+    node0, _ = cluster.nodes
+    node0.benchctl("nodes", "--wait", "2", "--wait-timeout", "60", check=0)
+    job = json.loads(node0.benchctl(
+        "submit", "ddp", "--devices", "node0/cpu:0,node1/cpu:0", "--vocab-size", "97",
+        "--d-model", "32", "--d-ff", "64", "--num-layers", "2", "--num-heads", "4",
+        "--context-length", "16", "--global-batch", "4", "--warmup-steps", "1", "--steps", "2",
+        "--bucket-mb", "0.004", "--optimizers", "adamw", "--watch", "--json", check=0).stdout)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    there = os.path.join(cluster.dirs[1], "artifacts")
+    assert os.listdir(os.path.join(there, "node0", job["id"])), os.listdir(there)
+    assert not os.path.exists(os.path.join(there, job["id"])), os.listdir(there)
