@@ -3,7 +3,7 @@
 // ProcessGroupNCCL) on the group's c10d::TCPStore, kept until the daemon
 // drops it (LeaveGroup) or it breaks. Rank 0's worker hosts the store.
 //
-// The daemon's sequence (server/group_registry.cc): Prepare on rank 0 (the
+// The daemon's sequence (server/jobs/group_registry.cc): Prepare on rank 0 (the
 // store, on a free port), then Join on every member at the same time (the
 // rendezvous blocks until all have joined), each Join ending with one
 // all_reduce so that NCCL creates its communicator there and not in the

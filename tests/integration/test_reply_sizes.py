@@ -3,7 +3,7 @@ Watch and ListJobs go to a client with gRPC's default 4 MB limit, the result
 keeps its first 1,000 steps (every step is in the job's steps.csv, and the
 statistics are over all of them), ListJobs answers summaries, and the daemon
 keeps no finished history. 25,000 steps run in about 25 s here; 100,000 (the
-limit) is proven by server/result_bounds_test.cc on the same code."""
+limit) is proven by server/jobs/result_bounds_test.cc on the same code."""
 import csv
 import io
 import statistics
