@@ -183,6 +183,14 @@ absl::StatusOr<std::string> LoadClusterSecret(const std::string& path,
   return secret;
 }
 
+std::string HostOfAddress(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
                                                      const std::string& listen_address,
                                                      const std::string& hostname,

@@ -70,6 +70,9 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view hostli
 // is `hostname` (used when it listens on a wildcard address and nothing
 // names its advertised address). INVALID_ARGUMENT naming the flag or
 // variable, what came and what is accepted.
+// The host of "HOST:PORT" as a socket dials it: "[::1]:7531" -> "::1".
+std::string HostOfAddress(const std::string& address);
+
 absl::StatusOr<ClusterOptions> ResolveClusterOptions(const ClusterFlags& flags,
                                                      const std::string& listen_address,
                                                      const std::string& hostname,

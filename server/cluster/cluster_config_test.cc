@@ -241,5 +241,13 @@ TEST(LoadClusterSecret, AFileOfOneLineThatOthersCannotRead) {
   rmdir(dir);
 }
 
+// What a c10d store or Gloo dials: the host without its port or IPv6 brackets.
+TEST(HostOfAddressTest, DropsThePortAndIpv6Brackets) {
+  EXPECT_EQ(HostOfAddress("gpu01:7531"), "gpu01");
+  EXPECT_EQ(HostOfAddress("10.0.0.2:1"), "10.0.0.2");
+  EXPECT_EQ(HostOfAddress("[::1]:7531"), "::1");
+  EXPECT_EQ(HostOfAddress("[fe80::1]:0"), "fe80::1");
+}
+
 }  // namespace
 }  // namespace benchd::server

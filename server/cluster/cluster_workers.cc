@@ -7,17 +7,6 @@
 #include "server/core/grpc_status.h"
 
 namespace benchd::server {
-namespace {
-
-std::string HostOf(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- RemoteWorkerClient
 
@@ -244,9 +233,9 @@ std::string ClusterWorkers::NodeHost(const std::string& device) {
   if (!cluster_->options().enabled) return "";
   if (auto remote = cluster_->OtherMember(device)) {
     auto node = cluster_->ReadyNode(remote->node);
-    return node.ok() ? HostOf(node->address()) : "";
+    return node.ok() ? HostOfAddress(node->address()) : "";
   }
-  return HostOf(cluster_->options().advertise);
+  return HostOfAddress(cluster_->options().advertise);
 }
 
 }  // namespace benchd::server

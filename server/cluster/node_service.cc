@@ -34,14 +34,6 @@ milliseconds Remaining(const grpc::ServerContext& ctx, milliseconds bound) {
   return std::chrono::duration_cast<milliseconds>(left);
 }
 
-std::string HostOf(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> NodeService::MemberGroup(const std::string& from,
@@ -61,15 +53,15 @@ absl::StatusOr<std::string> NodeService::MemberGroup(const std::string& from,
   return absl::StrCat(from, "/", group);
 }
 
-std::string NodeService::OwnHost() const { return HostOf(cluster_->options().advertise); }
+std::string NodeService::OwnHost() const { return HostOfAddress(cluster_->options().advertise); }
 
 absl::Status NodeService::CheckMemberHost(absl::string_view field, const std::string& host) {
   std::vector<std::string> hosts;
   const v1::ListNodesResponse table = cluster_->List();
   for (const v1::ClusterNode& node : table.nodes()) {
     if (node.state() != v1::NODE_STATE_READY) continue;
-    if (HostOf(node.address()) == host) return absl::OkStatus();
-    hosts.push_back(HostOf(node.address()));
+    if (HostOfAddress(node.address()) == host) return absl::OkStatus();
+    hosts.push_back(HostOfAddress(node.address()));
   }
   return absl::PermissionDeniedError(
       absl::StrCat(field, ": ", QuotedForError(host),
