@@ -298,7 +298,9 @@ absl::Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return absl::InvalidArgumentError(
         absl::StrCat("config file '", path, "': expected a JSON object"));
   }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     const auto& settings = Settings();
     auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& s) {
       return KeyOf(s) == key || (!s.legacy_key.empty() && s.legacy_key == key);
