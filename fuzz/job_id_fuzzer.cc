@@ -2,7 +2,9 @@
 // JobArtifactsDir built on it: an id is accepted exactly when it is the
 // decimal string of a positive int64 without sign or leading zeros (so it
 // round-trips), and an accepted id names one folder right under the
-// artifacts dir.
+// artifacts dir; "NODE/ID" (a rank another cluster member runs here) is
+// accepted exactly when NODE is a node name and ID a job id, and names
+// <artifacts>/NODE/ID.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/artifacts.h"
 #include "common/job_id.h"
+#include "common/node_name.h"
 
 namespace {
 
@@ -37,7 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (absl::StrCat(*parsed) != id) Fail("an id that does not round-trip accepted", id);
   }
   auto dir = benchd::JobArtifactsDir("/data/artifacts/", id, "fuzz");
-  if (dir.ok() != parsed.ok()) Fail("JobArtifactsDir disagrees with the id rule", id);
+  const size_t slash = id.find('/');
+  const bool forwarded = slash != std::string::npos && benchd::IsNodeName(id.substr(0, slash)) &&
+                         benchd::ParseJobId(id.substr(slash + 1)).ok();
+  if (dir.ok() != (parsed.ok() || forwarded))
+    Fail("JobArtifactsDir disagrees with the id rule", id);
   if (dir.ok() && *dir != "/data/artifacts/" + id) Fail("JobArtifactsDir names another folder", id);
   return 0;
 }
