@@ -75,6 +75,19 @@ Setting Text(std::string name, std::string help, std::string DaemonConfig::*fiel
           }};
 }
 
+// A cluster setting taken as it comes (ResolveClusterOptions checks it).
+Setting ClusterText(std::string name, std::string help, std::string ClusterFlags::*field) {
+  return {std::move(name),
+          std::move(help),
+          false,
+          false,
+          "",
+          [field](const Values& v, DaemonConfig* c) {
+            c->cluster.*field = v.back();
+            return absl::OkStatus();
+          }};
+}
+
 Setting Seconds(std::string name, std::string help, int DaemonConfig::*field) {
   std::string legacy = absl::StrCat(absl::StrReplaceAll(name, {{"-", "_"}}), "_s");
   return {std::move(name),
@@ -169,12 +182,9 @@ const std::vector<Setting>& Settings() {
                 return absl::OkStatus();
               }}
           .Named("LAUNCHER"),
-      Setting{"cluster-coordinator",
-              "HOST:PORT of the cluster's rank 0 (with --node-rank and --nodes)", false, false, "",
-              [](const Values& v, DaemonConfig* c) {
-                c->cluster.coordinator = v.back();
-                return absl::OkStatus();
-              }}
+      ClusterText("cluster-coordinator",
+                  "HOST:PORT of the cluster's rank 0 (with --node-rank and --nodes)",
+                  &ClusterFlags::coordinator)
           .Named("HOST:PORT"),
       Setting{"node-rank", "this daemon's rank in the cluster (0 = coordinator)", false, false, "",
               [](const Values& v, DaemonConfig* c) {
@@ -192,32 +202,21 @@ const std::vector<Setting>& Settings() {
                 return absl::OkStatus();
               }}
           .Named("N"),
-      Setting{"node-name", "this member's name in device names (node1/cuda:0); default node<rank>",
-              false, false, "",
-              [](const Values& v, DaemonConfig* c) {
-                c->cluster.name = v.back();
-                return absl::OkStatus();
-              }}
+      ClusterText("node-name",
+                  "this member's name in device names (node1/cuda:0); default node<rank>",
+                  &ClusterFlags::name)
           .Named("NAME"),
-      Setting{
+      ClusterText(
           "advertise",
           "HOST:PORT the other members reach this daemon at (default: --listen's, or this host's "
           "name when --listen is a wildcard)",
-          false, false, "",
-          [](const Values& v, DaemonConfig* c) {
-            c->cluster.advertise = v.back();
-            return absl::OkStatus();
-          }}
+          &ClusterFlags::advertise)
           .Named("HOST:PORT"),
-      Setting{"cluster-secret-file",
-              "FILE holding the cluster's secret (one line, not readable by others), which "
-              "every member proves on each call to another; the same on every member (or "
-              "BENCHD_CLUSTER_SECRET in the environment; never a flag's value, which ps shows)",
-              false, false, "",
-              [](const Values& v, DaemonConfig* c) {
-                c->cluster.secret_file = v.back();
-                return absl::OkStatus();
-              }}
+      ClusterText("cluster-secret-file",
+                  "FILE holding the cluster's secret (one line, not readable by others), which "
+                  "every member proves on each call to another; the same on every member (or "
+                  "BENCHD_CLUSTER_SECRET in the environment; never a flag's value, which ps shows)",
+                  &ClusterFlags::secret_file)
           .Named("FILE"),
       Setting{"cluster-lost-after",
               "seconds without a heartbeat after which a member is LOST and its groups broken "
