@@ -27,6 +27,7 @@ faithful / eager, benchd fast / compiled.
 import argparse
 import gc
 import json
+import os
 import re
 import statistics
 import sys
@@ -49,18 +50,22 @@ FAST_MODEL_FLAGS = {  # benchd's speed options per precision (README, "Using it"
 # at head dim 64 (small to xl, contexts 256-1024) cuDNN through SDPA was the
 # fastest in all 12 cells: 0.6-3.8% ahead of SDPA's flash and 0.1-1.1% ahead of
 # benchd's own fused kernel, which beat flash in 10 (the other two within 0.1%).
-# Head dims not measured (2.7B's 80, which fused lacks) keep flash.
-FAST_ATTENTION_BY_HEAD_DIM = {64: "cudnn"}
+# At head dim 80 (2.7B, which fused refuses) cuDNN was ahead of flash by 0.7%,
+# 1.9% and 3.0% at contexts 256, 512 and 1024 (same H100, the next session).
+# Other head dims keep flash.
+FAST_ATTENTION_BY_HEAD_DIM = {64: "cudnn", 80: "cudnn"}
 
 
-def fast_model_flags(precision, preset):
+def fast_model_flags(precision, preset, by_head_dim=None):
     """FAST_MODEL_FLAGS[precision] with the attention measured fastest for the
-    preset's head dim (bf16/fp16; fp32 keeps SDPA's own pick)."""
+    preset's head dim (bf16/fp16; fp32 keeps SDPA's own pick). by_head_dim: a
+    run's own FAST_ATTENTION_BY_HEAD_DIM (a --json record's, keys as strings)."""
     flags = FAST_MODEL_FLAGS[precision]
     if precision == "fp32" or preset not in PRESETS:
         return flags
     _, d_model, _, _, heads = PRESETS[preset]
-    attention = FAST_ATTENTION_BY_HEAD_DIM.get(d_model // heads)
+    table = {int(k): v for k, v in (by_head_dim or FAST_ATTENTION_BY_HEAD_DIM).items()}
+    attention = table.get(d_model // heads)
     return attention_variant(flags, attention) if attention else flags
 
 
@@ -281,19 +286,39 @@ def attention_variant(flags, attention):
 
 
 def fast_variants(text):
-    """'name=flags;name=flags' -> [(name, flags)]; '' -> the bf16 fast flags with
-    each of flash, cudnn and fused (benchd's own kernel) as the attention."""
+    """'name=flags;name=flags' -> [(name, flags, presets)]. FLAGS '@best' is
+    each preset's fast flags (fast_model_flags: the attention measured fastest
+    for its head dim), '@ATTN' the fast flags with ATTN as the attention (no
+    spaces, so the list survives gpu-fastpath.sh's word splitting); a NAME of
+    'name@p1+p2' runs for those presets alone (presets None: every preset).
+    '' -> the fast flags with each of flash, cudnn and fused (benchd's own
+    kernel) as the attention."""
     if not text:
-        base = FAST_MODEL_FLAGS["bf16"]
-        return [(a, attention_variant(base, a)) for a in ("flash", "cudnn", "fused")]
+        return [(a, "@" + a, None) for a in ("flash", "cudnn", "fused")]
     out = []
     for part in text.split(";"):
         name, sep, flags = part.partition("=")
-        if not sep or not name.strip():
-            raise SystemExit(f"--fast-variants: '{part}' is not name=flags (e.g. 'flash=--attention flash "
-                             f"--cuda-graph')")
-        out.append((name.strip(), flags.strip()))
+        name, _, only = name.strip().partition("@")
+        if not sep or not name or not flags.strip():
+            raise SystemExit(f"--fast-variants: '{part}' is not name[@preset+preset]=flags (e.g. "
+                             f"'best=@best;cudnn@2.7B=@cudnn' or 'flash=--attention flash --cuda-graph')")
+        out.append((name, flags.strip(), set(words(only.replace("+", ","))) or None))
     return out
+
+
+def variant_flags(args, flags, preset, by_head_dim=None):
+    """A variant's FLAGS for `preset`, with '@best' and '@ATTN' spelled out
+    (by_head_dim: as fast_model_flags takes it)."""
+    if flags == "@best":
+        return fast_model_flags(args.fast_precision, preset, by_head_dim)
+    if flags.startswith("@"):
+        return attention_variant(FAST_MODEL_FLAGS[args.fast_precision], flags[1:])
+    return flags
+
+
+def seconds_left(args):
+    """Seconds before --deadline (an epoch time; inf without one)."""
+    return args.deadline - time.time() if args.deadline else float("inf")
 
 
 def benchd_fast_job(cli, args, preset, context, flags):
@@ -324,68 +349,144 @@ def benchd_fast_job(cli, args, preset, context, flags):
 
 
 def peer_model(args, preset, context):
-    """(median ms, min, max) of the strongest PyTorch setup's train step
-    (compare.Reference with strongest=True), or 'OOM'."""
+    """The strongest PyTorch setup's train step (compare.Reference with
+    strongest=True): {'median', 'min', 'max'} in ms, or {'error', 'message'}
+    when it ran out of memory or failed (torch.compile's errors included: a
+    failed peer is a cell, not the end of a call that has spent device time);
+    'wall_s' either way, the compile included."""
     ns = argparse.Namespace(device=args.device, context_length=context, batch_size=args.model_batch_size)
     r = None
+    t0 = time.time()
     try:
         r = Reference(ns, preset, "train_step", args.fast_precision, compiled=True, strongest=True)
         steps = [t * 1e3 for t in r.steps(args.peer_warmup_steps, args.fast_steps)]
-        return statistics.median(steps), min(steps), max(steps)
-    except (torch.OutOfMemoryError, MemoryError):
-        return "OOM"
+        out = {"median": statistics.median(steps), "min": min(steps), "max": max(steps)}
+    except (torch.OutOfMemoryError, MemoryError) as e:
+        out = {"error": "OOM", "message": str(e)[:400]}
+    except Exception as e:  # noqa: BLE001 (torch.compile wraps an OOM in its own errors)
+        oom = "out of memory" in str(e).lower()
+        out = {"error": "OOM" if oom else f"failed ({type(e).__name__})", "message": str(e)[:400]}
+        print(f"compiled_vs_eager: peer {preset} ctx {context}: {type(e).__name__}: {str(e)[:400]}",
+              file=sys.stderr)
     finally:
         if r:
             r.close()
+    out["wall_s"] = round(time.time() - t0, 1)
+    return out
 
 
-def fastpath_table(args, cli, record):
+def peer_cells(args):
+    """The (preset, context) pairs the peer runs for, in the order run:
+    --peer-cells 'preset:context,...' when given, else every preset of
+    --peer-presets (default: all) at each context of --peer-contexts."""
+    if args.peer_cells:
+        out = []
+        for cell in words(args.peer_cells):
+            preset, sep, context = cell.rpartition(":")
+            if not sep or preset not in PRESETS or not context.isdigit():
+                raise SystemExit(f"--peer-cells: '{cell}' is not preset:context (e.g. 'small:256,2.7B:256')")
+            out.append((preset, int(context)))
+        return out
+    only = words(args.peer_presets)
+    contexts = set(ints(args.peer_contexts))
+    return [(p, c) for p in words(args.presets) if not only or p in only
+            for c in ints(args.contexts) if c in contexts]
+
+
+def fast_row(record, preset, context):
+    """The fast table's row of (preset, context), made (benchd not run) if absent."""
+    for row in record.setdefault("fast", []):
+        if row["preset"] == preset and row["context"] == context:
+            return row
+    row = {"preset": preset, "context": context, "peer": None, "benchd": {}}
+    record["fast"].append(row)
+    return row
+
+
+def fast_table_lines(args, record):
+    """The fast table as markdown, from record['fast'] as it stands."""
     variants = fast_variants(args.fast_variants)
-    names = [n for n, _ in variants]
+    names = [n for n, _, _ in variants]
     header = ("| preset | context | peer ms | " + " | ".join(f"benchd {n} ms" for n in names)
               + " | best | floor ms (sum) | floor ms (max) | best / floor | best / max floor | best / peer "
-              "| best TFLOP/s | % of measured peak |")
+              f"| best TFLOP/s | % of measured peak | % of {args.datasheet_tflops:g} TFLOP/s |")
     lines = ["## The fast train step against the strongest PyTorch setup and the roofline floor", "",
              f"{args.fast_precision}, batch {args.model_batch_size}, {args.warmup_steps} warm-up + "
-             f"{args.fast_steps} measured steps (the peer: {args.peer_warmup_steps} warm-up); median ms "
-             f"(min-max). Peer: the course's model and loss under torch.compile(mode='reduce-overhead'), "
-             f"torch.optim.AdamW(fused=True), bf16 autocast. Variants: "
-             + "; ".join(f"{n} = `{f}`" for n, f in variants)
+             f"{args.fast_steps} measured steps (the peer: {args.peer_warmup_steps} warm-up, the compile "
+             f"in the first); median ms (min-max). Peer: the course's model and loss under "
+             f"torch.compile(mode='reduce-overhead'), torch.optim.AdamW(fused=True), bf16 autocast; its "
+             f"wall seconds (compile included) in brackets. Variants: "
+             + "; ".join(f"{n}{' (' + '+'.join(sorted(o)) + ')' if o else ''} = `{f}`" for n, f, o in variants)
+             + (f" (@best: each preset's fast flags, the attention by head dim "
+                f"{record.get('attention_by_head_dim', FAST_ATTENTION_BY_HEAD_DIM)}, else flash)"
+                if any(f == "@best" for _, f, _ in variants) else "")
              + ". Floor (sum): model FLOPs at the measured bf16 matmul peak + AdamW's 28 bytes/parameter at "
              "the measured copy bandwidth; floor (max): the larger of the two (the optimizer hidden "
              "under the matmuls).", "", header, "|" + "---|" * (header.count("|") - 1)]
-    peer_contexts = set(ints(args.peer_contexts))
+
+    def show(c):
+        if c is None:
+            return "-"
+        return f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})" if "median" in c else c["error"]
+
+    for row in record.get("fast", []):
+        cells, peer = row["benchd"], row["peer"]
+        ok = {n: c for n, c in cells.items() if "median" in c}
+        best = min(ok, key=lambda n: ok[n]["median"]) if ok else None
+        b = ok.get(best)
+        peer_col = "-" if peer is None else show(peer) + (f" [{peer['wall_s']:.0f} s]" if "wall_s" in peer else "")
+        peer_ms = peer.get("median") if isinstance(peer, dict) else None
+        tail = "- | - | - | - | - | - | - | - |"
+        if b:
+            floor_max = max(b["matmul_floor"], b["optimizer_floor"]) if b["matmul_floor"] else None
+            peak = f"{100 * b['tflops'] / b['peak_tflops']:.1f}" if b["tflops"] and b["peak_tflops"] else "-"
+            sheet = f"{100 * b['tflops'] / args.datasheet_tflops:.1f}" if b["tflops"] else "-"
+            tail = (f"{fmt_ms(b['floor'])} | {fmt_ms(floor_max)} | {ratio(b['median'], b['floor'])} "
+                    f"| {ratio(b['median'], floor_max)} | {ratio(b['median'], peer_ms)} "
+                    f"| {b['tflops'] or 0:.0f} | {peak} | {sheet} |")
+        lines.append(f"| {row['preset']} | {row['context']} | {peer_col} | "
+                     + " | ".join(show(cells.get(n)) for n in names) + f" | {best or '-'} | " + tail)
+    return lines
+
+
+def row_line(args, record, preset, context):
+    return next(x for x in fast_table_lines(args, record) if x.startswith(f"| {preset} | {context} |"))
+
+
+def fastpath_table(args, cli, record, flush):
+    """benchd's fast step for every preset and context and variant, each row
+    written (flush) as it finishes; rows past --deadline are marked, not run."""
+    variants = fast_variants(args.fast_variants)
     for preset in words(args.presets):
         for context in ints(args.contexts):
-            with_peer = context in peer_contexts and (not args.peer_presets or preset in words(args.peer_presets))
-            peer = peer_model(args, preset, context) if with_peer else None
+            row = fast_row(record, preset, context)
+            for name, flags, only in variants:
+                if only and preset not in only:
+                    continue
+                if seconds_left(args) < args.benchd_reserve:
+                    row["benchd"][name] = {"error": "not run (time)"}
+                    continue
+                cli.evict_all()
+                row["benchd"][name] = benchd_fast_job(cli, args, preset, context,
+                                                      variant_flags(args, flags, preset))
             cli.evict_all()
-            cells = {n: benchd_fast_job(cli, args, preset, context, f) for n, f in variants}
-            cli.evict_all()
-            record.setdefault("fast", []).append({"preset": preset, "context": context, "peer": peer,
-                                                  "benchd": cells})
-            ok = {n: c for n, c in cells.items() if "median" in c}
-            best = min(ok, key=lambda n: ok[n]["median"]) if ok else None
-            b = ok.get(best)
+            print(row_line(args, record, preset, context), flush=True)
+            flush()
 
-            def show(c):
-                return (f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})" if "median" in c else c["error"])
 
-            peer_col = ("-" if peer is None else peer if isinstance(peer, str)
-                        else f"{peer[0]:.2f} ({peer[1]:.2f}-{peer[2]:.2f})")
-            floor_max = max(b["matmul_floor"], b["optimizer_floor"]) if b and b["matmul_floor"] else None
-            tail = "- | - | - | - | - | - | - |"
-            if b:
-                peak = (f"{100 * b['tflops'] / b['peak_tflops']:.1f}" if b["tflops"] and b["peak_tflops"]
-                        else "-")
-                tail = (f"{fmt_ms(b['floor'])} | {fmt_ms(floor_max)} | {ratio(b['median'], b['floor'])} "
-                        f"| {ratio(b['median'], floor_max)} "
-                        f"| {ratio(b['median'], peer[0] if isinstance(peer, tuple) else None)} "
-                        f"| {b['tflops'] or 0:.0f} | {peak} |")
-            lines.append(f"| {preset} | {context} | {peer_col} | " + " | ".join(show(cells[n]) for n in names)
-                         + f" | {best or '-'} | " + tail)
-            print(lines[-1], flush=True)
-    return lines
+def fastpath_peers(args, record, flush):
+    """The peer at each of peer_cells in order, each written (flush) as it
+    finishes; none started with less than --peer-reserve seconds left."""
+    for preset, context in peer_cells(args):
+        row = fast_row(record, preset, context)
+        if seconds_left(args) < args.peer_reserve:
+            row["peer"] = {"error": "not run (time)"}
+            print(f"compiled_vs_eager: peer {preset} ctx {context}: not run, "
+                  f"{seconds_left(args):.0f} s left", file=sys.stderr)
+        else:
+            row["peer"] = peer_model(args, preset, context)
+            print(row_line(args, record, preset, context), flush=True)
+        flush()
 
 
 ATTENTION_KERNEL = re.compile(r"flash|fmha|cudnn|sdpa|attention|Wgmma|FwdKernel|BwdKernel|BwdPre|DqConvert"
@@ -422,9 +523,16 @@ def other_kind(name):
     return "loss, embedding, rest"
 
 
+# Attention kernels that the worker's profiler flags as GEMMs (cuDNN's SDPA
+# kernels run wgmma and say so in their names): named attention before the
+# GEMM flag is read.
+ATTENTION_BEFORE_GEMM = re.compile(r"sdpa|flash|fmha|attention|cudnn::fusion", re.I)
+
+
 def profile_breakdown(profile, steps):
     """Seconds per step of GEMMs, attention and the rest (by kind) in the
-    forward and backward, the optimizer's kernels, and the top non-GEMM kernels."""
+    forward and backward, the optimizer's kernels, and the top non-GEMM kernels.
+    Memsets count under 'loss, embedding, rest' whatever the GEMM flag says."""
     ranges = {r["name"]: r for r in profile.get("ranges", [])}
     out = {"gemm": 0.0, "attention": 0.0, "optimizer": 0.0, "other": {}, "top": [], "kernels": 0.0}
     opt_names = {k["name"] for k in ranges.get("optimizer_step", {}).get("kernels", [])}
@@ -432,74 +540,64 @@ def profile_breakdown(profile, steps):
         sec = k.get("totalSeconds", 0) / steps
         out["kernels"] += sec
         name = k["name"]
+        gemm = k.get("gemm") and not name.startswith("Memset") and not ATTENTION_BEFORE_GEMM.search(name)
         if name in opt_names:
             out["optimizer"] += sec
-        elif k.get("gemm"):
+        elif gemm:
             out["gemm"] += sec
         elif ATTENTION_KERNEL.search(name):
             out["attention"] += sec
         else:
             kind = other_kind(name)
             out["other"][kind] = out["other"].get(kind, 0) + sec
-        if not k.get("gemm"):
+        if not gemm:
             out["top"].append((sec, int(k.get("instances", 0)) // steps, name))
     out["top"].sort(reverse=True)
     return out
 
 
-def fast_profile(args, cli, record, fast_rows):
-    """benchd's profile request on each preset's fast step without the CUDA
-    graph (the same kernels, launched eagerly, so the profiler sees each under
-    its phase), set against the graph step's median from the fast table: the
-    step minus its kernels is the time the GPU waits inside the graph step."""
-    def eager_flags_of(preset):
-        flags = args.profile_flags or fast_model_flags(args.fast_precision, preset)
-        return " ".join(flags.replace("--cuda-graph", "").split())
+def profile_flags(args, preset, record):
+    """The profiled step's flags: the preset's fast flags without --cuda-graph."""
+    flags = args.profile_flags or fast_model_flags(args.fast_precision, preset, record.get("attention_by_head_dim"))
+    return " ".join(flags.replace("--cuda-graph", "").split())
 
-    eager_flags = eager_flags_of(words(args.presets)[0])
+
+def profile_lines(args, record):
+    """The profile section as markdown, from record['profiles'] (in the order
+    profiled) and the fast table's rows at --profile-context."""
     context = args.profile_context
-    graph_median = {}
-    for row in fast_rows:
-        if row["context"] == context:
-            for cell in row["benchd"].values():
-                if "median" in cell:
-                    graph_median[row["preset"]] = min(graph_median.get(row["preset"], 1e9), cell["median"])
+    rows = [row for row in record.get("fast", []) if row["context"] == context]
+    graph_median, roofs = {}, {}
+    by_head_dim = record.get("attention_by_head_dim")
+    for row in rows:
+        # The graph step of the profiled flags (with --cuda-graph) where a
+        # variant ran them, else the best one.
+        profiled = set(profile_flags(args, row["preset"], record).split())
+        same = [c for name, flags, _ in fast_variants(args.fast_variants)
+                if set(variant_flags(args, flags, row["preset"], by_head_dim).split()) - {"--cuda-graph"} == profiled
+                for c in [row["benchd"].get(name, {})] if "median" in c]
+        for cell in same[:1] or row["benchd"].values():
+            if "median" in cell and cell["median"] < graph_median.get(row["preset"], 1e9):
+                graph_median[row["preset"]] = cell["median"]
+                roofs[row["preset"]] = cell
     kinds = [label for label, _ in OTHER_KINDS] + ["loss, embedding, rest"]
-    roofs = {row["preset"]: cell for row in fast_rows if row["context"] == context
-             for cell in row["benchd"].values() if "median" in cell}
-    header = ("| preset | step ms (graph, best) | kernels ms | GEMM | attention | optimizer | "
+    header = ("| preset | step ms (graph) | kernels ms | GEMM | attention | optimizer | "
               + " | ".join(kinds) + " | waits (step - kernels) | matmul floor | GEMM / matmul floor "
               "| optimizer floor | optimizer / floor |")
+    profiled = list(record.get("profiles", {}))
     lines = ["## Where the fast step's time goes (ms per step)", "",
-             f"benchd's profile request, {args.fast_precision}, batch {args.model_batch_size} × {context}, "
-             f"flags `{eager_flags}` (for {words(args.presets)[0]}; each preset's fast flags without "
-             f"--cuda-graph: the same kernels launched eagerly, "
-             f"so each is timed under its phase); {args.profile_steps} profiled steps. 'waits' is the fast "
-             "table's best graph step minus these kernels: time the GPU sits idle inside the step.", "",
+             f"benchd's profile request, {args.fast_precision}, batch {args.model_batch_size} × {context}, each "
+             f"preset's fast flags without --cuda-graph ("
+             + "; ".join(f"{p}: `{profile_flags(args, p, record)}`" for p in profiled)
+             + "): the same kernels launched eagerly, so each is timed under its phase; "
+             f"{args.profile_steps} profiled steps. 'waits' is the fast table's best graph step minus these "
+             "kernels: time the GPU sits idle inside the step (the graph step of the same flags where the "
+             "table has it, else the best). The floors are that job's (the profile measures no peaks).", "",
              header, "|" + "---|" * (header.count("|") - 1)]
     tops = []
-    for preset in words(args.presets):
-        cli.evict_all()
-        try:
-            job_id = cli.submit("profile", "--device", args.device, "--preset", preset, "--mode", "train_step",
-                                "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
-                                "--context-length", context, "--warmup-steps", "3", "--steps", "3",
-                                "--profile-steps", args.profile_steps, "--activities", "cpu,cuda",
-                                *eager_flags_of(preset).split())
-        except BenchctlError as e:
-            print(f"compiled_vs_eager: profile {preset}: {e.stderr.strip()}", file=sys.stderr)
-            continue
-        job = cli.wait(job_id)
-        cli.evict_all()
-        if job["state"] != SUCCEEDED:
-            print(f"compiled_vs_eager: profile {preset}: {job.get('errorMessage', job['state'])}", file=sys.stderr)
-            continue
-        prof = job["result"]["profile"]
-        record.setdefault("profiles", {})[preset] = prof
-        # The floors from the fast table's job at this context (the profile's
-        # runs measure no peaks).
+    for preset in profiled:
+        br = profile_breakdown(record["profiles"][preset], args.profile_steps)
         roof = roofs.get(preset, {})
-        br = profile_breakdown(prof, args.profile_steps)
         k = br["kernels"] * 1e3
         step = graph_median.get(preset)
         mm = roof.get("matmul_floor") or 0
@@ -510,11 +608,43 @@ def fast_profile(args, cli, record, fast_rows):
             + " | ".join(f"{br['other'].get(kind, 0) * 1e3:.3f}" for kind in kinds)
             + f" | {fmt_ms(step - k if step else None)} | {mm:.3f} | {ratio(br['gemm'] * 1e3, mm)} | {of:.3f} "
             f"| {ratio(br['optimizer'] * 1e3, of)} |")
-        print(lines[-1], flush=True)
         tops.append(f"- {preset}: " + "; ".join(f"{short_kernel(n)} {s * 1e3:.3f} ms ({c}×)"
                                                  for s, c, n in br["top"][:args.profile_top]))
-    return lines + ["", f"The largest non-GEMM kernels per step (ms per step, launches per step):", ""] + tops
+    if not profiled:
+        return []
+    return lines + ["", "The largest non-GEMM kernels per step (ms per step, launches per step):", ""] + tops
 
+
+def fast_profile(args, cli, record, flush):
+    """benchd's profile request on each preset's fast step without the CUDA
+    graph (the same kernels, launched eagerly, so the profiler sees each under
+    its phase), set against the graph step's median from the fast table: the
+    step minus its kernels is the time the GPU waits inside the graph step.
+    Each profile goes into record['profiles'], then flush(); none is started
+    with less than --profile-reserve seconds left."""
+    context = args.profile_context
+    for preset in words(args.presets):
+        if seconds_left(args) < args.profile_reserve:
+            print(f"compiled_vs_eager: profile {preset}: not run, {seconds_left(args):.0f} s left", file=sys.stderr)
+            continue
+        cli.evict_all()
+        try:
+            job_id = cli.submit("profile", "--device", args.device, "--preset", preset, "--mode", "train_step",
+                                "--precision", args.fast_precision, "--batch-size", args.model_batch_size,
+                                "--context-length", context, "--warmup-steps", "3", "--steps", "3",
+                                "--profile-steps", args.profile_steps, "--activities", "cpu,cuda",
+                                *profile_flags(args, preset, record).split())
+        except BenchctlError as e:
+            print(f"compiled_vs_eager: profile {preset}: {e.stderr.strip()}", file=sys.stderr)
+            continue
+        job = cli.wait(job_id)
+        cli.evict_all()
+        if job["state"] != SUCCEEDED:
+            print(f"compiled_vs_eager: profile {preset}: {job.get('errorMessage', job['state'])}", file=sys.stderr)
+            continue
+        record.setdefault("profiles", {})[preset] = job["result"]["profile"]
+        print(next(x for x in profile_lines(args, record) if x.startswith(f"| {preset} |")), flush=True)
+        flush()
 
 
 def main():
@@ -548,8 +678,13 @@ def main():
     fp.add_argument("--peer-contexts", default="256",
                     help="contexts at which the peer runs too (each compile costs tens of seconds)")
     fp.add_argument("--peer-presets", default="", help="presets the peer runs for (default: every preset)")
+    fp.add_argument("--peer-cells", default="",
+                    help="'preset:context,...': the peer at these, in this order (instead of --peer-presets "
+                         "and --peer-contexts); cells not in the benchd table get a row of their own")
     fp.add_argument("--fast-variants", default="",
-                    help="'name=flags;...' benchd columns (default: the fast flags with flash, cudnn, fused)")
+                    help="'name[@preset+preset]=flags;...' benchd columns; flags '@best' (each preset's fast "
+                         "flags) or '@ATTN' (the fast flags with that attention) (default: the fast flags "
+                         "with flash, cudnn, fused)")
     fp.add_argument("--fast-precision", default="bf16", choices=["bf16", "fp16"])
     fp.add_argument("--fast-steps", type=int, default=20)
     fp.add_argument("--peer-warmup-steps", type=int, default=5)
@@ -558,23 +693,61 @@ def main():
     fp.add_argument("--profile-flags", default="", help="flags of the profiled step (default: the fast flags)")
     fp.add_argument("--profile-top", type=int, default=8)
     fp.add_argument("--json", help="write the fast-path jobs and profiles (JSON) here")
+    fp.add_argument("--deadline", type=float, default=0,
+                    help="epoch seconds by which the sections must end (gpu-fastpath.sh sets it from "
+                         "GPU_FASTPATH_BUDGET): a job is not started within its reserve of it")
+    fp.add_argument("--benchd-reserve", type=float, default=20, help="seconds a benchd job needs")
+    fp.add_argument("--profile-reserve", type=float, default=40, help="seconds a profile job needs")
+    fp.add_argument("--peer-reserve", type=float, default=150,
+                    help="seconds a peer needs (torch.compile of the model and loss: 1-3 minutes)")
+    fp.add_argument("--datasheet-tflops", type=float, default=989.0,
+                    help="the device's dense bf16 peak by its datasheet (H100 SXM: 989), for the %% column")
+    fp.add_argument("--rerender", metavar="JSON",
+                    help="no jobs: the tables again from an earlier run's --json (its own flags, but "
+                         "--out/--json from this command line), e.g. after a change to the profile's kinds")
     args = p.parse_args()
+    saved = None
+    if args.rerender:
+        with open(args.rerender) as f:
+            saved = json.load(f)
+        rerender, out, out_json = args.rerender, args.out, args.json
+        args = p.parse_args(saved["argv"])
+        args.rerender, args.out, args.json = rerender, out, out_json
+        args.benchctl = args.benchctl or "-"
     cli = Benchctl(args.benchctl) if args.benchctl else None
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "CPU"
     lines = [f"# Compiled vs eager on {name} (torch {torch.__version__})", ""]
     if args.fastpath:
         if not cli:
             raise SystemExit("--fastpath needs --benchctl")
-        lines = [f"# benchd's fast path on {name} (torch {torch.__version__})", ""]
-        record = {"device": name, "torch": torch.__version__}
+        record = saved if args.rerender else {"device": name, "torch": torch.__version__, "argv": sys.argv[1:],
+                                              "started": time.time(),
+                                              "attention_by_head_dim": FAST_ATTENTION_BY_HEAD_DIM}
+
+        def flush():
+            # Everything so far, after each row, profile and peer: a call cut
+            # at its limit still returns what it finished.
+            text = "\n".join([f"# benchd's fast path on {record['device']} (torch {record['torch']})", ""]
+                              + fast_table_lines(args, record) + [""] + profile_lines(args, record)) + "\n"
+            for path, data in ((args.out, text), (args.json, json.dumps(record, indent=1))):
+                if path:
+                    with open(path + ".tmp", "w") as f:
+                        f.write(data)
+                    os.replace(path + ".tmp", path)
+            return text
+
+        if args.rerender:
+            print(flush())
+            return
         if "fastpath" not in args.skip:
-            lines += fastpath_table(args, cli, record) + [""]
+            fastpath_table(args, cli, record, flush)
         if "profile" not in args.skip:
-            lines += fast_profile(args, cli, record, record.get("fast", [])) + [""]
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(record, f, indent=1)
-        args.skip += ["attention", "model"]
+            fast_profile(args, cli, record, flush)
+        if "fastpath" not in args.skip:
+            fastpath_peers(args, record, flush)
+        record["wall_s"] = round(time.time() - record["started"], 1)
+        print(flush())
+        return
     if "attention" not in args.skip:
         lines += attention_table(args, cli) + [""]
     if "model" not in args.skip:
