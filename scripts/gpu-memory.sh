@@ -32,9 +32,7 @@ gpu_setup
 
 [ -n "${GPU_MEMORY_SKIP_BUILD:-}" ] || gpu_build gpu-memory -DBENCHD_TEST_PYTHON=/nonexistent
 # The memory unit tests that need the GPU (they skip without one).
-ctest --test-dir "$BUILD" -R "CudaMemory|MemorySnapshot|MemoryRun" --output-on-failure > "$OUT/ctest-memory.log" 2>&1 \
-  && echo "PASS ctest memory ($(grep -c Passed "$OUT/ctest-memory.log") passed)" \
-  || { echo "FAIL ctest memory"; grep -B2 -A25 "Failure\|FAILED\|what()" "$OUT/ctest-memory.log" | head -60; }
+gpu_ctest_run memory "CudaMemory|MemorySnapshot|MemoryRun"
 
 BIN=$BUILD/bin
 DATA=$(mktemp -d /tmp/benchd-gpu-memory-XXXXXX)

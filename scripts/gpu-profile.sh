@@ -12,6 +12,9 @@
 #                               fails if one fails
 #   profile-small-cli.txt       what benchctl printed for that profile
 #   GPU_PROFILE_SKIP_BUILD=1    use build-gpu as it is
+#   GPU_PROFILE_COMPARE="..."   more flags for bench/profile_compare.py, e.g. "--presets
+#                               small xl --modes forward --precisions fp32" (2 of its 8
+#                               configs, xl fp32's check kept)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -29,7 +32,9 @@ DATA=$(mktemp -d /tmp/benchd-gpu-profile-XXXXXX)
 benchd_start --copy-logs "$OUT" "$BIN" "$DATA" "$OUT/benchd.log" --metrics 127.0.0.1:0 --device cuda:0
 "$BIN/benchctl" --timeout 120 node | tee "$OUT/node.txt"
 
-python3 bench/profile_compare.py --benchctl "$BIN/benchctl" --out "$OUT/profile" | tee "$OUT/profile.md"
+# shellcheck disable=SC2086  # GPU_PROFILE_COMPARE: flags, word-split on purpose
+python3 bench/profile_compare.py --benchctl "$BIN/benchctl" --out "$OUT/profile" ${GPU_PROFILE_COMPARE:-} \
+  | tee "$OUT/profile.md"
 # The checks (tests/gpu/test_profile.py): one trace through FetchArtifact is
 # valid JSON with kernels and the named ranges; profile_compare's jobs have a
 # GEMM on top of each forward, and xl fp32's forward kernels match its events.
