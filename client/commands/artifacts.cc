@@ -5,7 +5,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace artifacts_command {
 
 struct State {
   std::string job_id, name, out;
@@ -49,5 +49,5 @@ const bool kGet = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace artifacts_command
 }  // namespace benchd::client

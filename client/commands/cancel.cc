@@ -2,7 +2,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace cancel_command {
 
 const bool kRegistered = RegisterCommand({
     .path = "cancel",
@@ -13,5 +13,5 @@ const bool kRegistered = RegisterCommand({
                 Cli&) { return AddJobCommand(cmd, "print the Job as JSON", RunCancel); },
 });
 
-}  // namespace
+}  // namespace cancel_command
 }  // namespace benchd::client

@@ -6,7 +6,7 @@
 #include "client/exit_codes.h"
 
 namespace benchd::client {
-namespace {
+namespace completion_command {
 
 const bool kGroup = RegisterCommand({
     .path = "completion",
@@ -40,5 +40,5 @@ const bool kZsh = RegisterCommand({
     .setup = [](CLI::App*, Cli& cli) { return Printing(cli, ZshCompletion); },
 });
 
-}  // namespace
+}  // namespace completion_command
 }  // namespace benchd::client

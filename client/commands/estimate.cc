@@ -4,7 +4,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace estimate_command {
 
 struct State {
   EstimateOptions estimate;
@@ -48,5 +48,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace estimate_command
 }  // namespace benchd::client

@@ -5,7 +5,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace get_command {
 
 struct State {
   std::string job_id;
@@ -41,5 +41,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace get_command
 }  // namespace benchd::client

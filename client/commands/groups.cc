@@ -5,7 +5,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace groups_command {
 
 struct State {
   std::string devices, backend, id;
@@ -78,5 +78,5 @@ const bool kDestroy = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace groups_command
 }  // namespace benchd::client

@@ -10,7 +10,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace list_command {
 
 struct State {
   ListOptions options;
@@ -60,5 +60,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace list_command
 }  // namespace benchd::client

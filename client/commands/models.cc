@@ -7,7 +7,7 @@
 #include "client/exit_codes.h"
 
 namespace benchd::client {
-namespace {
+namespace models_command {
 
 struct State {
   std::string device, key;
@@ -62,5 +62,5 @@ const bool kEvict = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace models_command
 }  // namespace benchd::client

@@ -4,7 +4,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace node_command {
 
 struct State {
   bool json = false;
@@ -50,5 +50,5 @@ const bool kNodes = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace node_command
 }  // namespace benchd::client

@@ -5,7 +5,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_command {
 
 const bool kRegistered = RegisterCommand({
     .path = "submit",
@@ -22,5 +22,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_command
 }  // namespace benchd::client

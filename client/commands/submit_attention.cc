@@ -5,7 +5,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_attention_command {
 
 struct State {
   AttentionOptions attn;
@@ -63,5 +63,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_attention_command
 }  // namespace benchd::client

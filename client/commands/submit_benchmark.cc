@@ -5,7 +5,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_benchmark_command {
 
 struct State {
   BenchmarkOptions bench;
@@ -40,5 +40,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_benchmark_command
 }  // namespace benchd::client

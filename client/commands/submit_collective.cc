@@ -7,7 +7,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_collective_command {
 
 struct State {
   CollectiveOptions coll;
@@ -63,5 +63,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_collective_command
 }  // namespace benchd::client

@@ -13,7 +13,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_ddp_command {
 
 struct State {
   DdpOptions ddp;
@@ -96,5 +96,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_ddp_command
 }  // namespace benchd::client

@@ -7,7 +7,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_memory_command {
 
 struct State {
   MemoryOptions memory;
@@ -56,5 +56,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_memory_command
 }  // namespace benchd::client

@@ -5,7 +5,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_precision_command {
 
 struct State {
   PrecisionOptions prec;
@@ -43,5 +43,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_precision_command
 }  // namespace benchd::client

@@ -5,7 +5,7 @@
 #include "common/job_spec.h"
 
 namespace benchd::client {
-namespace {
+namespace submit_profile_command {
 
 struct State {
   ProfileOptions profile;
@@ -53,5 +53,5 @@ const bool kRegistered = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace submit_profile_command
 }  // namespace benchd::client

@@ -8,7 +8,7 @@
 #include "client/token_command.h"
 
 namespace benchd::client {
-namespace {
+namespace token_command {
 
 struct State {
   std::string role, name;
@@ -50,5 +50,5 @@ const bool kHash = RegisterCommand({
     },
 });
 
-}  // namespace
+}  // namespace token_command
 }  // namespace benchd::client

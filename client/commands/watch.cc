@@ -2,7 +2,7 @@
 #include "client/commands/flags.h"
 
 namespace benchd::client {
-namespace {
+namespace watch_command {
 
 const bool kRegistered = RegisterCommand({
     .path = "watch",
@@ -15,5 +15,5 @@ const bool kRegistered = RegisterCommand({
         },
 });
 
-}  // namespace
+}  // namespace watch_command
 }  // namespace benchd::client
