@@ -98,12 +98,21 @@ class Flash:
 
 # backward variants checked on every d64 bf16/fp16 grid case, and those timed at d64
 # (BWD_VARIANTS="name:var,..." overrides the timed ones)
-BWD_GRID_VARIANTS = tuple(int(v) for v in os.environ.get("BWD_GRID_VARIANTS", "23,25,27,28,29").split(","))
+BWD_GRID_VARIANTS = tuple(int(v) for v in os.environ.get("BWD_GRID_VARIANTS", "13,34,38,41").split(",") if v)
+# the variants run on the 10-case subset by `test` (TEST_VARIANTS="34,35" restricts them)
+TEST_VARIANTS = tuple(int(v) for v in os.environ.get(
+    "TEST_VARIANTS", ",".join(str(v) for v in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                               20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+                                               34, 35, 36, 37, 38, 39, 40, 41))).split(",") if v)
+# BENCH_CASES: the leading cases of cmd_bench's list to time (1 = the leaderboard case only);
+# BENCH_REPEAT: time every implementation that many times, interleaved (run-to-run spread)
+BENCH_CASES = int(os.environ.get("BENCH_CASES", "3"))
+BENCH_REPEAT = int(os.environ.get("BENCH_REPEAT", "1"))
 BENCH_FWD_VARIANTS = tuple((kv.split(":")[0], int(kv.split(":")[1])) for kv in os.environ.get(
     "FWD_VARIANTS", "ours-ftree:30,ours-femu8:31,ours-ftree-emu8:32,ours-ftree-emu4:33").split(",") if kv)
 BENCH_BWD_VARIANTS = tuple((kv.split(":")[0], int(kv.split(":")[1])) for kv in os.environ.get(
     "BWD_VARIANTS",
-    "ours-swapdq:23,ours-owndq:27,ours-owndq-skew:28,ours-owndq-skew-edv:29,ours-oldpre:22").split(",") if kv)
+    "ours-v13:13,ours-writer:34,ours-wc:38,ours-wc-early:41").split(",") if kv)
 
 
 def reference(q, k, v, do, causal, scale):
@@ -190,7 +199,8 @@ def cmd_test(fl):
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         for D in (16, 32, 64, 128):
             for causal in (False, True):
-                for B, H, S in ((2, 3, 1), (2, 3, 17), (1, 2, 100), (2, 2, 1000)):
+                # S 512 (run 24): Sq % 128 == 0 reaches the default's permuted dQ accumulator
+                for B, H, S in ((2, 3, 1), (2, 3, 17), (1, 2, 100), (2, 2, 1000), (1, 2, 512)):
                     cases.append((dtype, B, H, S, S, D, causal, "bhsd"))
         for D in (64, 128):
             for causal in (False, True):
@@ -204,7 +214,8 @@ def cmd_test(fl):
     print(f"{'dtype':9s} {'B':>2s} {'H':>2s} {'Sq':>5s} {'Sk':>5s} {'D':>3s} {'causal':6s} {'layout':6s} "
           + " ".join(f"{n+' abs/rel (sdpa-math rel)':>34s}" for n in ("O", "L", "dQ", "dK", "dV")) + "  ok")
     failures = 0
-    for c in cases:
+    # TEST_GRID=0 skips the grid through the default kernels (a quick check of variants)
+    for c in cases if os.environ.get("TEST_GRID", "1") != "0" else ():
         dtype, B, H, Sq, Sk, D, causal, layout = c
         try:
             ok, res = run_case(fl, *c, gen)
@@ -222,13 +233,16 @@ def cmd_test(fl):
     print(f"# {len(cases) - failures}/{len(cases)} cases passed")
     # the alternative wgmma forward variants (timed by `bench`) on a subset
     vfail, vn = 0, 0
-    for var in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
-                27, 28, 29, 30, 31, 32, 33):
+    for var in TEST_VARIANTS:
         for D in (64, 128):
             for c in ([(torch.bfloat16, 2, 2, 1000, 1000, D, cz, "bhsd") for cz in (False, True)]
                       + [(torch.bfloat16, 1, 2, 4097, 4097, D, True, "bhsd"),
                          (torch.float16, 2, 3, 333, 333, D, True, "bshd"),
-                         (torch.bfloat16, 2, 3, 100, 257, D, False, "bshd")]):
+                         (torch.bfloat16, 2, 3, 100, 257, D, False, "bshd")]
+                      # Sq % 128 == 0 (run 23: variant 38's permuted dQ accumulator needs it)
+                      + [(torch.bfloat16, 2, 2, 1024, 1024, D, True, "bhsd"),
+                         (torch.float16, 1, 2, 2048, 2048, D, False, "bhsd"),
+                         (torch.bfloat16, 2, 3, 512, 512, D, True, "bshd")]):
                 fl.lib.benchd_flash_set_variant(var, var)
                 try:
                     ok, res = run_case(fl, *c, gen)
@@ -283,7 +297,7 @@ def cmd_bench(fl, reps_ms):
         ("leaderboard bf16 causal B1 H16 S16384 d64", torch.bfloat16, 1, 16, 16384, 64, True, ("fwd", "fwd+bwd")),
         ("bf16 causal B1 H16 S16384 d128", torch.bfloat16, 1, 16, 16384, 128, True, ("fwd", "fwd+bwd")),
         ("bf16 non-causal B1 H16 S4096 d128", torch.bfloat16, 1, 16, 4096, 128, False, ("fwd", "fwd+bwd")),
-    ]
+    ][:BENCH_CASES]
     for label, dtype, B, H, S, D, causal, modes in configs:
         gen = torch.Generator(device="cuda")
         gen.manual_seed(0)
@@ -301,6 +315,14 @@ def cmd_bench(fl, reps_ms):
         for n, a, b in (("O", o, oc), ("dQ", dq, qg.grad), ("dK", dk, kg.grad), ("dV", dv, vg.grad)):
             chk.append(f"{n} {((a.float() - b.float()).norm() / b.float().norm()).item():.2e}")
         print(f"# {label}: ours vs cuDNN, norm-relative: " + ", ".join(chk))
+        if D == 64:  # the timed backward variants at this size too (run 25)
+            for name, var in BENCH_BWD_VARIANTS:
+                fl.lib.benchd_flash_set_variant(0, var)
+                dq, dk, dv = fl.backward(q, k, v, o, ones, lse, causal, scale)
+                fl.lib.benchd_flash_set_variant(0, 0)
+                print(f"#   {name}: " + ", ".join(
+                    f"{n} {((a.float() - b.float()).norm() / b.float().norm()).item():.2e}"
+                    for n, a, b in (("dQ", dq, qg.grad), ("dK", dk, kg.grad), ("dV", dv, vg.grad))))
         del oc, qg, kg, vg
 
         fwd_flops = flops_fwd(B, H, S, D, causal)
@@ -364,17 +386,25 @@ def cmd_bench(fl, reps_ms):
         for mode in modes:
             mult = 1.0 if mode == "fwd" else 3.5
             res = {}
-            for name, (ff, fb, g) in impls.items():
-                fn = ff if mode == "fwd" else fb
-                if fn is None:
-                    continue
-                try:
-                    med, lo, hi = do_bench(fn, warmup=25, rep=reps_ms, grad_to_none=g,
-                                           quantiles=[0.5, 0.2, 0.8])
-                    res[name] = (med, lo, hi)
-                except Exception as e:  # noqa: BLE001
-                    print(f"# {name} {mode} failed: {e}")
-            base = res.get("sdpa-cudnn", (float("nan"),))[0]
+            for rep in range(BENCH_REPEAT):
+                for name, (ff, fb, g) in impls.items():
+                    fn = ff if mode == "fwd" else fb
+                    if fn is None:
+                        continue
+                    key = name if BENCH_REPEAT == 1 else f"{name} #{rep + 1}"
+                    try:
+                        med, lo, hi = do_bench(fn, warmup=25, rep=reps_ms, grad_to_none=g,
+                                               quantiles=[0.5, 0.2, 0.8])
+                        res[key] = (med, lo, hi)
+                    except Exception as e:  # noqa: BLE001
+                        print(f"# {name} {mode} failed: {e}")
+            cud = [v[0] for k, v in res.items() if k.split(" #")[0] == "sdpa-cudnn"]
+            base = sorted(cud)[len(cud) // 2] if cud else float("nan")
+            if BENCH_REPEAT > 1:  # the median over the repeats of each implementation's median
+                names = dict.fromkeys(k.split(" #")[0] for k in res)
+                print(f"# {label} {mode}: median of {BENCH_REPEAT} interleaved medians (ms): " + ", ".join(
+                    f"{n} {sorted(v[0] for k, v in res.items() if k.split(' #')[0] == n)[BENCH_REPEAT // 2]:.3f}"
+                    for n in names))
             for name, (med, lo, hi) in res.items():
                 tf = fwd_flops * mult / (med * 1e-3) / 1e12
                 rows.append((label, mode, name, med, lo, hi, tf, med / base))

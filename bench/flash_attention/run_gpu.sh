@@ -13,6 +13,8 @@ PY=${PY:-python3}
 mkdir -p "$OUT" "$BUILD"
 export PYTHONUNBUFFERED=1
 FLAGS="-std=c++17 -O3 -I. -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80"
+# SKIP_BUILD=1 reuses $BUILD/libbenchd_flash.so of an earlier call in the same machine
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
 pids=()
 for f in worker/flash/flash_attention_kernel.cu worker/flash/flash_attention_fwd.cu \
          worker/flash/flash_attention_bwd.cu worker/flash/flash_attention_fp32.cu \
@@ -27,7 +29,6 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 cat "$BUILD"/*.log | grep -E "error|warning|Used|spill|Compiling entry" | grep -v "0 bytes spill" > "$OUT/ptxas.txt" || true
 if [ $rc -ne 0 ]; then cat "$BUILD"/*.log | grep -B2 -A5 error | head -80; echo "BUILD FAILED"; exit 1; fi
 $NVCC -shared "$BUILD"/flash_attention_*.o "$BUILD"/flash_shim.o -o "$BUILD/libbenchd_flash.so" || exit 1
-LIB="$BUILD/libbenchd_flash.so"
 # the Hopper kernels must run on wgmma (HGMMA in SASS), not on a slower path
 CUOBJDUMP=$(dirname "$NVCC")/cuobjdump
 $CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | tee "$OUT/hgmma.txt"
@@ -41,6 +42,8 @@ grep -E "Fwd|Bwd" "$OUT/sass_regs.txt" | sed -E 's/_ZN6benchd6worker5flash6detai
 # SASS of the bf16 d64 backward kernels of runs 13- (instruction mix per kernel)
 $CUOBJDUMP -sass "$BUILD/flash_attention_sm90.o" 2>/dev/null | awk '/Function :/ { on = ($3 ~ /BwdWs128KernelI13/) } on' > "$OUT/sass_bwd128.txt" || true
 awk '/Function :/ { f = $3 } /^ +\/\*[0-9a-f]+\*\// { n[f]++; split($2, a, "."); op[f" "a[1]]++ } END { for (k in op) print op[k], k }' "$OUT/sass_bwd128.txt" | sort -k2,2 -k1,1nr | sed -E 's/_ZN6benchd[^ ]*BwdWs128KernelI13__nv_bfloat16Li64E//' > "$OUT/sass_bwd128_mix.txt" || true
+fi
+LIB="$BUILD/libbenchd_flash.so"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 status=0
 if [ "$WHAT" = test ] || [ "$WHAT" = all ]; then

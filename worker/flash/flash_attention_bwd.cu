@@ -103,6 +103,40 @@ __global__ void __launch_bounds__(256) DqConvertVecKernel(const Params p) {
       out;
 }
 
+// The dQ conversion for the permuted accumulator of BwdWs128Kernel's kDqPerm (head dim 64,
+// Sq % 128 == 0): per 128-query tile and warpgroup w, a 16 KB chunk in which the float4
+// number i·128 + t holds thread t's wgmma accumulator values 4i..4i+3: rows
+// w·64 + 16·(t/32) + (t%32)/4 (+8 for .z, .w), columns 8i + 2·(t%4) (+1). A thread here
+// reads the four float4 of threads 4j..4j+3 (64 contiguous bytes) and writes 8 columns of
+// two rows.
+template <typename T>
+__global__ void __launch_bounds__(256) DqConvertPermKernel(const Params p) {
+  const int64_t chunk = blockIdx.x;  // (b·H + h, query tile, w)
+  const int g = threadIdx.x, i = g / 32, x = g % 32;
+  const int n_q_tiles = p.Sq / 128;
+  const int64_t bh = chunk / (2 * n_q_tiles);
+  const int qt = static_cast<int>(chunk % (2 * n_q_tiles)) / 2, w = static_cast<int>(chunk % 2);
+  const float4* a = reinterpret_cast<const float4*>(p.dq_accum) + chunk * 1024 + i * 128 +
+                    (x / 8) * 32 + (x % 8) * 4;
+  const float4 f0 = a[0], f1 = a[1], f2 = a[2], f3 = a[3];
+  const int row = qt * 128 + w * 64 + (x / 8) * 16 + x % 8;
+  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh % p.H);
+  const float s = p.scale;
+  T* dq = static_cast<T*>(p.dq) + b * p.sdq.b + h * p.sdq.h + static_cast<int64_t>(row) * p.sdq.s +
+          i * 8;
+  uint4 lo, hi;
+  lo.x = Tc<T>::Pack(f0.x * s, f0.y * s);
+  lo.y = Tc<T>::Pack(f1.x * s, f1.y * s);
+  lo.z = Tc<T>::Pack(f2.x * s, f2.y * s);
+  lo.w = Tc<T>::Pack(f3.x * s, f3.y * s);
+  hi.x = Tc<T>::Pack(f0.z * s, f0.w * s);
+  hi.y = Tc<T>::Pack(f1.z * s, f1.w * s);
+  hi.z = Tc<T>::Pack(f2.z * s, f2.w * s);
+  hi.w = Tc<T>::Pack(f3.z * s, f3.w * s);
+  *reinterpret_cast<uint4*>(dq) = lo;
+  *reinterpret_cast<uint4*>(dq + 8 * p.sdq.s) = hi;
+}
+
 // Backward variant 22 keeps the scalar kernels (A/B timing of the vector ones).
 template <typename T, int D>
 const char* LaunchPre(const Params& p, cudaStream_t stream) {
@@ -372,7 +406,14 @@ const char* Launch(const Params& p, cudaStream_t stream) {
 template <typename T, int D>
 const char* LaunchWgmma(const Params& p, FlashDtype dtype, cudaStream_t stream) {
   if (const char* e = LaunchPre<T, D>(p, stream)) return e;
-  if (const char* e = LaunchBackwardWgmmaMain(p, dtype, stream)) return e;
+  bool dq_perm = false;
+  if (const char* e = LaunchBackwardWgmmaMain(p, dtype, stream, &dq_perm)) return e;
+  if (dq_perm) {
+    const int64_t chunks = static_cast<int64_t>(p.B) * p.H * (p.Sq / 128) * 2;
+    DqConvertPermKernel<T><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  }
   return LaunchDqConvert<T, D>(p, stream);
 }
 

@@ -129,7 +129,10 @@ const char* LaunchPreFloat(const Params& p, cudaStream_t stream);
 // DeviceHasWgmma() (compute capability 9.0; the library carries sm_90a code).
 bool DeviceHasWgmma();
 const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant, cudaStream_t stream);
-const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream);
+// *dq_perm (if given) tells whether the kernel left the float32 dQ accumulator in the
+// permuted tile layout of DqConvertPermKernel (flash_attention_bwd.cu) instead of rows.
+const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream,
+                                    bool* dq_perm = nullptr);
 
 // Tile-configuration variants for A/B timing in one process (0 = default).
 // Not part of the API: the harness's shim sets them.

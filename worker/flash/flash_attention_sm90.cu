@@ -1283,7 +1283,31 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kSwapDq = (kFlags & 4) != 0, kWarpRed = (kFlags & 8) != 0;
   constexpr bool kEarlyDv2 = (kFlags & 16) != 0;
   constexpr bool kOwnDq = (kFlags & 32) != 0, kSkew = (kFlags & 64) != 0;
+  constexpr bool kWriter = (kFlags & 128) != 0, kDeferDq = (kFlags & 256) != 0;
   static_assert(!kOwnDq || (kOpt && !kDkFirst && !kRedDq && !kWarpRed), "kOwnDq: kOpt's staging");
+  static_assert(!kWriter || (kOpt && !kDkFirst && !kRedDq && !kWarpRed && !kOwnDq && !kSkew),
+                "kWriter: kOpt's staging, one reduction per warpgroup");
+  static_assert(!kDeferDq || kWriter, "kDeferDq needs the writer warp");
+  constexpr bool kDqPerm = (kFlags & 512) != 0;
+  static_assert(!kDqPerm || kWriter, "kDqPerm needs the writer warp");
+  // kDq2 (run 24): one dSᵀ stage instead of two (each warpgroup stores its dSᵀ of step u + 1
+  // only once the other one's dQ of step u is complete: named barriers 9, 10) and two dQ
+  // staging slots per warpgroup instead of one (the same shared memory), so that a slot is
+  // rewritten two steps after its reduction was issued instead of one (run 23's profile: the
+  // consumers waited 4 % of the time for the writer to free the slot). kLateCommit: the
+  // writer is told about the dQ tile of step u only after step u + 1's dSᵀ fence, which then
+  // also covers the dQ stores: no fence of its own.
+  constexpr bool kDq2 = (kFlags & 1024) != 0, kLateCommit = (kFlags & 2048) != 0;
+  static_assert(!kDq2 || (kWriter && !kDeferDq), "kDq2: the writer, no deferral");
+  static_assert(!kLateCommit || kDq2, "kLateCommit needs kDq2's second slot");
+  // kEarlyFree (run 25): with kLateCommit the writer frees a slot only after the next tile's
+  // late commit (mid next step), a step after the slot's reduction was issued: the consumers
+  // still waited for it (run 24's profile: 3.4 %). Here the writer waits for its own
+  // reductions' reads at once and frees the slot for the tile two steps later; the full and
+  // empty barriers come in pairs by slot parity (full 11 + 2w + p, empty 5 + 2w + p), so that
+  // no barrier ever gets a second phase's arrivals before its first completes.
+  constexpr bool kEarlyFree = (kFlags & 4096) != 0;
+  static_assert(!kEarlyFree || kLateCommit, "kEarlyFree: kLateCommit's protocol");
   static_assert(!(kEarlyDv2 && kEarlyDv), "one early-dV form");
   static_assert(!(kWarpRed && kRedDq), "one dQ reduction");
   constexpr int kBc = 128, kBr = 128, kQBuf = 2;
@@ -1295,8 +1319,8 @@ __global__ void __launch_bounds__(384, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (SmemAddr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base, sV = sK + kKBytes, sQ = sV + kKBytes, sdO = sQ + kQBuf * kQBytes,
-                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + (kOwnDq ? 1 : 2) * kSBytes;
-  const uint32_t sLD = sdQ + (kOwnDq ? 4 : 2) * kdQBytes;  // L then D, kQBuf × 128 floats each
+                 sdS = sdO + kQBuf * kQBytes, sdQ = sdS + (kOwnDq || kDq2 ? 1 : 2) * kSBytes;
+  const uint32_t sLD = sdQ + (kOwnDq || kDq2 ? 4 : 2) * kdQBytes;  // L, D: kQBuf × 128 floats
   float* Ls = reinterpret_cast<float*>(smem_raw + (sLD - SmemAddr(smem_raw)));
   float* Dl = Ls + kQBuf * kBr;
   const uint32_t bars = sLD + 2 * kQBuf * kBr * 4;
@@ -1332,7 +1356,7 @@ __global__ void __launch_bounds__(384, 1)
         TmaLoad4d(sK, &tk, barKV, 0, n0, h, b);
         TmaLoad4d(sV, &tv, barKV, 0, n0, h, b);
       }
-      for (int it = i_begin; it < n_q_tiles; ++it) {
+      auto load_tile = [&](int it) {
         const int u = it - i_begin, st = u % kQBuf, m0 = it * kBr;
         if (u >= kQBuf) MbarWait(empty(st), ((u / kQBuf) & 1) ^ 1);
         if (lane == 0) {
@@ -1351,7 +1375,78 @@ __global__ void __launch_bounds__(384, 1)
         }
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full(st))
                      : "memory");
+      };
+      if constexpr (kWriter) {
+        // not unrolled: unrolled (by two, as ptxas does otherwise) this loop spilled at 24
+        // registers beside the writer's code
+#pragma unroll 1
+        for (int it = i_begin; it < n_q_tiles; ++it) load_tile(it);
+      } else {
+        for (int it = i_begin; it < n_q_tiles; ++it) load_tile(it);
       }
+    } else if (kWriter && warp == 1) {
+      // kWriter (run 22): the dQ writer warp (FlashAttention-3's store_dq). Per step and
+      // consumer warpgroup w: wait until w has staged its dQ tile (named barrier 5 + w, 128
+      // arrivals of w + this warp's 32), add it by two bulk tensor reductions, and once
+      // the copy engine has read the staging slot, free it (barrier 7 + w) for w's next tile.
+      // kDeferDq: staging v holds dQ of step v − 1 (staging 0 is not added), one more staging
+      const int n_stage = n_q_tiles - i_begin + (kDeferDq && i_begin < n_q_tiles ? 1 : 0);
+      for (int v = 0; v < n_stage; ++v) {
+        const int m0 = (i_begin + v - (kDeferDq ? 1 : 0)) * kBr;
+        const bool add = !kDeferDq || v > 0;
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          asm volatile("bar.sync %0, 160;\n" ::"r"(kEarlyFree ? 11 + 2 * w + (v & 1) : 5 + w)
+                       : "memory");
+          if (lane == 0) {
+            if constexpr (kDqPerm) {
+              // kDqPerm: the 16 KB slot as it is, into the permuted accumulator (Sq % 128 == 0)
+              if (add && m0 + w * 64 < p.Sq)
+                asm volatile(
+                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], "
+                    "%2;\n" ::"l"(p.dq_accum +
+                                  ((bh * n_q_tiles + m0 / kBr) * 2 + w) * (kdQBytes / 4)),
+                    "r"(sdQ + (kDq2 ? 2 * w + (v & 1) : w) * kdQBytes), "r"(kdQBytes)
+                    : "memory");
+            } else if (add && m0 + w * 64 < p.Sq)
+#pragma unroll
+              for (int j = 0; j < D / 32; ++j)
+                asm volatile(
+                    "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                    " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<uint64_t>(&tdq)),
+                    "r"(32 * j), "r"(m0 + w * 64), "r"(static_cast<int>(bh)),
+                    "r"(sdQ + (kDq2 ? 2 * w + (v & 1) : w) * kdQBytes + j * 8192)
+                    : "memory");
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          }
+        }
+        if constexpr (kEarlyFree) {  // both slots of staging v are free for staging v + 2
+          if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+          __syncwarp();
+          if (v + 2 < n_stage) {
+            asm volatile("bar.arrive %0, 160;\n" ::"r"(5 + (v & 1)) : "memory");
+            asm volatile("bar.arrive %0, 160;\n" ::"r"(7 + (v & 1)) : "memory");
+          }
+        } else if (kDq2 && v + 1 < n_stage) {
+          // kDq2: free the slots of staging v − 1 (the consumers' next tile goes there); after
+          // staging 0 a handshake only (it keeps the consumers' arrivals for staging v + 1
+          // behind this warp's wait for staging v on barriers 5, 6)
+          if (lane == 0 && v > 0) asm volatile("cp.async.bulk.wait_group.read 3;\n" ::: "memory");
+          __syncwarp();
+          asm volatile("bar.arrive 7, 160;\n" ::: "memory");
+          if (lane == 0 && v > 0) asm volatile("cp.async.bulk.wait_group.read 2;\n" ::: "memory");
+          __syncwarp();
+          asm volatile("bar.arrive 8, 160;\n" ::: "memory");
+        } else if (!kDq2 && v + 1 < n_stage) {  // the consumers wait for slot w only before a next tile
+          if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+          __syncwarp();
+          asm volatile("bar.arrive 7, 160;\n" ::: "memory");
+          if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+          __syncwarp();
+          asm volatile("bar.arrive 8, 160;\n" ::: "memory");
+        }
+      }
+      if (lane == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
     return;
   }
@@ -1368,7 +1463,66 @@ __global__ void __launch_bounds__(384, 1)
   const int key_row_l = cw * 64 + warp * 16 + lane / 4;  // row in the CTA's key tile
   const float sl2 = p.scale_log2;
   const uint32_t sKw = sK + cw * 64 * 128, sVw = sV + cw * 64 * 128;
-  const uint32_t sdQw = sdQ + cw * (kOwnDq ? 2 : 1) * kdQBytes;
+  const uint32_t sdQw = sdQ + cw * (kOwnDq || kDq2 ? 2 : 1) * kdQBytes;
+
+  // kWriter: this warpgroup's dQ tile goes to its staging slot (float32, TMA's 128-byte
+  // swizzle as kOpt's staging below; kSwapDq's conflict-free order) for the writer warp:
+  // stage_store waits (sync_empty) until the writer has read the slot's previous tile
+  // (barrier 7 + cw) and stores; stage_commit fences and arrives on barrier 5 + cw without
+  // waiting. kDeferDq keeps dQ of step u in dqk and stores it in step u + 1 between the Sᵀ and
+  // the dPᵀ issue, while the tensor pipe runs Sᵀ (stt in flight, dpt not yet live: the
+  // registers fit); every step stores (step 0 an unused tile the writer skips), so that no
+  // divergent path reads the registers the dQ wgmma wrote (ptxas serialised every wgmma:
+  // C7518).
+  [[maybe_unused]] auto stage_store = [&](const float(&dq)[D / 2], bool sync_empty,
+                                          uint32_t sdQw) {
+    if (sync_empty) {  // immediate barrier ids (a register for 7 + cw was spilled)
+      if (cw == 0)
+        asm volatile("bar.sync 7, 160;\n" ::: "memory");
+      else
+        asm volatile("bar.sync 8, 160;\n" ::: "memory");
+    }
+    if constexpr (kDqPerm) {
+      // kDqPerm (FlashAttention-3's dQ layout): the thread's 32 values as they are, 16 bytes
+      // at a time, thread-contiguous (8 conflict-free STS.128); DqConvertPermKernel undoes it
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         sdQw + (i * 128 + tid % 128) * 16),
+                     "f"(dq[4 * i]), "f"(dq[4 * i + 1]), "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
+                     : "memory");
+      return;
+    }
+    const int r_lo = warp * 16 + lane / 4;
+    const bool odd = kSwapDq && ((lane / 4) & 1) != 0;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = r_lo + 8 * r;
+        const int ii = odd ? (i ^ 2) : i;
+        const int chunk = 2 * (ii % 4) + (lane % 4) / 2;
+        const float a = odd ? dq[4 * (i ^ 2) + 2 * r] : dq[4 * i + 2 * r];
+        const float c = odd ? dq[4 * (i ^ 2) + 2 * r + 1] : dq[4 * i + 2 * r + 1];
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                         sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                         (lane % 2) * 8),
+                     "f"(a), "f"(c)
+                     : "memory");
+      }
+  };
+  [[maybe_unused]] auto stage_commit = [&]() {
+    wg::FenceProxyAsync();
+    if (cw == 0)
+      asm volatile("bar.arrive 5, 160;\n" ::: "memory");
+    else
+      asm volatile("bar.arrive 6, 160;\n" ::: "memory");
+  };
+  [[maybe_unused]] float dqk[kDeferDq ? D / 2 : 1];
+  if constexpr (kDeferDq) {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dqk[i] = 0.f;  // step 0 stores it; the writer skips it
+  }
 
   MbarWait(barKV, 0);
   for (int it = i_begin; it < n_q_tiles; ++it) {
@@ -1378,7 +1532,7 @@ __global__ void __launch_bounds__(384, 1)
     // that (with nothing else coupling them) one's exponentials run under the other's GEMMs
     if (kSkew && u == 0 && cw == 1) asm volatile("bar.sync 4, 256;\n" ::: "memory");
     const uint32_t sQb = sQ + st * kQBytes, sdOb = sdO + st * kQBytes;
-    const uint32_t sdSb = sdS + (kOwnDq ? 0 : (u & 1)) * kSBytes;
+    const uint32_t sdSb = sdS + (kOwnDq || kDq2 ? 0 : (u & 1)) * kSBytes;
     const float* Lb = Ls + st * kBr;
     const float* Db = Dl + st * kBr;
 
@@ -1389,11 +1543,16 @@ __global__ void __launch_bounds__(384, 1)
       wg::Mma<T, kBr>::template SS<0, 0>(stt, wg::Desc(sKw + kk * 32, 16, 1024),
                                          wg::Desc(sQb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
     wg::Commit();
+    if constexpr (kDeferDq) {
+      stage_store(dqk, u > 0, sdQw);  // the previous step's dQ, under Sᵀ
+      wg::Fence();
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wg::Mma<T, kBr>::template SS<0, 0>(dpt, wg::Desc(sVw + kk * 32, 16, 1024),
                                          wg::Desc(sdOb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
     wg::Commit();
+    if constexpr (kDeferDq) stage_commit();
     const bool need_mask =
         (m0 + kBr > p.Sq) || (n0 + kBc > p.Sk) || (p.causal && n0 + kBc - 1 > m0);
     wg::Wait<1>();
@@ -1498,6 +1657,14 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int ks = 0; ks < kBr / 16; ++ks) PackA<T>(dpt + 8 * ks, da[ks]);
     }
+    if constexpr (kDq2) {  // the one dSᵀ stage: the other warpgroup's dQ of step u − 1 is done
+      if (u > 0) {
+        if (cw == 0)
+          asm volatile("bar.sync 10, 256;\n" ::: "memory");
+        else
+          asm volatile("bar.sync 9, 256;\n" ::: "memory");
+      }
+    }
     // dSᵀ of this warpgroup's 64 keys into both 64-query column blocks (swizzled 128-byte rows)
     if constexpr (kOpt) {
       // stmatrix x4: matrix j = (query chunk 2ks + j/2, key rows +8·(j%2)), row addresses from
@@ -1527,6 +1694,17 @@ __global__ void __launch_bounds__(384, 1)
           }
     }
     wg::FenceProxyAsync();
+    if constexpr (kEarlyFree) {
+      if (u > 0)  // the dQ tile of step u − 1 (the fence above covers its stores too)
+        asm volatile("bar.arrive %0, 160;\n" ::"r"(11 + 2 * cw + ((u - 1) & 1)) : "memory");
+    } else if constexpr (kLateCommit) {
+      if (u > 0) {  // the dQ tile of step u − 1 (the fence above covers its stores too)
+        if (cw == 0)
+          asm volatile("bar.arrive 5, 160;\n" ::: "memory");
+        else
+          asm volatile("bar.arrive 6, 160;\n" ::: "memory");
+      }
+    }
     wg::Fence();
     if constexpr (!kEarlyDv && !kEarlyDv2) {
 #pragma unroll
@@ -1607,6 +1785,52 @@ __global__ void __launch_bounds__(384, 1)
                   "r"(sdQw + qh * 16384 + j * 8192)
                   : "memory");
         asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      }
+    } else if constexpr (kWriter) {
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both warpgroups' dSᵀ are written
+      auto dq_dk = [&](float(&dq)[D / 2]) {
+        wg::Fence();
+#pragma unroll
+        for (int ks = 0; ks < kBc / 16; ++ks)
+          wg::Mma<T, D>::template SS<1, 1>(
+              dq, wg::Desc(sdSb + cw * kSBlk + ks * 16 * 128, 8192, 1024),
+              wg::Desc(sK + ks * 16 * 128, kBc * 128, 1024), ks > 0 ? 1 : 0);
+        wg::Commit();
+#pragma unroll
+        for (int ks = 0; ks < kBr / 16; ++ks)
+          wg::Mma<T, D>::template RS<1>(dk, da[ks],
+                                        wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
+        wg::Commit();
+        wg::Wait<1>();  // dV and dQ are complete, dK may still run
+        wg::FenceRegs(dq);
+        if constexpr (kDq2) {  // this warpgroup no longer reads the dSᵀ stage
+          if (it + 1 < n_q_tiles) {
+            if (cw == 0)
+              asm volatile("bar.arrive 9, 256;\n" ::: "memory");
+            else
+              asm volatile("bar.arrive 10, 256;\n" ::: "memory");
+          }
+        }
+      };
+      if constexpr (kDeferDq) {
+        float dq[D / 2];
+        dq_dk(dq);
+        // held in registers no wgmma defined: reading dq (or a mov.b32 copy, which ptxas
+        // folds) in the next step made ptxas inject a wgmma wait there (C7517), after Sᵀ's
+        // issue. x + 0 is x except that −0 becomes +0 (the same sum), so it stays.
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i)
+          asm volatile("add.f32 %0, %1, 0f00000000;\n" : "=f"(dqk[i]) : "f"(dq[i]));
+      } else {
+        float dq[D / 2];
+        dq_dk(dq);
+        if constexpr (kEarlyFree) {
+          if (u >= 2) asm volatile("bar.sync %0, 160;\n" ::"r"(5 + 2 * cw + (u & 1)) : "memory");
+          stage_store(dq, false, sdQw + (u & 1) * kdQBytes);
+        } else {
+          stage_store(dq, u > 0, sdQw + (kDq2 ? (u & 1) * kdQBytes : 0));
+        }
+        if constexpr (!kLateCommit) stage_commit();
       }
     } else {
       if (!kRedDq && !kWarpRed && leader)
@@ -1740,7 +1964,23 @@ __global__ void __launch_bounds__(384, 1)
     wg::FenceRegs(da);
     if (lane == 0) MbarArrive(empty(st));  // Q, dO of this tile are no longer read
   }
-  if (kWarpRed ? lane == 0 : leader) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  if constexpr (kEarlyFree) {
+    if (i_begin < n_q_tiles) {  // the last step's dQ tile
+      wg::FenceProxyAsync();
+      asm volatile("bar.arrive %0, 160;\n" ::"r"(11 + 2 * cw + ((n_q_tiles - 1 - i_begin) & 1))
+                   : "memory");
+    }
+  } else if constexpr (kLateCommit) {
+    if (i_begin < n_q_tiles) stage_commit();  // the last step's dQ tile
+  }
+  if constexpr (kDeferDq) {
+    if (i_begin < n_q_tiles) {  // the last step's dQ
+      stage_store(dqk, true, sdQw);
+      stage_commit();
+    }
+  }
+  if (!kWriter && (kWarpRed ? lane == 0 : leader))
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
   T* dkg = static_cast<T*>(p.dk) + b * p.sdk.b + h * p.sdk.h;
   T* dvg = static_cast<T*>(p.dv) + b * p.sdv.b + h * p.sdv.h;
@@ -1781,7 +2021,11 @@ bool MakeDqAccumMap(CUtensorMap* map, float* ptr, const Params& p, unsigned box_
 
 template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, int kEmu = 0,
           int kFlags = 0>
-const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
+const char* LaunchBwdWs128(const Params& p, cudaStream_t stream, bool* dq_perm = nullptr) {
+  if constexpr ((kFlags & 512) != 0) {
+    // the permuted dQ accumulator has whole 128-row tiles only when Sq % 128 == 0
+    if (p.Sq % 128 != 0) return LaunchBwdWs128<T, D, kOpt, kDkFirst, kEarlyDv, kEmu, kFlags & ~512>(p, stream);
+  }
   CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
       !MakeTensorMap<T>(&tk, p.k, p.sk, p, p.Sk, 128) ||
@@ -1801,6 +2045,7 @@ const char* LaunchBwdWs128(const Params& p, cudaStream_t stream) {
   const dim3 grid((p.Sk + 127) / 128, p.H, p.B);
   kernel<<<grid, 384, smem, stream>>>(p, tq, tk, tv, tdo, tdq);
   err = cudaGetLastError();
+  if (err == cudaSuccess && dq_perm != nullptr) *dq_perm = (kFlags & 512) != 0;
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
@@ -2149,12 +2394,21 @@ const char* LaunchBwdWs128Pipe(const Params& p, cudaStream_t stream) {
 // float32 dS from the packed P, 26 23 + 24 + 25, 27 dQ per warpgroup over its
 // own keys (no cross-warpgroup barrier), 28 27 + warpgroup 1 half a step late,
 // 29 28 + 25. Variant 22 is 13 with the scalar pre/conversion kernels
-// (flash_attention_bwd.cu).
+// (flash_attention_bwd.cu). Runs 22-25 (FlashAttention-3's dQ writer warp, kWriter):
+// 34 13 + the writer warp (the consumers stage dQ and arrive; warp 1 of the producer
+// warpgroup issues the reductions), 35 34 + dQ staged in the next step under Sᵀ
+// (kDeferDq; spills), 36 35 + conflict-free staging, 37 34 + conflict-free staging,
+// 38 34 + FlashAttention-3's permuted dQ accumulator (kDqPerm: STS.128 staging, one plain
+// bulk reduction, DqConvertPermKernel; Sq % 128 == 0, else 34), 39 38 + one dSᵀ stage and
+// two dQ slots per warpgroup (kDq2), 40 39 + the late commit (kLateCommit: the dSᵀ fence of
+// the next step covers the dQ stores) = the default, 41 40 + slots freed as soon as read
+// (kEarlyFree).
+
 // The worker's build (BENCHD_FLASH_DEFAULT_VARIANTS_ONLY, worker/CMakeLists.txt)
 // compiles the defaults and their cp.async fallbacks only: the variants are
 // bench/flash_attention's, and leaving them out halves this file's compile.
 template <typename T>
-const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
+const char* BwdWsDtype(const Params& p, cudaStream_t stream, bool* dq_perm) {
   switch (BackwardVariant()) {
 #ifndef BENCHD_FLASH_DEFAULT_VARIANTS_ONLY
     case 6:
@@ -2201,9 +2455,25 @@ const char* BwdWsDtype(const Params& p, cudaStream_t stream) {
       return LaunchBwdWs128<T, 64, true, false, false, 0, 96>(p, stream);
     case 29:
       return LaunchBwdWs128<T, 64, true, false, false, 0, 112>(p, stream);
+    case 34:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 128>(p, stream);
+    case 35:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 384>(p, stream);
+    case 36:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 388>(p, stream);
+    case 37:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 132>(p, stream);
+    case 38:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 640>(p, stream, dq_perm);
+    case 39:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 1664>(p, stream, dq_perm);
+    case 40:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 3712>(p, stream, dq_perm);
+    case 41:
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 7808>(p, stream, dq_perm);
 #endif
-    default:  // variant 13
-      return LaunchBwdWs128<T, 64, true, false>(p, stream);
+    default:  // variant 40 (run 25 on; without kDqPerm where Sq % 128 != 0)
+      return LaunchBwdWs128<T, 64, true, false, false, 0, 3712>(p, stream, dq_perm);
   }
 }
 
@@ -2293,15 +2563,17 @@ const char* LaunchForwardWgmma(const Params& p, FlashDtype dtype, int variant,
 
 // The D/zeroing pre-kernel and the dQ conversion run around it
 // (flash_attention_bwd.cu).
-const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream) {
+const char* LaunchBackwardWgmmaMain(const Params& p, FlashDtype dtype, cudaStream_t stream,
+                                    bool* dq_perm) {
+  if (dq_perm != nullptr) *dq_perm = false;
   if (p.D != 64) return "flash attention: no wgmma backward for this head dim";
   // variant 3: run 7's kernel (cp.async, CTA barriers, Kᵀ copy); else the warp-specialised one
   if (BackwardVariant() == 3) {
     if (dtype == FlashDtype::kHalf) return LaunchBwd<__half, 64>(p, stream);
     return LaunchBwd<__nv_bfloat16, 64>(p, stream);
   }
-  if (dtype == FlashDtype::kHalf) return BwdWsDtype<__half>(p, stream);
-  return BwdWsDtype<__nv_bfloat16>(p, stream);
+  if (dtype == FlashDtype::kHalf) return BwdWsDtype<__half>(p, stream, dq_perm);
+  return BwdWsDtype<__nv_bfloat16>(p, stream, dq_perm);
 }
 
 }  // namespace benchd::worker::flash::detail
