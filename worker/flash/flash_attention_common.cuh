@@ -73,6 +73,14 @@
 //   BwdWs128PipeKernel) and variants that move a quarter / half of the
 //   exponentials to the FMA pipe (17, 18) were 1-8 % slower; the math pipes are
 //   not the limit (stall reasons: MIO throttle, long scoreboard, waits).
+//   Since run 25 (variant 40) the consumers no longer issue dQ's reductions:
+//   warp 1 of the producer warpgroup does (FlashAttention-3's dQ writer warp,
+//   named full/empty barriers per staging slot), the staging is FA3's
+//   thread-contiguous layout (STS.128, one plain bulk reduction per 16 KB tile
+//   into a tile-permuted accumulator that DqConvertPermKernel converts; only
+//   where Sq % 128 == 0, else the swizzled staging and tensor reduction), two
+//   slots per warpgroup beside one dSᵀ stage, and the next step's dSᵀ fence
+//   covers the dQ stores (fwd+bwd 4.05 -> 3.89 ms at the leaderboard size).
 #ifndef BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 #define BENCHD_WORKER_FLASH_FLASH_ATTENTION_COMMON_CUH_
 
