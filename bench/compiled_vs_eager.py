@@ -52,6 +52,9 @@ FAST_MODEL_FLAGS = {  # benchd's speed options per precision (README, "Using it"
 # benchd's own fused kernel, which beat flash in 10 (the other two within 0.1%).
 # At head dim 80 (2.7B, which fused refuses) cuDNN was ahead of flash by 0.7%,
 # 1.9% and 3.0% at contexts 256, 512 and 1024 (same H100, the next session).
+# With the kernel's new default backward (variant 40, 3.89 ms on the leaderboard
+# case) cuDNN stayed ahead at head dim 64 in all 12 cells, by 0.9-1.9% (same H100
+# kind, session 8: docs/results/fast-path-h100/attention-choice-session8.md).
 # Other head dims keep flash.
 FAST_ATTENTION_BY_HEAD_DIM = {64: "cudnn", 80: "cudnn"}
 
