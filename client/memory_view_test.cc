@@ -15,7 +15,7 @@
 namespace benchd::client {
 namespace {
 
-v1::MemoryResult Result() {
+v1::MemoryResult SampleMemoryResult() {
   v1::MemoryResult r;
   r.mutable_spec()->mutable_step()->mutable_model()->set_preset("small");
   r.set_parameter_count(128625408);
@@ -65,7 +65,7 @@ v1::MemoryResult Result() {
 }
 
 TEST(MemoryViewTest, PeakTableHasARowPerRunAndOomRows) {
-  const std::string t = MemoryPeakTable(Result());
+  const std::string t = MemoryPeakTable(SampleMemoryResult());
   EXPECT_NE(t.find("ctx128-train_step-fp32"), std::string::npos) << t;
   EXPECT_NE(t.find("3.00 GiB"), std::string::npos) << t;
   EXPECT_NE(t.find("2.50 GiB"), std::string::npos) << t;  // phase peaks
@@ -76,7 +76,7 @@ TEST(MemoryViewTest, PeakTableHasARowPerRunAndOomRows) {
 }
 
 TEST(MemoryViewTest, ReportHasPhasesLargestAllocationsAndArtifacts) {
-  const std::string v = MemoryResultView(Result());
+  const std::string v = MemoryResultView(SampleMemoryResult());
   EXPECT_NE(v.find("transformer.cc:182:benchd::worker::TransformerLMImpl::forward"),
             std::string::npos)
       << v;
@@ -88,7 +88,7 @@ TEST(MemoryViewTest, ReportHasPhasesLargestAllocationsAndArtifacts) {
 }
 
 TEST(MemoryViewTest, TimelineFileNames) {
-  v1::MemoryResult r = Result();
+  v1::MemoryResult r = SampleMemoryResult();
   EXPECT_EQ(TimelineFileName("7", r, 0), "7-timeline-ctx128-train_step-fp32.svg");
   r.mutable_runs()->RemoveLast();
   EXPECT_EQ(TimelineFileName("7", r, 0), "7-timeline.svg");

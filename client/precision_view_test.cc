@@ -50,7 +50,7 @@ TEST(PrecisionViewTest, BadFlagsAreNamed) {
             "--autocast-dtypes: unknown dtype 'fp8'; expected bf16, fp16 or both (bf16,fp16)");
 }
 
-v1::PrecisionResult Result() {
+v1::PrecisionResult SamplePrecisionResult() {
   v1::PrecisionResult r;
   v1::PrecisionSpec* s = r.mutable_spec();
   s->add_experiments(v1::PRECISION_EXPERIMENT_ACCUMULATION);
@@ -101,7 +101,7 @@ v1::PrecisionResult Result() {
 }
 
 TEST(PrecisionViewTest, BothTables) {
-  const std::string view = PrecisionResultView(Result());
+  const std::string view = PrecisionResultView(SamplePrecisionResult());
   for (const char* want :
        {"Accumulation: 0.01 added 1000 times (exact 10)", "loop", "accumulator", "abs error",
         "rel error", "9.953125", "10.0001335", "10.0021362", "0.0100021362", "float16 -> float32",
@@ -117,12 +117,12 @@ TEST(PrecisionViewTest, BothTables) {
 }
 
 TEST(PrecisionViewTest, OneExperimentOnly) {
-  v1::PrecisionResult r = Result();
+  v1::PrecisionResult r = SamplePrecisionResult();
   r.clear_autocast();
   std::string view = PrecisionResultView(r);
   EXPECT_EQ(view.find("Autocast"), std::string::npos) << view;
   EXPECT_NE(view.find("9.953125"), std::string::npos) << view;
-  r = Result();
+  r = SamplePrecisionResult();
   r.clear_accumulation();
   view = PrecisionResultView(r);
   EXPECT_EQ(view.find("Accumulation"), std::string::npos) << view;
@@ -132,7 +132,7 @@ TEST(PrecisionViewTest, OneExperimentOnly) {
 TEST(PrecisionViewTest, Csv) {
   v1::Job job;
   job.set_id("7");
-  *job.mutable_result()->mutable_precision() = Result();
+  *job.mutable_result()->mutable_precision() = SamplePrecisionResult();
   const std::string csv = PrecisionCsv(job);
   EXPECT_EQ(csv.rfind(std::string(kPrecisionAccumulationCsvHeader) + "\n", 0), 0u) << csv;
   EXPECT_NE(csv.find("\n7,fp16,float16,float16,false,0.01000213623046875,9.953125,10,"
@@ -145,7 +145,7 @@ TEST(PrecisionViewTest, Csv) {
 }
 
 TEST(PrecisionViewTest, SpecSummary) {
-  EXPECT_EQ(PrecisionSpecSummary(Result().spec()),
+  EXPECT_EQ(PrecisionSpecSummary(SamplePrecisionResult().spec()),
             "accumulation (0.01 x 1000); autocast bf16, fp16");
   v1::PrecisionSpec s;
   s.add_experiments(v1::PRECISION_EXPERIMENT_AUTOCAST);

@@ -21,7 +21,7 @@ v1::JobSpec Tiny(v1::BenchmarkMode mode = v1::BENCHMARK_MODE_FORWARD) {
 }
 
 // The status's message, for EXPECT_PRED_FORMAT2(IsSubstring, ...).
-std::string Message(const absl::StatusOr<v1::JobSpec>& s) {
+std::string StatusMessage(const absl::StatusOr<v1::JobSpec>& s) {
   return std::string(s.status().message());
 }
 
@@ -73,8 +73,8 @@ TEST(OptionsTest, WarmupAutoWithAnExplicitCountIsAContradiction) {
     in.mutable_benchmark()->set_warmup_steps(n);
     auto out = ResolveJobSpec(in);
     ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << n;
-    EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.warmup_auto: contradicts", Message(out));
-    EXPECT_PRED_FORMAT2(IsSubstring, "warmup_steps", Message(out));
+    EXPECT_PRED_FORMAT2(IsSubstring, "benchmark.warmup_auto: contradicts", StatusMessage(out));
+    EXPECT_PRED_FORMAT2(IsSubstring, "warmup_steps", StatusMessage(out));
   }
 }
 
@@ -139,7 +139,7 @@ TEST(OptionsTest, BadOptionsNameTheirField) {
     c.set(in.mutable_benchmark());
     auto out = ResolveJobSpec(in);
     ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
-    EXPECT_PRED_FORMAT2(IsSubstring, c.field, Message(out));
+    EXPECT_PRED_FORMAT2(IsSubstring, c.field, StatusMessage(out));
   }
 }
 

@@ -11,7 +11,7 @@
 namespace benchd {
 namespace {
 
-v1::JobSpec Benchmark() {
+v1::JobSpec BenchmarkJob() {
   v1::JobSpec spec;
   spec.mutable_benchmark()->mutable_model()->set_preset("tiny");
   return spec;
@@ -24,7 +24,7 @@ void AddAxis(v1::JobSpec* spec, const std::string& field, std::vector<std::strin
 }
 
 TEST(SweepSpecTest, TheProductRunsFirstAxisOutermostWithEveryCellResolved) {
-  v1::JobSpec spec = Benchmark();
+  v1::JobSpec spec = BenchmarkJob();
   AddAxis(&spec, "precision", {"fp32", "BF16", "PRECISION_FP16"});
   AddAxis(&spec, "context_length", {"16", "32"});
   auto cells = ExpandSweep(spec);
@@ -62,7 +62,7 @@ TEST(SweepSpecTest, ResolveKeepsTheSweepAsGivenAndResolvesAgainToItself) {
 }
 
 TEST(SweepSpecTest, EnumsBoolsStringsAndNestedFieldsOfEveryKind) {
-  v1::JobSpec spec = Benchmark();
+  v1::JobSpec spec = BenchmarkJob();
   AddAxis(&spec, "attention", {"faithful", "flash", "SDPA_MATH"});
   AddAxis(&spec, "mode", {"train_step"});
   AddAxis(&spec, "fused_ops", {"true", "False"});
@@ -82,7 +82,7 @@ TEST(SweepSpecTest, EnumsBoolsStringsAndNestedFieldsOfEveryKind) {
 }
 
 absl::Status Refusal(const std::string& field, std::vector<std::string> values,
-                     v1::JobSpec spec = Benchmark()) {
+                     v1::JobSpec spec = BenchmarkJob()) {
   AddAxis(&spec, field, std::move(values));
   return ResolveJobSpec(spec).status();
 }
@@ -110,7 +110,7 @@ TEST(SweepSpecTest, BadFieldsAreRefusedNamingTheAxisAndWhatIsAccepted) {
       << s;
   s = Refusal("precision.x", {"fp32"});
   EXPECT_NE(s.message().find("precision is a scalar and has no fields"), std::string::npos) << s;
-  v1::JobSpec twice = Benchmark();
+  v1::JobSpec twice = BenchmarkJob();
   AddAxis(&twice, "precision", {"fp32"});
   s = Refusal("precision", {"bf16"}, twice);
   EXPECT_EQ(s.message(),
@@ -139,7 +139,7 @@ TEST(SweepSpecTest, BadValuesAreRefusedNamingTheValueWhatCameAndWhatIsAccepted) 
 
 TEST(SweepSpecTest, ACellThatDoesNotResolveIsRefusedNamingTheCell) {
   // optimizer_impl needs train_step: the forward cell is refused.
-  v1::JobSpec spec = Benchmark();
+  v1::JobSpec spec = BenchmarkJob();
   spec.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
   AddAxis(&spec, "mode", {"train_step", "forward"});
   const absl::Status s = ResolveJobSpec(spec).status();
@@ -157,12 +157,12 @@ TEST(SweepSpecTest, ACellThatDoesNotResolveIsRefusedNamingTheCell) {
 }
 
 TEST(SweepSpecTest, LimitsAndWhatASweepCannotBe) {
-  v1::JobSpec none = Benchmark();
+  v1::JobSpec none = BenchmarkJob();
   none.mutable_sweep();
   EXPECT_EQ(ResolveJobSpec(none).status().message(),
             "sweep.axes: no axes; expected 1 to 6 axes, each a field and its values");
   // 32 x 32 = 1024 cells pass; a third axis of 2 is too many.
-  v1::JobSpec big = Benchmark();
+  v1::JobSpec big = BenchmarkJob();
   std::vector<std::string> contexts, batches;
   for (int i = 1; i <= 32; ++i) {
     contexts.push_back(absl::StrCat(i));
@@ -178,7 +178,7 @@ TEST(SweepSpecTest, LimitsAndWhatASweepCannotBe) {
             "sweep.axes: the sweep has more than 1024 cells (the product of the axes' values); at "
             "most 1024 in one request");
 
-  v1::JobSpec timeout = Benchmark();
+  v1::JobSpec timeout = BenchmarkJob();
   AddAxis(&timeout, "precision", {"fp32"});
   timeout.mutable_sweep()->set_cell_timeout_seconds(0.5);
   EXPECT_EQ(ResolveJobSpec(timeout).status().message(),
@@ -200,7 +200,7 @@ TEST(SweepSpecTest, LimitsAndWhatASweepCannotBe) {
 }
 
 TEST(SweepSpecTest, EachCellIsCheckedForTheDevice) {
-  v1::JobSpec spec = Benchmark();
+  v1::JobSpec spec = BenchmarkJob();
   AddAxis(&spec, "attention", {"flash", "cudnn"});
   EXPECT_TRUE(ResolveJobSpec(spec).ok());
   const absl::Status s = CheckKindForDevice(spec, "cpu:0");

@@ -16,12 +16,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kSecret[] = "0123456789abcdef0123";
+constexpr char kSecretInFile[] = "0123456789abcdef0123";
 
 // The launcher's variables; a cluster secret unless `vars` names one ("" =
 // none).
 ClusterEnvironment Env(std::map<std::string, std::string> vars) {
-  vars.emplace("BENCHD_CLUSTER_SECRET", kSecret);
+  vars.emplace("BENCHD_CLUSTER_SECRET", kSecretInFile);
   return [vars](const std::string& name) -> std::optional<std::string> {
     auto it = vars.find(name);
     if (it == vars.end()) return std::nullopt;
@@ -201,7 +201,7 @@ TEST(ResolveClusterOptions, AMemberNeedsTheClustersSecret) {
   flags.nodes = 2;
   auto options = ResolveClusterOptions(flags, "10.0.0.2:7531", "h", Env({}));
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->secret, kSecret);
+  EXPECT_EQ(options->secret, kSecretInFile);
   options =
       ResolveClusterOptions(flags, "10.0.0.2:7531", "h", Env({{"BENCHD_CLUSTER_SECRET", ""}}));
   ASSERT_FALSE(options.ok());

@@ -18,7 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-constexpr char kSecret[] = "the-cluster-secret-0123";
+constexpr char kNodeServiceSecret[] = "the-cluster-secret-0123";
 
 class NodeServiceTest : public ::testing::Test {
  protected:
@@ -30,7 +30,7 @@ class NodeServiceTest : public ::testing::Test {
     options.name = "node0";
     options.coordinator = "127.0.0.1:7000";
     options.advertise = "127.0.0.1:7000";
-    options.secret = kSecret;
+    options.secret = kNodeServiceSecret;
     cluster_ = std::make_unique<Cluster>(
         options, [] { return v1::ClusterNode(); }, peers_);
     // node1 joins (rank 2 never does).
@@ -55,12 +55,12 @@ class NodeServiceTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + 1s); }
 
   // A member's call: the secret, unless `secret` says otherwise.
-  void Prepare(grpc::ClientContext* ctx, const std::string& secret = kSecret) {
+  void Prepare(grpc::ClientContext* ctx, const std::string& secret = kNodeServiceSecret) {
     if (!secret.empty()) ctx->AddMetadata(kClusterSecretKey, secret);
     ctx->set_deadline(std::chrono::system_clock::now() + 10s);
   }
   grpc::Status Leave(const std::string& from, const std::string& group,
-                     const std::string& secret = kSecret) {
+                     const std::string& secret = kNodeServiceSecret) {
     grpc::ClientContext ctx;
     Prepare(&ctx, secret);
     internal::NodeLeaveGroupRequest request;
@@ -213,7 +213,7 @@ TEST_F(NodeServiceTest, AMembersCallsInFlightAreCapped) {
   std::vector<grpc::Status> ends(cap);
   for (int i = 0; i < cap; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
-    contexts.back()->AddMetadata(kClusterSecretKey, kSecret);
+    contexts.back()->AddMetadata(kClusterSecretKey, kNodeServiceSecret);
     calls.emplace_back([&, i, ctx = contexts.back().get()] {
       auto reader = stub_->Run(ctx, request);
       internal::WorkerEvent event;
@@ -257,7 +257,7 @@ TEST_F(NodeServiceTest, AMemberKillsOnlyTheWorkerRunningItsRank) {
   worker()->SetDefaultRun(fake::UntilCancelled());
   const pid_t pid = worker()->pid();
   grpc::ClientContext run_ctx;
-  run_ctx.AddMetadata(kClusterSecretKey, kSecret);
+  run_ctx.AddMetadata(kClusterSecretKey, kNodeServiceSecret);
   internal::NodeRunRequest run;
   run.set_device("cpu:0");
   run.set_from_node("node1");

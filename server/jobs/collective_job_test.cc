@@ -15,8 +15,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kKilled[] = "killed by signal 9 (SIGKILL: Killed)";
-
 class CollectiveJobTest : public JobManagerFixture {
  protected:
   CollectiveJobTest() : JobManagerFixture({"cpu:0", "cpu:1", "cpu:2"}) {}
@@ -112,7 +110,7 @@ TEST_F(CollectiveJobTest, MemberThatDiesBreaksTheGroupNamingRankAndDevice) {
   rank1->QueueRun([this, &rank0_sent](FakeRun& run) {
     run.Send(fake::RankSize(1, 1024, {1.0, 1.0}));
     if (!rank0_sent.Wait()) return fake::Broken(absl::InternalError("rank 0 never sent"));
-    workers_.Exit("cpu:1", kKilled);
+    workers_.Exit("cpu:1", fake::kKilledExit);
     return fake::Broken();
   });
   const v1::Job job = WaitFinal(Submit(OnGroup(group.id(), {1024, 4096})));
@@ -120,7 +118,7 @@ TEST_F(CollectiveJobTest, MemberThatDiesBreaksTheGroupNamingRankAndDevice) {
   EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   const std::string who = absl::StrCat("the worker for cpu:1 (rank 1, pid ", rank1->pid(), ") ");
   EXPECT_THAT(job.error_message(), HasSubstr(absl::StrCat("group ", group.id(), " ")));
-  EXPECT_THAT(job.error_message(), HasSubstr(who + kKilled));
+  EXPECT_THAT(job.error_message(), HasSubstr(who + fake::kKilledExit));
   // The size that completed on every rank is kept.
   EXPECT_EQ(job.result().collective().rows_size(), 1);
   // The survivor's call was cancelled, and it dropped the group.
@@ -131,11 +129,11 @@ TEST_F(CollectiveJobTest, MemberThatDiesBreaksTheGroupNamingRankAndDevice) {
   auto broken = groups_->Get(group.id());
   ASSERT_TRUE(broken.ok());
   EXPECT_EQ(broken->state(), v1::GROUP_STATE_BROKEN);
-  EXPECT_EQ(broken->broken_reason(), who + kKilled);
+  EXPECT_EQ(broken->broken_reason(), who + fake::kKilledExit);
   // Later jobs on it are refused at Submit, saying why.
   auto refused = jobs_->Submit(OnGroup(group.id(), {1024}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr(kKilled));
+  EXPECT_THAT(refused.status().message(), HasSubstr(fake::kKilledExit));
 }
 
 TEST_F(CollectiveJobTest, CancelStopsEveryMember) {

@@ -19,8 +19,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kKilled[] = "killed by signal 9 (SIGKILL: Killed)";
-
 class GroupRegistryTest : public ::testing::Test {
  protected:
   GroupRegistryTest() : workers_({"cpu:0", "cpu:1", "cpu:2"}) {
@@ -136,13 +134,13 @@ TEST_F(GroupRegistryTest, WorkerExitBreaksItsGroupsOnlyAndTheOthersLeave) {
   ASSERT_TRUE(g1.ok() && g2.ok());
   const pid_t pid = W("cpu:1")->pid();
   auto survivor = W("cpu:0");
-  workers_.Exit("cpu:1", kKilled);
+  workers_.Exit("cpu:1", fake::kKilledExit);
 
   auto broken = groups_->Get("g1");
   ASSERT_TRUE(broken.ok());
   EXPECT_EQ(broken->state(), v1::GROUP_STATE_BROKEN);
   EXPECT_EQ(broken->broken_reason(),
-            absl::StrCat("the worker for cpu:1 (rank 1, pid ", pid, ") ", kKilled));
+            absl::StrCat("the worker for cpu:1 (rank 1, pid ", pid, ") ", fake::kKilledExit));
   EXPECT_EQ(groups_->Get("g2")->state(), v1::GROUP_STATE_READY);
   // cpu:0 drops g1 (off the supervisor's thread), and nothing else.
   ASSERT_TRUE(survivor->leave_group.WaitForCalls(1));
@@ -152,17 +150,17 @@ TEST_F(GroupRegistryTest, WorkerExitBreaksItsGroupsOnlyAndTheOthersLeave) {
 
   auto acquired = groups_->Acquire("g1");
   EXPECT_EQ(acquired.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(acquired.status().message(), HasSubstr(kKilled));
+  EXPECT_THAT(acquired.status().message(), HasSubstr(fake::kKilledExit));
   EXPECT_FALSE(groups_->FindReady({"cpu:0", "cpu:1"}, v1::COLLECTIVE_BACKEND_GLOO).has_value());
 }
 
 TEST_F(GroupRegistryTest, ExitOfAnEarlierIncarnationBreaksNothing) {
-  workers_.Exit("cpu:1", kKilled);
+  workers_.Exit("cpu:1", fake::kKilledExit);
   workers_.Up("cpu:1");  // generation 2
   auto group = Create({"cpu:1", "cpu:2"});
   ASSERT_TRUE(group.ok()) << group.status();
   EXPECT_THAT(groups_->Generations(group->id()), ElementsAre(2u, 1u));
-  groups_->OnWorkerExit("cpu:1", 1, 1102, kKilled);
+  groups_->OnWorkerExit("cpu:1", 1, 1102, fake::kKilledExit);
   EXPECT_EQ(groups_->Get(group->id())->state(), v1::GROUP_STATE_READY);
 }
 
@@ -170,7 +168,7 @@ TEST_F(GroupRegistryTest, MemberThatEndsWhileTheGroupIsMadeLeavesItBroken) {
   // cpu:1's worker dies as it joins: the exit comes before the group exists.
   W("cpu:1")->join_group.Set(
       [this](const internal::JoinGroupRequest&) -> absl::StatusOr<internal::JoinGroupResponse> {
-        workers_.Exit("cpu:1", kKilled);
+        workers_.Exit("cpu:1", fake::kKilledExit);
         internal::JoinGroupResponse joined;
         joined.set_pid(4321);
         return joined;

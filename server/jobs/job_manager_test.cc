@@ -18,8 +18,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kKilled[] = "killed by signal 9 (SIGKILL: Killed)";
-
 std::vector<std::string> JobIds(const std::vector<internal::RunRequest>& runs) {
   std::vector<std::string> ids;
   for (const auto& r : runs) ids.push_back(r.job_id());
@@ -307,7 +305,7 @@ TEST_F(JobManagerTest, WorkerThatDiesMidStreamFailsTheJobNamingItAndHowItEnded) 
   auto cpu0 = workers_.client("cpu:0");
   cpu0->QueueRun([this](FakeRun& run) {
     run.Send(fake::Step(0));
-    workers_.Exit("cpu:0", kKilled);
+    workers_.Exit("cpu:0", fake::kKilledExit);
     return fake::Broken(absl::UnavailableError("Socket closed"));
   });
   StartJobs();
@@ -316,7 +314,7 @@ TEST_F(JobManagerTest, WorkerThatDiesMidStreamFailsTheJobNamingItAndHowItEnded) 
   EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kAborted));
   EXPECT_EQ(job.error_message(),
             absl::StrCat("the worker for cpu:0 (pid ", cpu0->pid(),
-                         ") died while running this job: ", kKilled,
+                         ") died while running this job: ", fake::kKilledExit,
                          "; it is being restarted; its log is /fake/logs/worker-cpu-0.log"));
   // The next job waits for the restarted worker and runs there.
   const std::string next = Submit(Benchmark("cpu:0"));

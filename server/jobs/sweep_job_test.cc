@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A result whose measured step has median `seconds` (10 measured steps).
-internal::WorkerEvent Result(const v1::JobSpec& spec, double seconds, int steps = 0) {
+internal::WorkerEvent ResultEvent(const v1::JobSpec& spec, double seconds, int steps = 0) {
   internal::WorkerEvent e;
   v1::BenchmarkResult* r = e.mutable_result()->mutable_benchmark();
   *r->mutable_spec() = spec.benchmark();
@@ -40,7 +40,7 @@ RunScript ByPrecision() {
     const v1::JobSpec& spec = run.request().spec();
     run.Send(fake::Step(0));
     return fake::Last(
-        Result(spec, spec.benchmark().precision() == v1::PRECISION_BF16 ? 0.004 : 0.010));
+        ResultEvent(spec, spec.benchmark().precision() == v1::PRECISION_BF16 ? 0.004 : 0.010));
   };
 }
 
@@ -303,7 +303,7 @@ TEST_F(SweepJobTest, SubmitRefusesABadCellBeforeAnythingRuns) {
 TEST_F(SweepJobTest, EachCellKeepsItsFirstStepsAndTheRestGoToItsArtifact) {
   workers_.UpAll();
   workers_.client("cpu:0")->SetDefaultRun([](FakeRun& run) {
-    return fake::Last(Result(run.request().spec(), 0.01, kMaxResultSteps + 5));
+    return fake::Last(ResultEvent(run.request().spec(), 0.01, kMaxResultSteps + 5));
   });
   StartJobs(/*collectives=*/true);  // gives the manager an artifacts dir
   const v1::Job job = WaitFinal(Submit(Sweep({"fp32", "bf16"}, {"16"})));

@@ -340,7 +340,7 @@ void FakeWorkers::Kill(const std::string& device, uint64_t generation, const std
     const Slot& slot = slots_.at(device);
     if (!slot.up || slot.generation != generation) return;
   }
-  Exit(device, absl::StrCat("killed by signal 9 (SIGKILL: Killed), by benchd: ", why));
+  Exit(device, absl::StrCat(fake::kKilledExit, ", by benchd: ", why));
 }
 
 std::vector<std::string> FakeWorkers::kills() {

@@ -66,6 +66,8 @@ using RunScript = std::function<RunEnd(FakeRun&)>;
 
 // Events and endings for scripts.
 namespace fake {
+// How a worker the kernel's SIGKILL ended exits, as the supervisor words it.
+inline constexpr char kKilledExit[] = "killed by signal 9 (SIGKILL: Killed)";
 internal::WorkerEvent Step(int64_t index, double seconds = 0.01);
 internal::WorkerEvent Log(const std::string& line);
 // A benchmark result on `device` (its step median = `seconds`).
