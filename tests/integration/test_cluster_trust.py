@@ -216,8 +216,9 @@ def test_a_member_without_the_admin_role_is_refused_by_the_coordinator(cluster, 
     code, message = refused_cluster(cluster, token)
     # The member says why where a user looks: its log and its ListNodes
     # (the coordinator's detail), also once --cluster-lost-after has passed.
-    assert (f"heartbeat to the coordinator at {cluster.coordinator} failed: {message}"
-            in cluster.log(1)), cluster.log(1)
+    # Its log line follows the coordinator's by the answer's trip: wait for it.
+    expected = f"heartbeat to the coordinator at {cluster.coordinator} failed: {message}"
+    wait_for("the refusal in node1's log", lambda: (expected in cluster.log(1), cluster.log(1)))
     node0 = wait_for("the refusal in node1's ListNodes", lambda: (
         message in (n := cluster.list_nodes(1).nodes[0]).detail, n))
     assert node0.state != bench_pb2.NODE_STATE_READY, node0

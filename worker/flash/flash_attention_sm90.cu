@@ -1437,7 +1437,8 @@ __global__ void __launch_bounds__(384, 1)
           if (lane == 0 && v > 0) asm volatile("cp.async.bulk.wait_group.read 2;\n" ::: "memory");
           __syncwarp();
           asm volatile("bar.arrive 8, 160;\n" ::: "memory");
-        } else if (!kDq2 && v + 1 < n_stage) {  // the consumers wait for slot w only before a next tile
+        } else if (!kDq2 &&
+                   v + 1 < n_stage) {  // the consumers wait for slot w only before a next tile
           if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
           __syncwarp();
           asm volatile("bar.arrive 7, 160;\n" ::: "memory");
@@ -1474,8 +1475,7 @@ __global__ void __launch_bounds__(384, 1)
   // registers fit); every step stores (step 0 an unused tile the writer skips), so that no
   // divergent path reads the registers the dQ wgmma wrote (ptxas serialised every wgmma:
   // C7518).
-  [[maybe_unused]] auto stage_store = [&](const float(&dq)[D / 2], bool sync_empty,
-                                          uint32_t sdQw) {
+  [[maybe_unused]] auto stage_store = [&](const float(&dq)[D / 2], bool sync_empty, uint32_t sdQw) {
     if (sync_empty) {  // immediate barrier ids (a register for 7 + cw was spilled)
       if (cw == 0)
         asm volatile("bar.sync 7, 160;\n" ::: "memory");
@@ -1487,10 +1487,10 @@ __global__ void __launch_bounds__(384, 1)
       // at a time, thread-contiguous (8 conflict-free STS.128); DqConvertPermKernel undoes it
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         sdQw + (i * 128 + tid % 128) * 16),
-                     "f"(dq[4 * i]), "f"(dq[4 * i + 1]), "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
-                     : "memory");
+        asm volatile(
+            "st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(sdQw + (i * 128 + tid % 128) * 16),
+            "f"(dq[4 * i]), "f"(dq[4 * i + 1]), "f"(dq[4 * i + 2]), "f"(dq[4 * i + 3])
+            : "memory");
       return;
     }
     const int r_lo = warp * 16 + lane / 4;
@@ -1504,11 +1504,11 @@ __global__ void __launch_bounds__(384, 1)
         const int chunk = 2 * (ii % 4) + (lane % 4) / 2;
         const float a = odd ? dq[4 * (i ^ 2) + 2 * r] : dq[4 * i + 2 * r];
         const float c = odd ? dq[4 * (i ^ 2) + 2 * r + 1] : dq[4 * i + 2 * r + 1];
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
-                         sdQw + (i / 4) * 8192 + row * 128 + ((chunk ^ (row % 8)) << 4) +
-                         (lane % 2) * 8),
-                     "f"(a), "f"(c)
-                     : "memory");
+        asm volatile(
+            "st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQw + (i / 4) * 8192 + row * 128 +
+                                                       ((chunk ^ (row % 8)) << 4) + (lane % 2) * 8),
+            "f"(a), "f"(c)
+            : "memory");
       }
   };
   [[maybe_unused]] auto stage_commit = [&]() {
@@ -1798,8 +1798,8 @@ __global__ void __launch_bounds__(384, 1)
         wg::Commit();
 #pragma unroll
         for (int ks = 0; ks < kBr / 16; ++ks)
-          wg::Mma<T, D>::template RS<1>(dk, da[ks],
-                                        wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024), 1);
+          wg::Mma<T, D>::template RS<1>(dk, da[ks], wg::Desc(sQb + ks * 16 * 128, kBr * 128, 1024),
+                                        1);
         wg::Commit();
         wg::Wait<1>();  // dV and dQ are complete, dK may still run
         wg::FenceRegs(dq);
@@ -2024,7 +2024,8 @@ template <typename T, int D, bool kOpt, bool kDkFirst, bool kEarlyDv = false, in
 const char* LaunchBwdWs128(const Params& p, cudaStream_t stream, bool* dq_perm = nullptr) {
   if constexpr ((kFlags & 512) != 0) {
     // the permuted dQ accumulator has whole 128-row tiles only when Sq % 128 == 0
-    if (p.Sq % 128 != 0) return LaunchBwdWs128<T, D, kOpt, kDkFirst, kEarlyDv, kEmu, kFlags & ~512>(p, stream);
+    if (p.Sq % 128 != 0)
+      return LaunchBwdWs128<T, D, kOpt, kDkFirst, kEarlyDv, kEmu, kFlags & ~512>(p, stream);
   }
   CUtensorMap tq, tk, tv, tdo, tdq;
   if (!MakeTensorMap<T>(&tq, p.q, p.sq, p, p.Sq, 128) ||
