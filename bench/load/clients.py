@@ -173,9 +173,14 @@ class WatchResult:
     open_at_end: int = 0  # still open when the load ended
     events: int = 0
     failures: List[str] = field(default_factory=list)
+    # ms from each stream's start to its first event, of the streams that had one
+    first_event_ms: array = field(default_factory=lambda: array("d"))
+    start_all_s: float = float("nan")  # from the first stream's start to the last one's
+    first_all_s: float = float("nan")  # from the first stream's start to the last first event
 
 
-async def hold_one(call: Any, job_id: str, result: WatchResult, opened: Callable[[], None]) -> None:
+async def hold_one(call: Any, job_id: str, started: float, result: WatchResult,
+                   opened: Callable[[], None]) -> None:
     """Read one Watch stream until it ends; any end before we cancel it is a failure."""
     first = True
     try:
@@ -183,6 +188,7 @@ async def hold_one(call: Any, job_id: str, result: WatchResult, opened: Callable
             result.events += 1
             if first:
                 first = False
+                result.first_event_ms.append((time.monotonic() - started) * 1e3)
                 opened()
         result.failures.append(f"Watch {job_id}: ended (OK) while the job was queued")
     except asyncio.CancelledError:
@@ -204,12 +210,17 @@ async def hold_watches(address: str, stub_dir: str, job_ids: List[str], channels
     def opened() -> None:
         result.opened += 1
         if result.opened == len(job_ids):
+            result.first_all_s = time.monotonic() - started[0]
             ready.put(result.opened)
 
-    calls = [stubs[i % channels].Watch(pb.WatchRequest(job_id=j))
-             for i, j in enumerate(job_ids)]
-    tasks = [asyncio.ensure_future(hold_one(c, j, result, opened))
-             for c, j in zip(calls, job_ids)]
+    calls, started = [], []
+    for i, j in enumerate(job_ids):
+        started.append(time.monotonic())
+        calls.append(stubs[i % channels].Watch(pb.WatchRequest(job_id=j)))
+    if started:
+        result.start_all_s = started[-1] - started[0]
+    tasks = [asyncio.ensure_future(hold_one(c, j, t, result, opened))
+             for c, j, t in zip(calls, job_ids, started)]
     if not job_ids:
         ready.put(0)
     await asyncio.get_running_loop().run_in_executor(None, stop.wait)

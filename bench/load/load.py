@@ -2,9 +2,10 @@
 """benchd under load: one real daemon (cpu:0), its queue holding QUEUED jobs,
 a Watch stream open on each of them, and a mixed unary load (GetJob, ListJobs
 pages, GetNodeInfo) from several client processes; calls/s, p50/p99 latency
-per call kind, the daemon's RSS idle and under load, the CPU split and every
-failed call, beside the targets of issue 18 (10,000 calls/s and p99 < 20 ms at
-1,000 watchers, RSS < 300 MB).
+per call kind, each Watch stream's time to its first event, the daemon's RSS
+idle and under load, the CPU split and every failed call, beside the targets
+of issue 18 (10,000 calls/s and p99 < 20 ms at 1,000 watchers, RSS < 300 MB)
+and issue 36 (first event p99 <= 100 ms at 1,000 watchers).
 
     .venv/bin/python bench/load/load.py --bin build/bin   # 1,000 then 0 watchers
     .venv/bin/python bench/load/load.py --watchers 1000 --duration 60 --perf perf.txt
@@ -12,7 +13,9 @@ failed call, beside the targets of issue 18 (10,000 calls/s and p99 < 20 ms at
 The unary clients are benchd_loadgen processes (loadgen.cc, built beside
 benchd: `ninja -C build benchd_loadgen`) unless --api picks Python's grpc.aio
 or sync stub; the Python clients cost 3-4 times as much CPU per call, which on
-a 2-core machine is taken from the daemon being measured.
+a 2-core machine is taken from the daemon being measured. The Watch streams
+are held by one benchd_loadgen --watchers process (one thread, one
+CompletionQueue) unless --watchers-from py holds them from grpc.aio.
 
 Each figure set is a fresh daemon. The queue: a long benchmark takes the only
 worker (RUNNING), `--queued` small jobs wait behind it (one job at a time per
@@ -22,6 +25,8 @@ its heartbeat bound is an hour, so GetNodeInfo shows it UP). The clients run
 on the same machine as the daemon; the CPU rows say who used what.
 """
 import argparse
+import dataclasses
+import json
 import multiprocessing
 import os
 import shutil
@@ -41,6 +46,8 @@ import report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "..")
+# --watch-open during: the burst of Watch streams starts this far into the window.
+WATCH_OPEN_INTO_WINDOW_S = 1.0
 
 
 def parse_args() -> argparse.Namespace:
@@ -53,11 +60,21 @@ def parse_args() -> argparse.Namespace:
                     help="Watch streams to hold; one run (a fresh daemon) per value")
     ap.add_argument("--watch-channels", type=int, default=10,
                     help="TCP connections the Watch streams are spread over")
+    ap.add_argument("--watchers-from", choices=["cpp", "py"], default="cpp",
+                    help="who holds the Watch streams: benchd_loadgen --watchers (one thread "
+                         "polling a completion queue) or a grpc.aio process")
+    ap.add_argument("--watch-open", choices=["before", "during"], default="before",
+                    help="open every Watch stream at once before the unary window (the idle RSS "
+                         f"then includes them), or {WATCH_OPEN_INTO_WINDOW_S:g} s into it, so the "
+                         "burst and the unary calls meet (--watchers-from cpp)")
+    ap.add_argument("--open-timeout", type=float, default=60.0,
+                    help="seconds for every Watch stream to deliver its first event")
     ap.add_argument("--clients", type=int, default=2, help="unary client processes")
     ap.add_argument("--api", choices=["cpp", "aio", "sync"], default="cpp",
                     help="the unary clients: benchd_loadgen (C++, one thread polling a "
                          "completion queue), grpc.aio coroutines, or the sync stub on threads")
-    ap.add_argument("--loadgen", help="benchd_loadgen for --api cpp (default: BIN/benchd_loadgen)")
+    ap.add_argument("--loadgen", help="benchd_loadgen for --api cpp and --watchers-from cpp "
+                                      "(default: BIN/benchd_loadgen)")
     ap.add_argument("--concurrency", type=int, default=16,
                     help="calls in flight per client process (coroutines or threads)")
     ap.add_argument("--queued", type=int, default=1000, help="jobs kept QUEUED")
@@ -69,10 +86,44 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--stubs", metavar="DIR",
                     help="Python stubs of benchd/v1 made beforehand (where grpc_tools is missing); "
                          "by default they are generated from proto/")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write every run's figures to FILE (JSON)")
     ap.add_argument("--perf", metavar="FILE",
                     help="perf record the daemon during the first run's window into FILE.data; "
                          "perf_summary.py's tables and perf's top entries go to FILE")
-    return ap.parse_args()
+    args = ap.parse_args()
+    check_args(ap, args)
+    return args
+
+
+def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every figure in range, and the options that need each other, with the reason."""
+    if args.duration <= 0:
+        ap.error(f"--duration: {args.duration:g} s; it must be > 0")
+    if args.warmup < 0:
+        ap.error(f"--warmup: {args.warmup:g} s; it must be >= 0")
+    if any(w < 0 for w in args.watchers):
+        ap.error(f"--watchers: {args.watchers}; each must be >= 0")
+    if args.watch_channels < 1:
+        ap.error(f"--watch-channels: {args.watch_channels}; it must be >= 1")
+    if args.watch_channels > max(args.watchers) > 0:
+        ap.error(f"--watch-channels: {args.watch_channels} connections for at most "
+                 f"{max(args.watchers)} watchers would leave some without a stream")
+    if args.clients < 1 or args.concurrency < 1:
+        ap.error("--clients and --concurrency must be >= 1")
+    if args.queued < 1:
+        ap.error(f"--queued: {args.queued}; the watchers and GetJob need at least one job")
+    if not 1 <= args.page_size <= 1000:
+        ap.error(f"--page-size: {args.page_size}; the daemon takes 1 to 1000")
+    if args.open_timeout <= 0:
+        ap.error(f"--open-timeout: {args.open_timeout:g} s; it must be > 0")
+    if args.watch_open == "during":
+        if args.watchers_from != "cpp":
+            ap.error("--watch-open during needs --watchers-from cpp (the Python watchers open "
+                     "their streams as the process starts)")
+        if args.duration <= WATCH_OPEN_INTO_WINDOW_S:
+            ap.error(f"--watch-open during opens the streams {WATCH_OPEN_INTO_WINDOW_S:g} s into "
+                     f"the window: --duration must be longer (got {args.duration:g})")
 
 
 def parse_mix(text: str) -> List[Tuple[str, int]]:
@@ -85,21 +136,92 @@ def parse_mix(text: str) -> List[Tuple[str, int]]:
     return mix
 
 
-def open_watchers(ctx: Any, address: str, stub_dir: str, job_ids: List[str],
-                  channels: int) -> Tuple[Any, Any, Any]:
-    """The watcher process, once every stream has delivered its job's history."""
-    ready, stop, out = ctx.Queue(), ctx.Event(), ctx.Queue()
-    proc = ctx.Process(target=clients.watcher_main,
-                       args=(address, stub_dir, job_ids, channels, ready, stop, out))
-    proc.start()
-    try:
-        ready.get(timeout=120)
-    except Exception:
-        stop.set()
-        result = out.get(timeout=60)
-        sys.exit(f"the Watch streams did not all open ({result.opened} of {len(job_ids)}): "
-                 + "; ".join(result.failures[:10]))
-    return proc, stop, out
+class PyWatchers:
+    """The grpc.aio watcher process (clients.watcher_main): its streams start
+    as the process starts, so open() starts it."""
+
+    def __init__(self, ctx: Any, address: str, stub_dir: str, job_ids: List[str],
+                 channels: int) -> None:
+        self.watchers = len(job_ids)
+        self.ready, self.stop_event, self.out = ctx.Queue(), ctx.Event(), ctx.Queue()
+        self.proc = ctx.Process(target=clients.watcher_main,
+                                args=(address, stub_dir, job_ids, channels, self.ready,
+                                      self.stop_event, self.out))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def open(self, at: float = 0.0) -> None:
+        self.proc.start()
+
+    def opened(self, timeout: float) -> bool:
+        try:
+            self.ready.get(timeout=timeout)
+            return True
+        except Exception:
+            return False
+
+    def stop(self) -> clients.WatchResult:
+        self.stop_event.set()
+        result: clients.WatchResult = self.out.get(timeout=60)
+        self.proc.join()
+        return result
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+class CppWatchers:
+    """benchd_loadgen --watchers (cpp_client.CppWatcher); none for 0 watchers."""
+
+    def __init__(self, loadgen: str, address: str, job_ids: List[str], channels: int,
+                 open_timeout: float) -> None:
+        self.watchers = len(job_ids)
+        self.work_dir = tempfile.mkdtemp(prefix="benchd-load-watchers-")
+        self.proc: Optional[cpp_client.CppWatcher] = None
+        if job_ids:
+            self.proc = cpp_client.CppWatcher(loadgen, address, job_ids, channels, self.work_dir,
+                                              open_timeout)
+            self.proc.connected()
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc else None
+
+    def open(self, at: float = 0.0) -> None:
+        if self.proc:
+            self.proc.open(at)
+
+    def opened(self, timeout: float) -> bool:
+        """benchd_loadgen keeps to its own --open-timeout; `timeout` is not used."""
+        return self.proc.opened() == self.watchers if self.proc else True
+
+    def stop(self) -> clients.WatchResult:
+        return self.proc.stop() if self.proc else clients.WatchResult()
+
+    def close(self) -> None:
+        if self.proc:
+            self.proc.close()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+def start_watchers(args: argparse.Namespace, ctx: Any, address: str, stub_dir: str,
+                   job_ids: List[str]) -> Any:
+    if args.watchers_from == "cpp":
+        return CppWatchers(args.loadgen or os.path.join(args.bin, "benchd_loadgen"), address,
+                           job_ids, min(args.watch_channels, max(1, len(job_ids))),
+                           args.open_timeout)
+    return PyWatchers(ctx, address, stub_dir, job_ids, args.watch_channels)
+
+
+def fail_open(watch: Any) -> None:
+    """Not every stream had its first event in time: stop and say why."""
+    result = watch.stop()
+    sys.exit(f"the Watch streams did not all open ({result.opened} of {watch.watchers}): "
+             + "; ".join(result.failures[:10]))
 
 
 def start_perf(pid: int, seconds: float, data_path: str) -> subprocess.Popen[bytes]:
@@ -219,23 +341,34 @@ def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
                   flush=True)
 
             watch_ids = [ids[i % len(ids)] for i in range(watchers)]
-            watcher, stop_watchers, watch_out = open_watchers(
-                ctx, daemon.address, stub_dir, watch_ids, args.watch_channels)
-            time.sleep(1.0)
-            rss_idle = d.status_kb(daemon.pid, "VmRSS") / 1024
-            threads_idle = d.thread_count(daemon.pid)
+            load_average = os.getloadavg()[0]
+            watch = start_watchers(args, ctx, daemon.address, stub_dir, watch_ids)
+            try:
+                if args.watch_open == "before":
+                    watch.open()
+                    if not watch.opened(args.open_timeout):
+                        fail_open(watch)
+                time.sleep(1.0)
+                rss_idle = d.status_kb(daemon.pid, "VmRSS") / 1024
+                threads_idle = d.thread_count(daemon.pid)
 
-            plans = [clients.ClientPlan(i, daemon.address, stub_dir, args.api, args.concurrency,
-                                        ids, tokens, args.page_size, parse_mix(args.mix))
-                     for i in range(args.clients)]
-            window, client_pids, collect = start_clients(args, ctx, plans)
-            pids = {"daemon": [daemon.pid], "clients": client_pids,
-                    "watchers": [watcher.pid], "worker": [worker_pid], "this script": [os.getpid()]}
-            cores, rss_max, threads_max = measure(pids, window, daemon.pid, perf)
-            results: List[clients.ClientResult] = collect()
-            stop_watchers.set()
-            watched: clients.WatchResult = watch_out.get(timeout=60)
-            watcher.join()
+                plans = [clients.ClientPlan(i, daemon.address, stub_dir, args.api,
+                                            args.concurrency, ids, tokens, args.page_size,
+                                            parse_mix(args.mix))
+                         for i in range(args.clients)]
+                window, client_pids, collect = start_clients(args, ctx, plans)
+                if args.watch_open == "during":
+                    watch.open(window[0] + WATCH_OPEN_INTO_WINDOW_S)
+                pids = {"daemon": [daemon.pid], "clients": client_pids,
+                        "watchers": [watch.pid] if watch.pid else [], "worker": [worker_pid],
+                        "this script": [os.getpid()]}
+                cores, rss_max, threads_max = measure(pids, window, daemon.pid, perf)
+                results: List[clients.ClientResult] = collect()
+                if args.watch_open == "during":
+                    watch.opened(args.open_timeout)  # its count is in the result
+                watched: clients.WatchResult = watch.stop()
+            finally:
+                watch.close()
             hwm = d.status_kb(daemon.pid, "VmHWM") / 1024
             d.check_still_queued(stub, pb, running_id, ids)
             d.resume_worker(worker_pid)  # so that it can stop with the daemon
@@ -257,12 +390,22 @@ def run_once(args: argparse.Namespace, watchers: int, stub_dir: str,
         duration_s=args.duration, kinds=kinds, total=report.kind_figures(all_calls, args.duration),
         failures=failures, rss_started_mb=rss_started, rss_idle_mb=rss_idle,
         rss_load_max_mb=rss_max, hwm_mb=hwm, threads_idle=threads_idle,
-        threads_load_max=threads_max, cpu_cores=cores)
+        threads_load_max=threads_max, cpu_cores=cores, watchers_from=args.watchers_from,
+        watch_open=args.watch_open,
+        first_event=(report.first_event_figures(watched.first_event_ms, watched.start_all_s,
+                                                watched.first_all_s) if watchers else None),
+        load_average=load_average)
 
 
 def main() -> None:
     args = parse_args()
     parse_mix(args.mix)
+    if args.watchers_from == "cpp" or args.api == "cpp":
+        loadgen = args.loadgen or os.path.join(args.bin, "benchd_loadgen")
+        if not os.access(loadgen, os.X_OK):
+            sys.exit(f"no benchd_loadgen at {loadgen!r} (needed by --api cpp and --watchers-from "
+                     "cpp): build it (cmake --build build --target benchd_loadgen) and pass "
+                     "--loadgen, or use --api aio --watchers-from py")
     stub_dir = d.stub_dir(args.stubs)
     load_before = f"{os.getloadavg()[0]:.1f}"
     cores = len(os.sched_getaffinity(0))
@@ -275,13 +418,19 @@ def main() -> None:
         report.print_run(run)
         runs.append(run)
     print(f"\nbenchd under load: {args.queued:,} jobs queued, {args.clients} {args.api} client "
-          f"processes x {args.concurrency} calls in flight, mix {args.mix}, "
+          f"processes x {args.concurrency} calls in flight, mix {args.mix}, watchers from "
+          f"{args.watchers_from} over {args.watch_channels} connections (opened {args.watch_open} "
+          "the window), "
           f"{args.duration:.0f} s per run, {cores} cores (this process's affinity) shared by "
           "daemon and clients"
           + (f", daemon env {' '.join(args.daemon_env)}" if args.daemon_env else "")
           + f"; load average before {load_before}, after {os.getloadavg()[0]:.1f}")
     report.print_table(runs, cores)
     report.print_noise(runs, cores)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "cores": cores, "runs": [dataclasses.asdict(r)
+                                                                    for r in runs]}, f, indent=1)
     bad = report.failed_any(runs)
     if bad:
         sys.exit(f"FAILED: {bad}")

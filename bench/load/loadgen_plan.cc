@@ -1,6 +1,8 @@
 #include "bench/load/loadgen_plan.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <fstream>
 #include <optional>
 #include <tuple>
@@ -74,6 +76,14 @@ absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& flag,
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
   return lines;
+}
+
+double Percentile(const std::vector<double>& sorted_values, double q) {
+  if (sorted_values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  // std::nearbyint rounds half to even in the default rounding mode, as Python's round.
+  const double rank = std::max(1.0, std::nearbyint(q / 100.0 * sorted_values.size() + 0.5));
+  const size_t i = std::min(static_cast<size_t>(rank), sorted_values.size()) - 1;
+  return sorted_values[i];
 }
 
 }  // namespace benchd::loadgen

@@ -29,6 +29,11 @@ std::vector<Kind> KindCycle(const std::vector<std::pair<Kind, int>>& mix);
 absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& flag,
                                                    const std::string& path);
 
+// Nearest-rank percentile (q in 0..100) of ascending values, as report.py's
+// `percentile`: rank = round-half-to-even(q / 100 * n + 0.5), at least 1, at
+// most n. NaN for no values.
+double Percentile(const std::vector<double>& sorted_values, double q);
+
 }  // namespace benchd::loadgen
 
 #endif  // BENCHD_BENCH_LOAD_LOADGEN_PLAN_H_

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -51,6 +52,19 @@ TEST(LoadgenPlan, ReadLinesKeepsEmptyLines) {
   auto missing = ReadLines("--page-tokens", path);
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("--page-tokens"));
+}
+
+TEST(LoadgenPlan, PercentileIsReportPysNearestRank) {
+  // report.percentile(list(range(1, 1001)), q) for q = 50, 90, 99, 100, 0.
+  std::vector<double> v;
+  for (int i = 1; i <= 1000; ++i) v.push_back(i);
+  EXPECT_EQ(Percentile(v, 50), 500);
+  EXPECT_EQ(Percentile(v, 90), 900);
+  EXPECT_EQ(Percentile(v, 99), 990);
+  EXPECT_EQ(Percentile(v, 100), 1000);
+  EXPECT_EQ(Percentile(v, 0), 1);
+  EXPECT_EQ(Percentile({7}, 99), 7);
+  EXPECT_TRUE(std::isnan(Percentile({}, 50)));
 }
 
 }  // namespace

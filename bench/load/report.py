@@ -8,6 +8,8 @@ from clients import KINDS
 TARGET_CALLS_PER_S = 10000
 TARGET_P99_MS = 20.0
 TARGET_RSS_MB = 300.0
+# Issue 36: every Watch stream's first event within 100 ms at p99 (1,000 watchers).
+TARGET_FIRST_EVENT_P99_MS = 100.0
 
 
 @dataclass
@@ -16,6 +18,27 @@ class KindFigures:
     per_s: float
     p50_ms: float
     p99_ms: float
+
+
+@dataclass
+class FirstEventFigures:
+    """Time from a Watch stream's start to its first event (the job's `queued`
+    event: its history), over the streams that had one."""
+    streams: int
+    start_all_s: float  # from the first stream's start to the last one's
+    first_all_s: float  # from the first stream's start to the last first event
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def first_event_figures(latencies: array, start_all_s: float,
+                        first_all_s: float) -> FirstEventFigures:
+    values = sorted(latencies)
+    return FirstEventFigures(len(values), start_all_s, first_all_s,
+                             percentile(values, 50), percentile(values, 90),
+                             percentile(values, 99), values[-1] if values else float("nan"))
 
 
 @dataclass
@@ -37,6 +60,10 @@ class RunFigures:
     threads_idle: int
     threads_load_max: int
     cpu_cores: Dict[str, float] = field(default_factory=dict)  # daemon, clients, watchers, ...
+    watchers_from: str = "py"  # "cpp" (benchd_loadgen --watchers) or "py" (grpc.aio)
+    watch_open: str = "before"  # streams opened "before" the unary window or "during" it
+    first_event: Optional[FirstEventFigures] = None  # None without watchers
+    load_average: float = float("nan")  # 1-minute, just before this run
 
 
 def percentile(sorted_values: List[float], q: float) -> float:
@@ -83,6 +110,13 @@ def print_run(run: RunFigures) -> None:
     print(f"CPU per unary call: daemon {daemon_us_per_call(run):.0f} us, clients "
           f"{us_per_call(run, 'clients'):.0f} us; daemon threads idle "
           f"{run.threads_idle}, under load up to {run.threads_load_max}")
+    if run.first_event is not None:
+        fe = run.first_event
+        print(f"Watch first event ({run.watchers_from} watchers, opened {run.watch_open} the "
+              f"unary window): {fe.streams:,} of {run.watchers:,} streams, p50 {fe.p50_ms:.1f}, "
+              f"p90 {fe.p90_ms:.1f}, p99 {fe.p99_ms:.1f}, max {fe.max_ms:.1f} ms; all started "
+              f"in {fe.start_all_s * 1e3:.0f} ms, all first events in {fe.first_all_s * 1e3:.0f} "
+              f"ms; {run.watchers_open_at_end:,} open at the end")
     print(f"failed calls: {len(run.failures)}")
     for f in run.failures:
         print(f"  FAILED {f}")
@@ -113,6 +147,18 @@ def print_table(runs: List[RunFigures], cores: int) -> None:
     print(row("failed calls", [f"{len(r.failures)}{mark(not r.failures)}" for r in runs], "0"))
     print(row("Watch streams open at the end", [f"{r.watchers_open_at_end:,} of {r.watchers:,}"
                                                 for r in runs], "all"))
+    if any(r.first_event is not None for r in runs):
+        with_fe = [r.first_event for r in runs]  # None ("–") for a run without watchers
+        print(row("Watch streams with a first event", [
+            f"{f.streams:,} of {r.watchers:,}{mark(f.streams == r.watchers)}" if f else "–"
+            for r, f in zip(runs, with_fe)], "all"))
+        print(row("Watch first event p50 / p90 ms", [
+            f"{f.p50_ms:.1f} / {f.p90_ms:.1f}" if f else "–" for f in with_fe], ""))
+        print(row("Watch first event p99 ms", [
+            f"{f.p99_ms:.1f}{mark(f.p99_ms <= TARGET_FIRST_EVENT_P99_MS)}" if f else "–"
+            for f in with_fe], f"≤ {TARGET_FIRST_EVENT_P99_MS:.0f}"))
+        print(row("Watch first event max ms", [f"{f.max_ms:.1f}" if f else "–" for f in with_fe],
+                  ""))
     print(row("daemon RSS, worker up, empty queue (MB)", [f"{r.rss_started_mb:.0f}" for r in runs], ""))
     print(row("daemon RSS idle: queue + watchers (MB)",
               [f"{r.rss_idle_mb:.0f}{mark(r.rss_idle_mb < TARGET_RSS_MB)}" for r in runs],
@@ -140,8 +186,11 @@ def print_noise(runs: List[RunFigures], cores: int) -> None:
 
 
 def failed_any(runs: List[RunFigures]) -> Optional[str]:
-    bad = [r for r in runs if r.failures or r.watchers_open_at_end != r.watchers]
+    bad = [r for r in runs if r.failures or r.watchers_open_at_end != r.watchers
+           or (r.first_event is not None and r.first_event.streams != r.watchers)]
     if not bad:
         return None
     return ", ".join(f"{r.watchers} watchers: {len(r.failures)} failed calls, "
-                     f"{r.watchers_open_at_end} of {r.watchers} streams open" for r in bad)
+                     f"{r.first_event.streams if r.first_event else 0} of {r.watchers} streams "
+                     f"had a first event, {r.watchers_open_at_end} of {r.watchers} open at the end"
+                     for r in bad)
