@@ -301,8 +301,9 @@ class Watchers {
       Poll(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(100, GPR_TIMESPAN)));
     }
     if (active_ > 0) {
-      failures_.push_back(absl::StrCat(active_, " Watch streams did not finish within 30 s of "
-                                                "their cancel"));
+      failures_.push_back(absl::StrCat(active_,
+                                       " Watch streams did not finish within 30 s of "
+                                       "their cancel"));
     }
     return open_at_end_;
   }
@@ -409,8 +410,8 @@ FirstEventFigures Figures(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   double sum = 0;
   for (double v : ms) sum += v;
-  return {Percentile(ms, 50), Percentile(ms, 90), Percentile(ms, 99),
-          ms.empty() ? NAN : ms.back(), ms.empty() ? NAN : sum / ms.size()};
+  return {Percentile(ms, 50), Percentile(ms, 90), Percentile(ms, 99), ms.empty() ? NAN : ms.back(),
+          ms.empty() ? NAN : sum / ms.size()};
 }
 
 absl::Status WriteWatchResults(const Plan& plan, const Watchers& w) {
@@ -453,8 +454,8 @@ absl::StatusOr<double> ReadOpenAt() {
   double at = 0;
   if (parts.size() != 2 || parts[0] != "open" || !absl::SimpleAtod(parts[1], &at) ||
       !std::isfinite(at)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stdin: expected 'open AT' (monotonic seconds, 0 = now), got '", line, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stdin: expected 'open AT' (monotonic seconds, 0 = now), got '", line, "'"));
   }
   return at;
 }
@@ -524,11 +525,12 @@ int WatchMain(const Plan& plan) {
   }
   if (plan.hold_s) {
     const FirstEventFigures f = Figures(w.FirstEventsMs());
-    printf("%d of %d Watch streams had a first event (%d channels; started in %.3f s, all "
-           "first events in %.3f s): first event p50 %.2f, p90 %.2f, p99 %.2f, max %.2f ms; "
-           "%d open at the end, %zu failures\n",
-           w.opened(), plan.watchers, plan.watch_channels, w.issue_seconds(),
-           w.all_opened_seconds(), f.p50, f.p90, f.p99, f.max, open_at_end, w.failures().size());
+    printf(
+        "%d of %d Watch streams had a first event (%d channels; started in %.3f s, all "
+        "first events in %.3f s): first event p50 %.2f, p90 %.2f, p99 %.2f, max %.2f ms; "
+        "%d open at the end, %zu failures\n",
+        w.opened(), plan.watchers, plan.watch_channels, w.issue_seconds(), w.all_opened_seconds(),
+        f.p50, f.p90, f.p99, f.max, open_at_end, w.failures().size());
     for (const std::string& failure : w.failures()) printf("  FAILED %s\n", failure.c_str());
   }
   printf("done %d\n", open_at_end);
@@ -605,9 +607,10 @@ absl::StatusOr<Plan> ParseArgs(int argc, char** argv, int* exit_code) {
       app.add_option("--watchers", plan.watchers,
                      "hold this many Watch streams instead of sending the unary mix")
           ->check(CLI::Range(1, 1000000));
-  CLI::Option* watch_ids_opt = app.add_option(
-      "--watch-ids", watch_ids, "file: the jobs to watch, one id a line; stream i watches line "
-                                "i mod their count (watcher mode)");
+  CLI::Option* watch_ids_opt =
+      app.add_option("--watch-ids", watch_ids,
+                     "file: the jobs to watch, one id a line; stream i watches line "
+                     "i mod their count (watcher mode)");
   CLI::Option* channels =
       app.add_option("--watch-channels", plan.watch_channels,
                      "TCP connections the streams are spread over, round-robin (watcher mode)")
@@ -640,8 +643,9 @@ absl::StatusOr<Plan> ParseArgs(int argc, char** argv, int* exit_code) {
             given({index, concurrency, mix_opt, job_ids_opt, tokens_opt, page_size});
         !other.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          other, ": unary-mode options; --watchers runs the watcher mode, which sends no unary "
-                 "calls (run a second benchd_loadgen for those)"));
+          other,
+          ": unary-mode options; --watchers runs the watcher mode, which sends no unary "
+          "calls (run a second benchd_loadgen for those)"));
     }
     if (watch_ids_opt->count() == 0) {
       return absl::InvalidArgumentError("--watchers: needs --watch-ids FILE (the jobs to watch)");
