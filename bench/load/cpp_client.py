@@ -11,7 +11,54 @@ from typing import IO, Any, Dict, List, Optional
 from clients import KINDS, ClientPlan, ClientResult, WatchResult
 
 
-class CppClient:
+class _Loadgen:
+    """One benchd_loadgen process (`name` in messages): its stdout a line
+    protocol, its stderr in OUT_DIR/stderr.txt, its files in OUT_DIR."""
+
+    def __init__(self, argv: List[str], out_dir: str, name: str) -> None:
+        self.out_dir, self.name = out_dir, name
+        self.stderr_path = os.path.join(out_dir, "stderr.txt")
+        self.stderr: IO[bytes] = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line:
+            self.proc.wait()
+            raise RuntimeError(f"benchd_loadgen {self.name} exited with {self.proc.returncode}: "
+                               f"{self.error_text()}")
+        return line
+
+    def _wait_ok(self, line: str) -> None:
+        """Waits for the process to end; it must end with status 0 (`line`: its last line)."""
+        rc = self.proc.wait()
+        if rc != 0:
+            raise RuntimeError(f"benchd_loadgen {self.name} exited with {rc} ({line!r}): "
+                               f"{self.error_text()}")
+
+    def _failures(self) -> List[str]:
+        with open(os.path.join(self.out_dir, "failures.txt")) as f:
+            return [l.rstrip("\n") for l in f if l.strip()]
+
+    def error_text(self) -> str:
+        self.stderr.flush()
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()[-2000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+class CppClient(_Loadgen):
     """One benchd_loadgen process: started at once, ready once its first
     GetNodeInfo answered, then given the window on stdin."""
 
@@ -26,28 +73,12 @@ class CppClient:
             with open(path, "w") as f:
                 f.write("".join(line + "\n" for line in lines))
         mix = ",".join(f"{kind}={weight}" for kind, weight in plan.mix)
-        self.stderr_path = os.path.join(self.out_dir, "stderr.txt")
-        self.stderr: IO[bytes] = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
+        super().__init__(
             [loadgen, "--address", plan.address, "--index", str(plan.index),
              "--concurrency", str(plan.concurrency), "--mix", mix, "--job-ids", ids_path,
              "--page-tokens", tokens_path, "--page-size", str(plan.page_size),
-             "--out", self.out_dir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+             "--out", self.out_dir], self.out_dir, str(plan.index))
         self.index = plan.index
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if not line:
-            self.proc.wait()
-            raise RuntimeError(f"benchd_loadgen {self.index} exited with {self.proc.returncode}: "
-                               f"{self.error_text()}")
-        return line
 
     def wait_ready(self) -> None:
         line = self._line()
@@ -63,28 +94,16 @@ class CppClient:
 
     def result(self) -> ClientResult:
         line = self._line()
-        rc = self.proc.wait()
-        if rc != 0 or not line.startswith("done "):
-            raise RuntimeError(f"benchd_loadgen {self.index} exited with {rc} ({line!r}): "
+        self._wait_ok(line)
+        if not line.startswith("done "):
+            raise RuntimeError(f"benchd_loadgen {self.name}: expected 'done ...', got {line!r}: "
                                f"{self.error_text()}")
         result = ClientResult(self.index, {k: array("d") for k in KINDS})
         for kind in KINDS:
             with open(os.path.join(self.out_dir, f"{kind}.f64"), "rb") as f:
                 result.latencies_ms[kind].frombytes(f.read())
-        with open(os.path.join(self.out_dir, "failures.txt")) as f:
-            result.failures = [l.rstrip("\n") for l in f if l.strip()]
+        result.failures = self._failures()
         return result
-
-    def error_text(self) -> str:
-        self.stderr.flush()
-        with open(self.stderr_path, errors="replace") as f:
-            return f.read()[-2000:]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
 
 
 def start_all(loadgen: str, plans: List[ClientPlan], work_dir: str) -> List[CppClient]:
@@ -108,7 +127,7 @@ def close_all(clients: Optional[List[CppClient]]) -> None:
         c.close()
 
 
-class CppWatcher:
+class CppWatcher(_Loadgen):
     """benchd_loadgen --watchers N: the process that holds the Watch streams,
     spread over `channels` TCP connections, from one thread polling one
     CompletionQueue. connected() once every channel answered a GetNodeInfo;
@@ -131,27 +150,12 @@ class CppWatcher:
             raise ValueError(f"{ids_path}: a job id holds a newline")
         with open(ids_path, "w") as f:
             f.write("".join(j + "\n" for j in job_ids))
-        self.stderr_path = os.path.join(self.out_dir, "stderr.txt")
-        self.stderr: IO[bytes] = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
+        super().__init__(
             [loadgen, "--address", address, "--watchers", str(len(job_ids)),
              "--watch-ids", ids_path, "--watch-channels", str(channels),
              "--open-timeout", str(open_timeout), "--out", self.out_dir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+            self.out_dir, "(watchers)")
         self.summary: Dict[str, Any] = {}
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if not line:
-            self.proc.wait()
-            raise RuntimeError(f"benchd_loadgen (watchers) exited with {self.proc.returncode}: "
-                               f"{self.error_text()}")
-        return line
 
     def _expect(self, word: str) -> str:
         line = self._line()
@@ -175,11 +179,7 @@ class CppWatcher:
         assert self.proc.stdin is not None
         self.proc.stdin.write("stop\n")
         self.proc.stdin.close()
-        line = self._expect("done")
-        rc = self.proc.wait()
-        if rc != 0:
-            raise RuntimeError(f"benchd_loadgen (watchers) exited with {rc} ({line!r}): "
-                               f"{self.error_text()}")
+        self._wait_ok(self._expect("done"))
         with open(os.path.join(self.out_dir, "watch.json")) as f:
             self.summary = json.load(f)
         result = WatchResult(opened=self.summary["opened"],
@@ -190,17 +190,5 @@ class CppWatcher:
                 setattr(result, name, float(self.summary[key]))
         with open(os.path.join(self.out_dir, "first_event.f64"), "rb") as f:
             result.first_event_ms.frombytes(f.read())
-        with open(os.path.join(self.out_dir, "failures.txt")) as f:
-            result.failures = [l.rstrip("\n") for l in f if l.strip()]
+        result.failures = self._failures()
         return result
-
-    def error_text(self) -> str:
-        self.stderr.flush()
-        with open(self.stderr_path, errors="replace") as f:
-            return f.read()[-2000:]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
