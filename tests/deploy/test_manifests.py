@@ -22,7 +22,11 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
   real process;
 - benchd-health's hand-made health messages against grpcio-health-checking's;
 - the Containerfile's stages against scripts/setup.sh's package list, and its
-  runtime packages against the Debian libraries the built binaries load.
+  runtime packages against the Debian libraries the built binaries load;
+- the Apptainer definition (container/benchd.def) parsed as Apptainer parses
+  it, and compared with the Containerfile stage by stage (every command, the
+  apt packages, the ARGs, the copied sources, the entry point): checked, not
+  built (Apptainer is not packaged for Debian 12).
 """
 import json
 import os
@@ -1040,3 +1044,236 @@ def test_runtime_stage_has_the_binaries_debian_libraries():
                               *runtime], capture_output=True, text=True, check=True).stdout
     closure = {line.strip() for line in depends.splitlines() if not line.startswith(" ")}
     assert owners <= closure, f"the runtime stage lacks {sorted(owners - closure)}"
+
+
+# --- Apptainer definition (deploy/container/benchd.def)
+#
+# Apptainer is not packaged for Debian 12 and cannot be installed here, so the
+# definition is checked, not built: parsed as Apptainer's own parser reads it
+# (pkg/build/types/parser/deffile.go, 1.x), and compared with the Containerfile
+# command by command, so the two images cannot drift apart.
+
+APPTAINER_DEF = DEPLOY / "container" / "benchd.def"
+# deffile.go's validSections and appSections: any other fails the build.
+APPTAINER_SECTIONS = {"help", "setup", "files", "labels", "environment", "pre", "post", "runscript",
+                      "test", "startscript", "arguments"}
+APPTAINER_APP_SECTIONS = {"appinstall", "applabels", "appfiles", "appenv", "apphelp", "apprun",
+                          "apptest", "appstart"}
+# The Containerfile's commands that have no place in an Apptainer image: a
+# container runs as whoever starts it, so there is no benchd user to make.
+DOCKER_ONLY_COMMANDS = ("groupadd ", "useradd ", "install -d -o benchd ")
+
+
+def apptainer_stages(text):
+    """A definition file as Apptainer parses it: stages start at each line
+    beginning "Bootstrap:"; a stage's header is the "Key: value" lines before
+    its first section (# comments skipped); a section starts at any line whose
+    first word begins with % and runs to the next one (a repeated section is
+    appended to the first); %files and %labels lines skip # comments.
+    Returns {stage name: {"header": {...}, "sections": {"post": text, ...},
+    "files": {"": [(src, dst)], "from build": [...]}, "labels": {...}}}."""
+    starts = [m.start() for m in re.finditer(r"(?mi)^bootstrap:", text)]
+    assert starts, "no Bootstrap: header"
+    preamble = text[:starts[0]]
+    assert all(not line.strip() or line.lstrip().startswith("#")
+               for line in preamble.splitlines()), "only comments may come before Bootstrap:"
+    stages = {}
+    for begin, end in zip(starts, starts[1:] + [len(text)]):
+        header, sections, files, order, current = {}, {}, {}, [], None
+        for line in text[begin:end].splitlines():
+            words = line.split()
+            if words and words[0].startswith("%"):
+                name, _, args = line.strip()[1:].partition(" ")
+                name = name.lower()
+                assert name in APPTAINER_SECTIONS | APPTAINER_APP_SECTIONS, f"unknown section %{name}"
+                current = (name, args.strip())
+                sections.setdefault(current, [])
+                order.append(current)
+            elif current is None:
+                stripped = line.split("#")[0].strip()
+                if stripped:
+                    key, sep, value = stripped.partition(":")
+                    assert sep, f"header line without a value: {line!r}"
+                    header[key.strip().lower()] = value.strip()
+            else:
+                sections[current].append(line)
+        assert set(header) <= {"bootstrap", "from", "stage"}, header
+        labels = {}
+        for (name, args), lines in sections.items():
+            entries = [line.strip() for line in lines
+                       if line.strip() and not line.strip().startswith("#")]
+            if name == "files":
+                files[args] = [tuple(e.split()) if len(e.split()) == 2 else (e, e) for e in entries]
+                assert all(len(e.split()) <= 2 for e in entries), entries
+            elif name == "labels":
+                labels.update(e.split(" ", 1) for e in entries)
+        scripts = {(f"{name} {args}" if name in APPTAINER_APP_SECTIONS else name): "\n".join(lines)
+                   for (name, args), lines in sections.items() if name != "files"}
+        stage = header.get("stage", f"stage{len(stages)}")
+        assert stage not in stages, f"two stages named {stage}"
+        stages[stage] = {"header": header, "sections": scripts, "files": files, "labels": labels}
+    return stages
+
+
+def shell_commands(script):
+    """A shell script's (or RUN's) simple commands, for comparing two recipes:
+    line continuations joined, comment lines dropped, split at ; and &&,
+    whitespace collapsed. Both sides are split the same way, so a ; inside
+    quotes splits both alike."""
+    commands = []
+    for line in script.replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in re.split(r"&&|;", line):
+            part = " ".join(part.split())
+            if part:
+                commands.append(part)
+    return commands
+
+
+def containerfile_instructions(text):
+    """The Containerfile's instructions per stage: [(INSTRUCTION, arguments)],
+    continuations joined, comment lines dropped."""
+    out, current = {}, None
+    for line in text.replace("\\\n", " ").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        instruction, _, rest = line.strip().partition(" ")
+        instruction = instruction.upper()
+        if instruction == "FROM":
+            image, _, current = rest.partition(" AS ")
+            out[current.strip()] = [("FROM", image.strip())]
+        else:
+            out[current].append((instruction, " ".join(rest.split())))
+    return out
+
+
+def docker_image(reference):
+    """docker.io/library/debian:12 and debian:12 name the same image."""
+    return re.sub(r"^(docker\.io/)?(library/)?", "", reference)
+
+
+def apptainer_drift(definition, containerfile):
+    """Where benchd.def and the Containerfile disagree: a list of sentences,
+    empty when the definition builds the same image as Apptainer allows."""
+    problems = []
+    defs = apptainer_stages(definition)
+    docker = containerfile_instructions(containerfile)
+    if list(defs) != list(docker):
+        return [f"stages {list(defs)} here, {list(docker)} in the Containerfile"]
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True)
+    for name, instructions in docker.items():
+        stage = defs[name]
+        post = shell_commands(stage["sections"].get("post", ""))
+        if stage["header"].get("bootstrap") != "docker":
+            problems.append(f"{name}: Bootstrap {stage['header'].get('bootstrap')}, not docker")
+        if docker_image(stage["header"].get("from", "")) != docker_image(instructions[0][1]):
+            problems.append(f"{name}: From {stage['header'].get('from')}, not {instructions[0][1]}")
+        for instruction, args in instructions[1:]:
+            if instruction == "RUN":
+                for command in shell_commands(args):
+                    if command not in post and not command.startswith(DOCKER_ONLY_COMMANDS):
+                        problems.append(f"{name}: %post lacks `{command}`")
+            elif instruction == "ARG":
+                if " ".join(args.split()) not in post:
+                    problems.append(f"{name}: %post lacks the ARG `{args}`")
+            elif instruction == "ENV":
+                if f"export {args}" not in post:
+                    problems.append(f"{name}: %post lacks `export {args}`")
+            elif instruction == "COPY" and args == ". /src":
+                # The build context as Docker sends it: the tracked top-level
+                # entries (.dockerignore drops the untracked builds and venvs);
+                # the dotfiles (.gitignore, .clang-format ...) CMake never reads.
+                assert tracked.returncode == 0, tracked.stderr
+                top = {p.split("/")[0] for p in tracked.stdout.splitlines() if not p.startswith(".")}
+                copied = dict(stage["files"].get("", []))
+                if set(copied) != top:
+                    problems.append(f"{name}: %files copies {sorted(copied)}, the checkout has {sorted(top)}")
+                problems += [f"{name}: %files puts {src} at {dst}" for src, dst in copied.items()
+                             if dst != f"/src/{src}"]
+            elif instruction == "COPY" and args.startswith("--from="):
+                source, src, dst = args.split()
+                # A stage copy into an existing directory keeps the source's
+                # name (apptainer's CopyFromStage): /install/usr/local into
+                # /usr is the Containerfile's copy to /usr/local.
+                want = [(src, os.path.dirname(dst))]
+                got = stage["files"].get(f"from {source.removeprefix('--from=')}")
+                if got != want:
+                    problems.append(f"{name}: %files from ... is {got}, not {want}")
+            elif instruction in ("USER", "EXPOSE"):
+                pass  # Apptainer: the caller's user, the host's network
+            elif instruction in ("ENTRYPOINT", "CMD"):
+                pass  # below, against %runscript and %startscript
+            else:
+                problems.append(f"{name}: no Apptainer counterpart checked for {instruction}")
+        packages = apt_packages([f"RUN {a}" for i, a in instructions if i == "RUN"])
+        if apt_packages(post) != packages:
+            problems.append(f"{name}: apt packages {sorted(apt_packages(post) ^ packages)} differ")
+    # The entry point: ENTRYPOINT with CMD as the default arguments.
+    final = docker[list(docker)[-1]]
+    entry = json.loads(next(a for i, a in final if i == "ENTRYPOINT"))
+    default = json.loads(next(a for i, a in final if i == "CMD"))
+    image = defs[list(defs)[-1]]
+    for section in ("runscript", "startscript"):
+        commands = shell_commands(image["sections"].get(section, ""))
+        if f'exec {" ".join(entry)} "$@"' not in commands:
+            problems.append(f"%{section} does not exec {entry}")
+        if f"set -- {' '.join(default)}" not in commands:
+            problems.append(f"%{section} lacks the default arguments {default}")
+    for arg in default:
+        if arg.startswith("--data-dir="):
+            directory = arg.split("=", 1)[1]
+            if f"install -d -m 0755 {directory}" not in shell_commands(image["sections"]["post"]):
+                problems.append(f"the image has no mount point {directory} for the data dir")
+    return problems
+
+
+def test_apptainer_definition_parses():
+    """The sections Apptainer knows, two stages as the Containerfile's, the
+    runtime image's metadata and entry points."""
+    stages = apptainer_stages(APPTAINER_DEF.read_text())
+    assert list(stages) == ["build", "runtime"]
+    runtime = stages["runtime"]
+    assert {"post", "environment", "runscript", "startscript", "test", "labels", "help",
+            "apprun health"} <= set(runtime["sections"])
+    version = re.search(r"project\(benchd VERSION (\S+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    assert runtime["labels"]["org.opencontainers.image.version"] == version
+    assert "exec /usr/local/bin/benchd-health \"$@\"" in shell_commands(runtime["sections"]["apprun health"])
+    # Every source %files copies from the host exists (relative to the repository root).
+    for src, _ in stages["build"]["files"][""]:
+        assert (ROOT / src).exists(), src
+    # The scripts Apptainer runs (/bin/sh: dash on Debian) parse.
+    for stage in stages.values():
+        for name, script in stage["sections"].items():
+            if name in ("post", "runscript", "startscript", "test", "environment") or \
+                    name.startswith("apprun"):
+                result = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
+                assert result.returncode == 0, (name, result.stderr)
+
+
+def test_apptainer_definition_matches_the_containerfile():
+    assert apptainer_drift(APPTAINER_DEF.read_text(), CONTAINERFILE.read_text()) == []
+
+
+@pytest.mark.parametrize("change", [
+    ("libfmt9 ", ""),                                     # a runtime package dropped
+    ("TORCH_VERSION=2.11.0", "TORCH_VERSION=2.10.0"),     # another torch
+    ("-DBENCHD_BUILD_TESTS=OFF", ""),                     # a configure flag lost
+    ("    worker /src/worker\n", ""),                     # a source folder not copied
+    ("/install/usr/local /usr\n", "/install/usr/local /usr/local\n"),   # /usr/local/local
+    ("exec /usr/local/bin/benchd \"$@\"", "exec /usr/local/bin/benchctl \"$@\""),
+])
+def test_apptainer_drift_is_caught(change):
+    """Each way the two recipes could drift is reported (so the test above can fail)."""
+    old, new = change
+    text = APPTAINER_DEF.read_text()
+    assert old in text, old
+    assert apptainer_drift(text.replace(old, new, 1), CONTAINERFILE.read_text()) != []
+
+
+def test_apptainer_drift_sees_a_new_containerfile_command():
+    containerfile = CONTAINERFILE.read_text().replace(
+        "&& bash -n /usr/local/bin/benchd-cluster-run",
+        "&& bash -n /usr/local/bin/benchd-cluster-run && ldconfig")
+    assert apptainer_drift(APPTAINER_DEF.read_text(), containerfile) == ["runtime: %post lacks `ldconfig`"]
