@@ -292,7 +292,8 @@ def fast_variants(text):
     """'name=flags;name=flags' -> [(name, flags, presets)]. FLAGS '@best' is
     each preset's fast flags (fast_model_flags: the attention measured fastest
     for its head dim), '@ATTN' the fast flags with ATTN as the attention (no
-    spaces, so the list survives gpu-fastpath.sh's word splitting); a NAME of
+    spaces, so the list survives gpu-fastpath.sh's word splitting), either
+    followed by ',--flag,...' to add flags (e.g. '@best,--optimizer-overlap'); a NAME of
     'name@p1+p2' runs for those presets alone (presets None: every preset).
     '' -> the fast flags with each of flash, cudnn and fused (benchd's own
     kernel) as the attention."""
@@ -311,11 +312,15 @@ def fast_variants(text):
 
 def variant_flags(args, flags, preset, by_head_dim=None):
     """A variant's FLAGS for `preset`, with '@best' and '@ATTN' spelled out
-    (by_head_dim: as fast_model_flags takes it)."""
-    if flags == "@best":
-        return fast_model_flags(args.fast_precision, preset, by_head_dim)
+    (by_head_dim: as fast_model_flags takes it); '@best,--flag,...' adds flags
+    to those (commas, no spaces: '@best,--optimizer-overlap')."""
     if flags.startswith("@"):
-        return attention_variant(FAST_MODEL_FLAGS[args.fast_precision], flags[1:])
+        base, *extra = flags.split(",")
+        if base == "@best":
+            out = fast_model_flags(args.fast_precision, preset, by_head_dim)
+        else:
+            out = attention_variant(FAST_MODEL_FLAGS[args.fast_precision], base[1:])
+        return " ".join([out, *extra])
     return flags
 
 
@@ -449,6 +454,32 @@ def fast_table_lines(args, record):
                     f"| {b['tflops'] or 0:.0f} | {peak} | {sheet} |")
         lines.append(f"| {row['preset']} | {row['context']} | {peer_col} | "
                      + " | ".join(show(cells.get(n)) for n in names) + f" | {best or '-'} | " + tail)
+    if len(names) > 1:
+        lines += variant_floor_lines(record, names)
+    return lines
+
+
+def variant_floor_lines(record, names):
+    """Every variant (not the best alone) against both floors, and against the
+    first variant of its row: the sum floor (matmul + optimizer, one after the
+    other) and the max floor (the larger of the two: the optimizer entirely
+    hidden under the matmuls, what running it beside the backward could at
+    best reach)."""
+    header = (f"| preset | context | variant | median ms | floor ms (sum) | floor ms (max) | × floor (sum) "
+              f"| × floor (max) | / {names[0]} |")
+    lines = ["", "Each variant against the two floors:", "", header, "|" + "---|" * (header.count("|") - 1)]
+    for row in record.get("fast", []):
+        cells = row["benchd"]
+        first = cells.get(names[0], {}).get("median")
+        for n in names:
+            c = cells.get(n)
+            if not c or "median" not in c:
+                continue
+            floor_max = max(c["matmul_floor"], c["optimizer_floor"]) if c.get("matmul_floor") else None
+            lines.append(f"| {row['preset']} | {row['context']} | {n} | {c['median']:.2f} ({c['min']:.2f}-"
+                         f"{c['max']:.2f}) | {fmt_ms(c['floor'])} | {fmt_ms(floor_max)} | "
+                         f"{ratio(c['median'], c['floor'])} | {ratio(c['median'], floor_max)} | "
+                         f"{ratio(c['median'], first)} |")
     return lines
 
 
@@ -686,8 +717,9 @@ def main():
                          "and --peer-contexts); cells not in the benchd table get a row of their own")
     fp.add_argument("--fast-variants", default="",
                     help="'name[@preset+preset]=flags;...' benchd columns; flags '@best' (each preset's fast "
-                         "flags) or '@ATTN' (the fast flags with that attention) (default: the fast flags "
-                         "with flash, cudnn, fused)")
+                         "flags) or '@ATTN' (the fast flags with that attention), either optionally followed "
+                         "by ',--flag,...' (e.g. 'overlap=@best,--optimizer-overlap') (default: the fast "
+                         "flags with flash, cudnn, fused)")
     fp.add_argument("--fast-precision", default="bf16", choices=["bf16", "fp16"])
     fp.add_argument("--fast-steps", type=int, default=20)
     fp.add_argument("--peer-warmup-steps", type=int, default=5)

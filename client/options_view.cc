@@ -38,6 +38,7 @@ std::vector<std::string> SpecOptionParts(const v1::BenchmarkSpec& b) {
   if (b.cuda_graph()) parts.push_back("cuda graph");
   if (b.weight_copies()) parts.push_back("weight copies");
   if (b.fused_ops()) parts.push_back("fused ops");
+  if (b.optimizer_overlap()) parts.push_back("optimizer overlap");
   if (b.autograd()) parts.push_back("autograd");
   return parts;
 }
@@ -71,7 +72,8 @@ std::string OptionsLine(const v1::BenchmarkResult& result) {
   if (r.allow_tf32()) parts.push_back("tf32 matmuls");
   if (r.cuda_graph()) {
     const bool optimizer_after = r.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
-                                 r.optimizer_impl() != v1::OPTIMIZER_IMPL_FOREACH;
+                                 r.optimizer_impl() != v1::OPTIMIZER_IMPL_FOREACH &&
+                                 !r.optimizer_overlap();
     parts.push_back(optimizer_after
                         ? "cuda graph of forward+backward, optimizer eager after each replay"
                         : "cuda graph (phase times not measured)");
@@ -81,6 +83,7 @@ std::string OptionsLine(const v1::BenchmarkResult& result) {
         fmt::format("{} weight copies kept between steps", PrecisionName(r.precision())));
   }
   if (r.fused_ops()) parts.push_back("fused RMSNorm, SiLU and RoPE");
+  if (r.optimizer_overlap()) parts.push_back("AdamW beside the backward, parameter by parameter");
   const char* engine = r.autograd() ? "autograd engine" : "explicit backward";
   if (parts.empty()) {
     return fmt::format("faithful (course attention and AdamW, fp32 matmuls, eager, {})", engine);

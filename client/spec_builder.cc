@@ -28,7 +28,7 @@ absl::Status FlagError(const absl::Status& status, absl::string_view field) {
 }
 
 // --warmup, --warmup-max-steps, --attention, --optimizer, --tf32, --cuda-graph,
-// --weight-copies, --fused-ops, --autograd.
+// --weight-copies, --fused-ops, --optimizer-overlap, --autograd.
 absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (!o.warmup.empty()) {
     if (o.warmup_steps) {
@@ -61,6 +61,7 @@ absl::Status ApplyOptionFlags(const BenchmarkOptions& o, v1::BenchmarkSpec& b) {
   if (o.cuda_graph) b.set_cuda_graph(true);
   if (o.weight_copies) b.set_weight_copies(true);
   if (o.fused_ops) b.set_fused_ops(true);
+  if (o.optimizer_overlap) b.set_optimizer_overlap(true);
   if (o.autograd) b.set_autograd(true);
   return absl::OkStatus();
 }

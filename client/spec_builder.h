@@ -34,7 +34,8 @@ struct BenchmarkOptions {
   bool cuda_graph = false;     // --cuda-graph
   bool weight_copies = false;  // --weight-copies
   bool fused_ops = false;      // --fused-ops
-  bool autograd = false;       // --autograd
+  bool optimizer_overlap = false;  // --optimizer-overlap
+  bool autograd = false;           // --autograd
 };
 
 // INVALID_ARGUMENT naming the flag (--mode, --precision, --warmup, --attention,

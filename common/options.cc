@@ -163,6 +163,22 @@ absl::Status ResolveBenchmarkOptions(const v1::BenchmarkSpec& in, v1::BenchmarkS
     }
   }
 
+  if (b.optimizer_overlap()) {
+    if (b.mode() != v1::BENCHMARK_MODE_TRAIN_STEP ||
+        b.optimizer_impl() != v1::OPTIMIZER_IMPL_FUSED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "benchmark.optimizer_overlap: runs the fused AdamW step beside the backward, so it "
+          "needs mode train_step and optimizer_impl fused; got mode ",
+          ModeName(b.mode()), ", optimizer ", OptimizerImplName(b.optimizer_impl())));
+    }
+    if (b.cuda_graph() && !b.weight_copies()) {
+      return absl::InvalidArgumentError(
+          "benchmark.optimizer_overlap: inside a CUDA graph the update must read its step count "
+          "on the device, which benchd's kernel for weight copies does and torch's fused kernel "
+          "(fp32 weights without copies) does not; add weight_copies or drop cuda_graph");
+    }
+  }
+
   if (b.cuda_graph()) {
     if (!b.warmup_auto() && b.warmup_steps() < kGraphEagerSteps) {
       return absl::InvalidArgumentError(absl::StrCat(

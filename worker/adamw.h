@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct AdamWOptions {
 class AdamW {
  public:
   explicit AdamW(std::vector<torch::Tensor> params, AdamWOptions options = {});
+  ~AdamW();
 
   // For every parameter with a gradient, t += 1 and
   //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²
@@ -57,7 +59,34 @@ class AdamW {
   // (worker/adamw_copy_kernel.cu), reading and writing 28 bytes per
   // parameter as the fused step without copies does. The other paths refuse
   // to run while copies are set. An empty list ends the option.
+  // With copies set, a parameter without one (RMSNorm weights, the
+  // embedding) is updated on CUDA by the same kernel from its fp32 gradient,
+  // so that every parameter takes the same kernel whether the step runs after
+  // the backward or beside it (the overlapped step below).
   void SetWeightCopies(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs);
+
+  // The optimizer_overlap option: StepFused's update, parameter by parameter,
+  // while the backward still runs. BeginOverlappedStep (before the backward,
+  // on the stream it runs on) advances every trainable parameter's t, on the
+  // host and in its device step tensor; OverlappedUpdate(leaf), called when
+  // the gradient of `leaf` (a parameter, or its weight copy) is final, runs
+  // that parameter's fused update: on CUDA on a side stream, after an event
+  // recorded on the current stream (where the gradient was made), so the
+  // next layers' backward runs beside it; on a CPU at once.
+  // EndOverlappedStep updates what no call reached, undoes the advance for
+  // parameters that got no gradient, and makes the current stream wait for
+  // the side stream. The numbers are StepFused's: the same kernel per
+  // parameter (with weight copies α comes from a device table of the host's
+  // values, indexed by the device's t, so a CUDA graph can hold the step).
+  // Under capture the state must exist already (run it eagerly once first),
+  // and every CUDA parameter must have a weight copy (the fp32 path's kernel,
+  // torch's _fused_adamw_, takes an ε that changes with t from the host).
+  void BeginOverlappedStep();
+  void OverlappedUpdate(const torch::Tensor& leaf);
+  void EndOverlappedStep();
+  // The tensors whose gradients the optimizer reads: each parameter's weight
+  // copy where it has one, else the parameter (those that require grad).
+  std::vector<torch::Tensor> GradientLeaves() const;
 
   // Bytes held by m and v.
   int64_t StateBytes() const;
@@ -89,14 +118,29 @@ class AdamW {
   std::vector<size_t> WithGradients();
   // TORCH_CHECK that no weight copies are set, for the paths without them.
   void CheckNoWeightCopies(const char* path) const;
-  // StepFused for the parameters in `idx`, all with weight copies.
+  // StepFused for the parameters in `idx`, all taking benchd's kernel (KernelPath).
   void StepWeightCopies(const std::vector<size_t>& idx);
+  // Whether StepFused updates parameter i with benchd's kernel
+  // (adamw_copy_kernel.cu; ATen's course update off CUDA): with weight
+  // copies set, every parameter with a copy, and on CUDA every parameter.
+  bool KernelPath(size_t i) const;
+  // Parameter i's fused update at its current t (already advanced) on the
+  // current stream: benchd's kernel (α from the host, or with `device_step`
+  // from the table at the device's t) or _fused_adamw_ on its own.
+  void FusedUpdate(size_t i, bool device_step);
+  void KernelUpdate(size_t i, bool device_step);
+  void TorchFusedUpdate(const std::vector<size_t>& group, int64_t t);
+  // alpha_table_ (on `device`) holding α_t for every t up to at least `t`.
+  void EnsureAlphaTable(int64_t t, const torch::Device& device);
   // Makes states[i].step hold t for each i (fill_ where it is stale).
   void RefreshDeviceSteps(const std::vector<size_t>& idx);
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> copies_;  // parallel to params_ when set; undefined: no copy
   std::vector<State> state_;
   AdamWOptions options_;
+  torch::Tensor alpha_table_;  // float32 α_t by t, on the parameters' device
+  struct Overlap;              // the overlapped step's bookkeeping and CUDA stream/events
+  std::unique_ptr<Overlap> overlap_;
 };
 
 }  // namespace benchd::worker

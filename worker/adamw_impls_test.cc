@@ -224,5 +224,54 @@ TEST(AdamWImplsTest, SyncHostStepsKeepsAgreeingCounts) {
   EXPECT_EQ(opt.Steps(), std::vector<int64_t>(params.size(), 3));
 }
 
+// The overlapped step (optimizer_overlap) against StepFused, on the CPU in
+// fp32: parameters reported in the backward's order (last first), one never
+// reported (End updates it), one without a gradient in a step (its t must not
+// move); then with bf16 weight copies. The same bits, t and state.
+TEST(AdamWImplsTest, OverlappedStepIsTheFusedStepBitForBit) {
+  const Problem pr = MakeProblem(4);
+  auto run = [&](bool overlapped, bool copies) {
+    std::vector<torch::Tensor> params = Params(pr);
+    AdamW opt(params);
+    std::vector<torch::Tensor> leaves = params;
+    if (copies) {
+      std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+      for (size_t i = 0; i < 2; ++i) {  // copies for the first two; the rest fp32
+        params[i].requires_grad_(false);
+        leaves[i] = params[i].detach().to(at::kBFloat16).requires_grad_(true);
+        pairs.emplace_back(params[i], leaves[i]);
+      }
+      opt.SetWeightCopies(pairs);
+    }
+    for (size_t s = 0; s < pr.grads.size(); ++s) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        // Step 2 leaves parameter 1 without a gradient.
+        leaves[i].mutable_grad() =
+            s == 2 && i == 1 ? torch::Tensor() : pr.grads[s][i].to(leaves[i].scalar_type());
+      }
+      if (!overlapped) {
+        opt.StepFused();
+        continue;
+      }
+      opt.BeginOverlappedStep();
+      for (size_t i = leaves.size(); i-- > 1;) opt.OverlappedUpdate(leaves[i]);  // 0: by End
+      opt.OverlappedUpdate(leaves[3]);  // a second report changes nothing
+      opt.EndOverlappedStep();
+    }
+    return std::make_pair(params, opt.Steps());
+  };
+  for (bool copies : {false, true}) {
+    SCOPED_TRACE(copies ? "weight copies" : "fp32");
+    const auto [fused, fused_steps] = run(false, copies);
+    const auto [overlapped, overlapped_steps] = run(true, copies);
+    EXPECT_GT(MaxAbsMove(pr, fused), 2e-3);
+    EXPECT_EQ(fused_steps, (std::vector<int64_t>{4, 3, 4, 4}));
+    EXPECT_EQ(overlapped_steps, fused_steps);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_TRUE(torch::equal(overlapped[i], fused[i])) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace benchd::worker

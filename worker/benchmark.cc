@@ -18,6 +18,7 @@
 #include "worker/attention_backend.h"
 #include "worker/autocast_guard.h"
 #include "worker/cuda_graph_step.h"
+#include "worker/ddp/grad_ready_hooks.h"
 #include "worker/device_info.h"
 #include "worker/explicit_step.h"
 #include "worker/job_options.h"
@@ -115,6 +116,17 @@ class BenchmarkRun {
         ExplicitStep::Unsupported(*model_->model).empty()) {
       explicit_ = std::make_unique<ExplicitStep>(*model_->model);
       ran_explicit_ = true;
+    }
+    // optimizer_overlap through autograd: a hook on each gradient's
+    // accumulator hands it to the optimizer (the explicit backward says it
+    // layer by layer instead). Removed before the options' scope drops the
+    // weight copies.
+    std::unique_ptr<ddp::GradReadyHooks> overlap_hooks;
+    if (Overlap() && !explicit_) {
+      AdamW* optimizer = model_->optimizer.get();
+      overlap_hooks = std::make_unique<ddp::GradReadyHooks>(
+          optimizer->GradientLeaves(),
+          [optimizer](const torch::Tensor& leaf) { optimizer->OverlappedUpdate(leaf); });
     }
 
     v1::BenchmarkResult result;
@@ -217,8 +229,15 @@ class BenchmarkRun {
     if (mode == v1::BENCHMARK_MODE_FORWARD_BACKWARD || mode == v1::BENCHMARK_MODE_TRAIN_STEP) {
       {
         NamedRange range("backward");
+        if (Overlap()) model_->optimizer->BeginOverlappedStep();
         if (explicit_) {
-          explicit_->Backward();
+          ExplicitStep::GradsReady ready;
+          if (Overlap()) {
+            ready = [optimizer = model_->optimizer.get()](const std::vector<torch::Tensor>& ps) {
+              for (const torch::Tensor& p : ps) optimizer->OverlappedUpdate(p);
+            };
+          }
+          explicit_->Backward(ready);
         } else {
           loss.backward();
         }
@@ -229,7 +248,11 @@ class BenchmarkRun {
     if (mode == v1::BENCHMARK_MODE_TRAIN_STEP) {
       {
         NamedRange range("optimizer_step");
-        RunOptimizerStep(*model_->optimizer, spec_);
+        if (Overlap()) {
+          model_->optimizer->EndOverlappedStep();  // the wait for the updates still running
+        } else {
+          RunOptimizerStep(*model_->optimizer, spec_);
+        }
       }
       clock_->Mark();
       ++marks;
@@ -271,18 +294,28 @@ class BenchmarkRun {
         AutocastGuard autocast(dev_.device.type(), AutocastDtype(spec_.precision()));
         loss = CrossEntropy(model_->model->forward(inputs_), targets_);
       }
-      if (mode != v1::BENCHMARK_MODE_FORWARD) loss.backward();
-      if (OptimizerInGraph()) RunOptimizerStep(*model_->optimizer, spec_);
+      if (mode != v1::BENCHMARK_MODE_FORWARD) {
+        if (Overlap()) model_->optimizer->BeginOverlappedStep();
+        loss.backward();
+        if (Overlap()) model_->optimizer->EndOverlappedStep();  // joins the side stream
+      }
+      if (OptimizerInGraph() && !Overlap()) RunOptimizerStep(*model_->optimizer, spec_);
       return loss;
     });
   }
 
-  // Under cuda_graph, foreach's capturable step is part of the graph; the
-  // faithful loop and the fused kernel take host numbers that change every
-  // step (bias correction, eps), so they run eagerly after each replay.
+  // Under cuda_graph, foreach's capturable step is part of the graph, and so
+  // is the overlapped fused step (its kernels read t on the device); the
+  // faithful loop and the fused kernel after the backward take host numbers
+  // that change every step (bias correction, eps), so they run eagerly
+  // after each replay.
   bool OptimizerInGraph() const {
     return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP &&
-           spec_.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH;
+           (spec_.optimizer_impl() == v1::OPTIMIZER_IMPL_FOREACH || Overlap());
+  }
+  // optimizer_overlap: the fused update of each parameter beside the backward.
+  bool Overlap() const {
+    return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && spec_.optimizer_overlap();
   }
   bool OptimizerAfterReplay() const {
     return spec_.mode() == v1::BENCHMARK_MODE_TRAIN_STEP && !OptimizerInGraph();

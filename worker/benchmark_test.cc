@@ -187,5 +187,52 @@ TEST_F(BenchmarkTest, OutOfMemoryIsResourceExhaustedAndTheWorkerGoesOn) {
   EXPECT_TRUE(RunBenchmark(TinySpec(v1::BENCHMARK_MODE_FORWARD, v1::PRECISION_FP32), cache_).ok());
 }
 
+// optimizer_overlap on the CPU (fp32): the updates run inside the backward,
+// reported by autograd's hooks or by the explicit backward layer by layer;
+// the weights after the job are the fused step's, bit for bit, and so are
+// the losses.
+TEST_F(BenchmarkTest, OptimizerOverlapGivesTheFusedStepsWeights) {
+  for (bool autograd : {true, false}) {
+    SCOPED_TRACE(autograd ? "autograd" : "explicit backward");
+    v1::BenchmarkSpec spec = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32);
+    spec.set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+    spec.set_autograd(autograd);
+    ModelCache sequential_cache(*ParseWorkerDevice("cpu:0")),
+        overlap_cache(*ParseWorkerDevice("cpu:0"));
+    auto sequential = RunBenchmark(spec, sequential_cache);
+    ASSERT_TRUE(sequential.ok()) << sequential.status();
+    spec.set_optimizer_overlap(true);
+    auto overlapped = RunBenchmark(spec, overlap_cache);
+    ASSERT_TRUE(overlapped.ok()) << overlapped.status();
+    EXPECT_TRUE(overlapped->spec().optimizer_overlap());
+    EXPECT_EQ(overlapped->spec().autograd(), autograd);
+    ASSERT_EQ(overlapped->steps_size(), sequential->steps_size());
+    for (int i = 0; i < sequential->steps_size(); ++i) {
+      EXPECT_EQ(overlapped->steps(i).loss(), sequential->steps(i).loss()) << i;
+    }
+    bool resident = false;
+    auto a = sequential_cache.Acquire(spec.model(), spec.precision(), spec.seed(), &resident);
+    auto b = overlap_cache.Acquire(spec.model(), spec.precision(), spec.seed(), &resident);
+    ASSERT_TRUE(resident);
+    const auto pa = a->model->parameters(), pb = b->model->parameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << i;
+    EXPECT_EQ(a->optimizer->Steps(), b->optimizer->Steps());
+  }
+}
+
+TEST_F(BenchmarkTest, OptimizerOverlapNeedsTheFusedTrainStep) {
+  v1::JobSpec job;
+  *job.mutable_benchmark() = TinySpec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_FP32);
+  job.mutable_benchmark()->set_optimizer_overlap(true);
+  auto refused = ResolveJobSpec(job);  // optimizer faithful
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("benchmark.optimizer_overlap"), std::string::npos);
+  job.mutable_benchmark()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+  EXPECT_TRUE(ResolveJobSpec(job).ok());
+  job.mutable_benchmark()->set_cuda_graph(true);  // without weight copies
+  EXPECT_EQ(ResolveJobSpec(job).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace benchd::worker

@@ -320,5 +320,86 @@ TEST_F(CudaOptionsTest, FusedOpsTrainAsTheFaithfulOpsDo) {
   }
 }
 
+TEST_F(CudaOptionsTest, OptimizerOverlapGivesTheSequentialNumbers) {
+  // The fast options (bf16, weight copies, fused ops, fused AdamW) with and
+  // without optimizer_overlap, eagerly and as replays of a CUDA graph (the
+  // updates captured on the side stream): the same losses and the same fp32
+  // weights and step counts after the job, bit for bit wherever the
+  // sequential job itself repeats bit for bit (a second sequential job is the
+  // control: a GPU kernel with atomics would make both differ by rounding).
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "graph" : "eager");
+    auto spec =
+        Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, /*warmup=*/3, /*measure=*/5);
+    spec.set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+    spec.set_weight_copies(true);
+    spec.set_fused_ops(true);
+    spec.set_cuda_graph(graph);
+    struct Run {
+      std::vector<double> losses;
+      std::vector<torch::Tensor> params;
+      std::vector<int64_t> steps;
+      bool has_optimizer = false;
+    };
+    auto run = [&](bool overlap) {
+      spec.set_optimizer_overlap(overlap);
+      ModelCache cache(device_);
+      auto r = RunBenchmark(Resolved(spec), cache);
+      EXPECT_TRUE(r.ok()) << r.status();
+      Run out;
+      if (!r.ok()) return out;
+      EXPECT_EQ(r->spec().optimizer_overlap(), overlap);
+      out.losses = Losses(*r);
+      out.has_optimizer = r->has_optimizer();
+      bool resident = false;
+      auto m = cache.Acquire(r->spec().model(), v1::PRECISION_BF16, spec.seed(), &resident);
+      EXPECT_TRUE(resident);
+      for (const auto& p : m->model->parameters()) out.params.push_back(p.detach().clone());
+      out.steps = m->optimizer->Steps();
+      return out;
+    };
+    const Run sequential = run(false), again = run(false), overlapped = run(true);
+    ASSERT_EQ(overlapped.params.size(), sequential.params.size());
+    ASSERT_EQ(again.params.size(), sequential.params.size());
+    bool repeats = again.losses == sequential.losses;
+    for (size_t i = 0; i < sequential.params.size(); ++i) {
+      repeats = repeats && torch::equal(again.params[i], sequential.params[i]);
+    }
+    EXPECT_TRUE(repeats) << "the sequential job does not repeat bit for bit on this GPU";
+    EXPECT_EQ(overlapped.has_optimizer, !graph);  // in the graph: nothing after the replay
+    ASSERT_EQ(overlapped.losses.size(), sequential.losses.size());
+    for (size_t i = 0; i < sequential.losses.size(); ++i) {
+      if (repeats) {
+        EXPECT_EQ(overlapped.losses[i], sequential.losses[i]) << "step " << i;
+      } else {
+        EXPECT_NEAR(overlapped.losses[i], sequential.losses[i], 1e-4 * sequential.losses[i]);
+      }
+    }
+    EXPECT_LT(overlapped.losses.back(), overlapped.losses.front() - 1e-3);  // it trained
+    for (size_t i = 0; i < sequential.params.size(); ++i) {
+      const torch::Tensor& a = sequential.params[i];
+      const torch::Tensor& b = overlapped.params[i];
+      const double diff = (a - b).abs().max().item<double>();
+      if (repeats) {
+        EXPECT_TRUE(torch::equal(a, b)) << "parameter " << i << ": max |diff| " << diff;
+      } else {
+        EXPECT_LT(diff, 1e-5) << "parameter " << i;
+      }
+    }
+    EXPECT_EQ(overlapped.steps, sequential.steps);
+    ASSERT_FALSE(overlapped.steps.empty());
+    EXPECT_EQ(overlapped.steps.front(), 8);
+  }
+  // Refused inside a graph without weight copies (fp32 weights: torch's
+  // kernel, whose ε the host computes per step).
+  auto fp32 = Spec(v1::BENCHMARK_MODE_TRAIN_STEP, v1::PRECISION_BF16, 3, 2);
+  fp32.set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+  fp32.set_cuda_graph(true);
+  fp32.set_optimizer_overlap(true);
+  v1::JobSpec job;
+  *job.mutable_benchmark() = fp32;
+  EXPECT_EQ(ResolveJobSpec(job).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace benchd::worker

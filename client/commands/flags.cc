@@ -120,6 +120,10 @@ void AddStepFlags(Cli& cli, CLI::App* cmd, BenchmarkOptions& o) {
                 "bf16/fp16: keep bf16/fp16 copies of the matmul weights between steps, so "
                 "autocast casts no weights (the fp32 weights stay the master copy; train_step "
                 "needs --optimizer fused, which updates them and rewrites the copies)");
+  cmd->add_flag("--optimizer-overlap", o.optimizer_overlap,
+                "train_step with --optimizer fused: each parameter's update as soon as the "
+                "backward has made its gradient, on a second CUDA stream beside the rest of the "
+                "backward (with --cuda-graph inside the graph, which needs --weight-copies)");
   cmd->add_flag("--fused-ops", o.fused_ops,
                 "the model's RMSNorm, SiLU and RoPE in fused kernels (at::rms_norm, at::silu, "
                 "benchd's RoPE kernel on CUDA): the same math in fewer kernels");
