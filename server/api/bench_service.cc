@@ -267,7 +267,16 @@ absl::StatusOr<BenchService::Gated> BenchService::Gate(const grpc::CallbackServe
   auto checked = auth_->Check(ctx, policy->method);
   if (!checked.ok()) return checked.status();
   if (auto s = CheckRequestSize(req); !s.ok()) return s;
-  Gated gated{*checked, EffectiveCaller(ctx, *checked), policy, std::nullopt};
+  // The on-behalf metadata counts only from a member of this daemon's cluster.
+  auto caller = EffectiveCaller(
+      ctx, *checked,
+      forwarder_ != nullptr && cluster_ != nullptr ? cluster_->options().secret : std::string());
+  if (!caller.ok()) {
+    // Logged with the peer, as the role refusals are: a claim to act for
+    // another from outside the cluster is worth a line.
+    return auth_->Deny(ctx, policy->method, *checked, std::string(caller.status().message()));
+  }
+  Gated gated{*checked, *std::move(caller), policy, std::nullopt};
   if (forwarder_ != nullptr) gated.member = forwarder_->Split(RouteName(req, *policy));
   return gated;
 }

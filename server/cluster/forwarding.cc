@@ -5,6 +5,8 @@
 #include <grpcpp/channel.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "server/cluster/cluster_secret.h"
 
 namespace benchd::server {
 namespace {
@@ -21,14 +23,40 @@ std::string WithPrefix(const std::string& node, const std::string& name) {
 
 }  // namespace
 
-Principal EffectiveCaller(const grpc::ServerContextBase& ctx, const Principal& caller) {
-  if (caller.role != v1::ROLE_ADMIN) return caller;
-  const std::string name = Metadata(ctx, kOnBehalfOfKey);
+absl::StatusOr<Principal> EffectiveCaller(const grpc::ServerContextBase& ctx,
+                                          const Principal& caller,
+                                          const std::string& cluster_secret) {
+  const auto& metadata = ctx.client_metadata();
+  const bool has_name = metadata.count(kOnBehalfOfKey) > 0;
+  const bool has_role = metadata.count(kOnBehalfRoleKey) > 0;
+  if (!has_name && !has_role) return caller;
+  // The key the refusals name: the one that came (the name when both did).
+  const char* key = has_name ? kOnBehalfOfKey : kOnBehalfRoleKey;
+  const auto refuse = [&](const std::string& why) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(key,
+                     ": a call may say on whose behalf it comes only when another member of this "
+                     "daemon's cluster forwards it; ",
+                     why, "; leave the benchd-on-behalf-* metadata out"));
+  };
+  // Membership first: the cluster's secret (an admin token alone proves no
+  // membership; anyone holding one could otherwise act as anyone).
+  if (cluster_secret.empty()) return refuse("this daemon is in no cluster");
+  if (auto s = CheckClusterSecret(ctx, cluster_secret); !s.ok()) {
+    return refuse(absl::StrCat("this caller proved no membership (", s.message(), ")"));
+  }
+  if (caller.role != v1::ROLE_ADMIN) {
+    return refuse(absl::StrCat("members call each other with the admin role; '", caller.name,
+                               "' has ", RoleName(caller.role)));
+  }
   const std::string role = Metadata(ctx, kOnBehalfRoleKey);
-  if (role.empty()) return caller;
-  Principal real{name, v1::ROLE_UNSPECIFIED};
+  Principal real{Metadata(ctx, kOnBehalfOfKey), v1::ROLE_UNSPECIFIED};
   for (v1::Role r : {v1::ROLE_READ, v1::ROLE_SUBMIT, v1::ROLE_ADMIN}) {
     if (RoleName(r) == role) real.role = r;
+  }
+  if (real.role == v1::ROLE_UNSPECIFIED) {
+    return absl::PermissionDeniedError(absl::StrCat(kOnBehalfRoleKey, ": ", QuotedForError(role),
+                                                    " is no role; expected read, submit or admin"));
   }
   return real;
 }

@@ -24,13 +24,22 @@
 
 namespace benchd::server {
 
-// Metadata a forwarding node adds: the caller it checked. Honoured only from
-// an admin caller (another member).
+// Metadata a forwarding node adds: the caller it checked. Honoured only on a
+// call from another member of this daemon's cluster: one that carries the
+// cluster's secret (cluster_secret.h) and, where callers are checked, comes
+// with the admin role (docs/security.md "Cluster").
 inline constexpr const char* kOnBehalfOfKey = "benchd-on-behalf-of";
 inline constexpr const char* kOnBehalfRoleKey = "benchd-on-behalf-role";
 
-// Who the call is really from: `caller`, or the forwarding node's caller.
-Principal EffectiveCaller(const grpc::ServerContextBase& ctx, const Principal& caller);
+// Who the call is really from: `caller` when the call carries no on-behalf
+// metadata, else the forwarding member's caller. `cluster_secret` is this
+// daemon's cluster's ("" outside a cluster: no caller is a member). A call
+// with the metadata from a caller that is not a member (no secret, another
+// one, or a role below admin), or naming no role, is refused:
+// PERMISSION_DENIED naming the key, never run as the caller itself.
+absl::StatusOr<Principal> EffectiveCaller(const grpc::ServerContextBase& ctx,
+                                          const Principal& caller,
+                                          const std::string& cluster_secret);
 
 class Forwarder {
  public:

@@ -27,7 +27,7 @@ import grpc
 import pytest
 
 from conftest import BIN, Cluster, Daemon, bench_pb2, bench_pb2_grpc, free_port
-from test_auth import token_hash, write_auth_file
+from test_auth import TINY, token_hash, write_auth_file
 from tls_certs import make_certs
 
 HOSTS = Cluster.HOSTS
@@ -305,3 +305,60 @@ def test_with_client_certificates_a_rank_stays_with_its_certificate(trust):
             intruder.stop()
         channel.close()
         c.close()
+
+
+def test_only_a_member_may_say_on_whose_behalf_a_call_comes(cluster):
+    """Issue 36: a forwarded call names the caller the forwarding member
+    checked (benchd-on-behalf-of / -role), and that was honoured from any
+    admin caller, so any admin token could act as anyone (submit as alice,
+    cancel as her). Now only a caller that proves membership (the cluster's
+    secret) is believed; anyone else setting it is refused, PERMISSION_DENIED
+    naming the key, and logged. The forwarded path still records the real
+    submitter."""
+    cluster.start(0)
+    cluster.start(1)
+    for rank in (0, 1):
+        cluster.wait_worker_up(rank)
+    cluster.benchctl(0, "nodes", "--wait", "2", "--wait-timeout", "60", token="grafana")
+    # Forwarded by node0 to node1 for alice: node1 records alice.
+    job = json.loads(cluster.benchctl(
+        0, "submit", "benchmark", "--device", "node1/cpu:0", "--preset", "tiny", "--steps", "1",
+        "--warmup-steps", "1", "--context-length", "32", "--json").stdout)
+    assert job["id"].startswith("node1/"), job
+    there = cluster.stub(1).GetJob(bench_pb2.GetJobRequest(job_id=job["id"].split("/", 1)[1]),
+                                   metadata=cluster.admin, timeout=10)
+    assert there.submitter == "alice", there
+
+    spec = bench_pb2.JobSpec(device="cpu:0")
+    spec.MergeFrom(TINY)
+    node1 = cluster.stub(1)
+
+    def submit(token, *extra):
+        metadata = [("authorization", f"Bearer {TOKENS[token]}"),
+                    ("benchd-on-behalf-of", "alice"), ("benchd-on-behalf-role", "submit"),
+                    *extra]
+        try:
+            made = node1.Submit(bench_pb2.SubmitRequest(spec=spec), metadata=metadata, timeout=10)
+            return grpc.StatusCode.OK, made
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+    # An admin token without the secret (an operator, not a member): refused,
+    # never a job of alice's (before: accepted, submitter 'alice').
+    code, details = submit("ops")
+    assert code == grpc.StatusCode.PERMISSION_DENIED, (code, details)
+    assert details.startswith("benchd-on-behalf-of: a call may say on whose behalf it comes "
+                              "only when another member of this daemon's cluster forwards it"), \
+        details
+    assert "this caller proved no membership" in details and "came without it" in details
+    # Another cluster's secret, or a user below admin, is no member either.
+    code, details = submit("ops", ("benchd-cluster-secret", "x" * 32))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "not this cluster's" in details, details
+    code, details = submit("alice")
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "benchd-on-behalf-of" in details, details
+    listed = node1.ListJobs(bench_pb2.ListJobsRequest(), metadata=cluster.admin, timeout=10).jobs
+    assert [j.id for j in listed] == [there.id], listed
+    refused = [l for l in cluster.log(1).splitlines() if "auth: refused Submit from" in l]
+    assert len(refused) == 3 and all("PERMISSION_DENIED" in l and "benchd-on-behalf-of" in l
+                                     for l in refused), refused
+    assert "'ops': benchd-on-behalf-of:" in refused[0], refused
