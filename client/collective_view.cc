@@ -154,7 +154,17 @@ std::string GroupsTable(const std::vector<v1::Group>& groups) {
               GroupStateName(g.state()), fmt::format("{:.3f}", g.setup_seconds()),
               fmt::format("{}", g.jobs_run()), g.broken_reason()});
   }
-  return t.Render();
+  std::string out = t.Render();
+  // A broken group never re-forms, even once its members are back
+  // (docs/architecture.md "Cluster"): say how to make it again.
+  for (const auto& g : groups) {
+    if (g.state() != v1::GROUP_STATE_BROKEN) continue;
+    out += fmt::format(
+        "{} is broken and does not re-form by itself: re-create it (benchctl groups create "
+        "--device {} --backend {}) and drop it (benchctl groups destroy {})\n",
+        g.id(), absl::StrJoin(g.devices(), ","), BackendName(g.backend()), g.id());
+  }
+  return out;
 }
 
 std::string GroupView(const v1::Group& g) {

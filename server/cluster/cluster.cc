@@ -187,10 +187,19 @@ absl::StatusOr<internal::HeartbeatResponse> Cluster::OnHeartbeat(
   if (member.subject.empty()) member.subject = subject;
   const bool was_waiting = member.node.state() == v1::NODE_STATE_WAITING;
   const bool restarted = !was_waiting && member.incarnation != request.incarnation();
+  std::function<void()> notify;
+  // Silent past the bound, and heard again before the watch loop found it
+  // LOST: a coordinator that was paused (SIGSTOP, a stalled VM) serves the
+  // member's queued heartbeat and its watch loop in either order. LOST all
+  // the same, as the member has found the coordinator, so its groups break
+  // whichever runs first (docs/architecture.md "Cluster").
+  if (member.node.state() == v1::NODE_STATE_READY && !live(member)) {
+    notify = MarkLost(node.rank(),
+                      absl::StrFormat("no heartbeat for %.1f s", SecondsSince(member.last_heard)));
+  }
   // A new daemon on a rank not yet found LOST: the old one's workers and
   // groups are gone with it, so its groups break now, as for a loss.
   const bool was_lost = member.node.state() == v1::NODE_STATE_LOST;
-  std::function<void()> notify;
   if (restarted && !was_lost) {
     notify = MarkLost(node.rank(), "it restarted (a new daemon heartbeats for its rank)");
   }
