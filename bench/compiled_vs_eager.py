@@ -591,8 +591,13 @@ def profile_breakdown(profile, steps):
 
 
 def profile_flags(args, preset, record):
-    """The profiled step's flags: the preset's fast flags without --cuda-graph."""
-    flags = args.profile_flags or fast_model_flags(args.fast_precision, preset, record.get("attention_by_head_dim"))
+    """The profiled step's flags: the preset's fast flags without --cuda-graph
+    (--profile-flags: others, or a variant's '@best,--flag' form)."""
+    by_head_dim = record.get("attention_by_head_dim")
+    if args.profile_flags and args.profile_flags.startswith("@"):
+        flags = variant_flags(args, args.profile_flags, preset, by_head_dim)
+    else:
+        flags = args.profile_flags or fast_model_flags(args.fast_precision, preset, by_head_dim)
     return " ".join(flags.replace("--cuda-graph", "").split())
 
 

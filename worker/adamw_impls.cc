@@ -41,8 +41,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -389,10 +391,15 @@ void AdamW::OverlappedUpdate(const torch::Tensor& leaf) {
     const c10::DeviceIndex index = p.device().index();
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
     // The pool hands its streams out in turn: never take the one the backward runs on.
+    // BENCHD_OVERLAP_PRIORITY=high (an experiment's knob, read when the stream
+    // is taken): the side stream from the high-priority pool, so the block
+    // scheduler starts the updates' blocks before the backward's waiting ones.
+    const char* priority = std::getenv("BENCHD_OVERLAP_PRIORITY");
+    const bool high = priority != nullptr && std::string_view(priority) == "high";
     for (int tries = 0;
          tries < 4 && (!ov.side || ov.side->device_index() != index || *ov.side == current);
          ++tries) {
-      ov.side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index);
+      ov.side = c10::cuda::getStreamFromPool(high, index);
     }
     // The gradient was made on the current stream (the engine's, for this
     // leaf); the update follows it on the side stream.

@@ -1,8 +1,10 @@
 #include "worker/benchmark.h"
 
+#include <ATen/Context.h>
 #include <ATen/record_function.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +39,33 @@ namespace benchd::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// For an overlapped backward (optimizer_overlap), with
+// BENCHD_OVERLAP_SM_CARVEOUT=N in the worker's environment (an experiment's
+// knob, not an option): cuBLAS's matmuls aim at N SMs fewer than the device
+// has (at::Context's SM carveout, as PyTorch's async tensor parallelism
+// leaves SMs to its communication kernels), so the AdamW updates on the side
+// stream find SMs that no GEMM holds. The previous carveout comes back after.
+class OverlapSmCarveout {
+ public:
+  explicit OverlapSmCarveout(bool active) {
+    const char* n = active ? std::getenv("BENCHD_OVERLAP_SM_CARVEOUT") : nullptr;
+    const int sms = n != nullptr ? std::atoi(n) : 0;
+    if (sms <= 0) return;
+    previous_ = at::globalContext()._SMCarveout_EXPERIMENTAL();
+    at::globalContext()._setSMCarveout_EXPERIMENTAL(sms);
+    set_ = true;
+  }
+  ~OverlapSmCarveout() {
+    if (set_) at::globalContext()._setSMCarveout_EXPERIMENTAL(previous_);
+  }
+  OverlapSmCarveout(const OverlapSmCarveout&) = delete;
+  OverlapSmCarveout& operator=(const OverlapSmCarveout&) = delete;
+
+ private:
+  bool set_ = false;
+  std::optional<int32_t> previous_;
+};
 
 // Peak memory over the measured steps: the caching allocator's on CUDA (reset
 // before them), the process's high-water mark on a CPU.
@@ -229,6 +258,7 @@ class BenchmarkRun {
     if (mode == v1::BENCHMARK_MODE_FORWARD_BACKWARD || mode == v1::BENCHMARK_MODE_TRAIN_STEP) {
       {
         NamedRange range("backward");
+        const OverlapSmCarveout carveout(Overlap());
         if (Overlap()) model_->optimizer->BeginOverlappedStep();
         if (explicit_) {
           ExplicitStep::GradsReady ready;
@@ -295,6 +325,7 @@ class BenchmarkRun {
         loss = CrossEntropy(model_->model->forward(inputs_), targets_);
       }
       if (mode != v1::BENCHMARK_MODE_FORWARD) {
+        const OverlapSmCarveout carveout(Overlap());
         if (Overlap()) model_->optimizer->BeginOverlappedStep();
         loss.backward();
         if (Overlap()) model_->optimizer->EndOverlappedStep();  // joins the side stream
