@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -263,9 +264,20 @@ absl::Status Daemon::Wire() {
                                                         const std::string& how) {
     groups->OnWorkerExit(device, generation, pid, how);
   });
+  if (config_.gpu_sharing == GpuSharingMode::kWhenIdle) {
+    // BENCHD_NVML_LIBRARY: another libnvidia-ml (tests; a driver off the
+    // loader's path).
+    const char* nvml = std::getenv("BENCHD_NVML_LIBRARY");
+    gpu_sharing_ = std::make_unique<GpuSharing>(
+        LoadNvml(nvml != nullptr && *nvml != '\0' ? nvml : "libnvidia-ml.so.1"),
+        GpuSharing::Hooks{[supervisor = supervisor_.get()](const std::string& d) {
+                            return supervisor->GpuUuid(d);
+                          },
+                          [supervisor = supervisor_.get()] { return supervisor->WorkerPids(); }});
+  }
   jobs_ = std::make_unique<JobManager>(
       store_.get(), &hub_, cluster_workers_.get(), metrics_.get(), config_.devices,
-      JobManagerOptions{groups_.get(), artifacts, config_.progress_timeout_s});
+      JobManagerOptions{groups_.get(), artifacts, config_.progress_timeout_s, gpu_sharing_.get()});
   service_ = std::make_unique<BenchService>(
       jobs_.get(), &hub_, supervisor_.get(),
       BenchService::NodeDetails{data_, metrics_->BoundAddress(), artifacts}, groups_.get());
@@ -353,6 +365,9 @@ void Daemon::LogStarted() const {
             c.name.c_str(), c.rank, c.nodes, c.launcher.c_str(), c.coordinator.c_str(),
             c.advertise.c_str(), peers_.Describe().c_str());
   }
+  fprintf(stderr, "benchd: GPUs: %s\n",
+          gpu_sharing_ ? gpu_sharing_->Describe().c_str()
+                       : "--gpu-sharing dedicated: benchd's own, shared with no other work");
   if (config_.insecure) {
     fprintf(stderr, "benchd: WARNING: --insecure: %s is served%s%s; GetNodeInfo says so\n",
             bound_.c_str(), tls_ ? "" : " without TLS",

@@ -67,6 +67,7 @@ class Daemon {
   std::unique_ptr<Cluster> cluster_;
   std::unique_ptr<ClusterWorkers> cluster_workers_;
   std::unique_ptr<GroupRegistry> groups_;
+  std::unique_ptr<GpuSharing> gpu_sharing_;  // --gpu-sharing when-idle only
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<BenchService> service_;
   std::unique_ptr<Forwarder> forwarder_;

@@ -148,6 +148,20 @@ const std::vector<Setting>& Settings() {
                 return absl::OkStatus();
               }}
           .Named("KIND=SECONDS"),
+      Setting{"gpu-sharing",
+              "dedicated (default): the GPUs are benchd's own (a benchmarking pool that holds "
+              "them); when-idle: they are shared with other work, such as training jobs, and "
+              "a GPU job runs only when no other process uses its GPU (NVML; refused naming "
+              "the other process otherwise), a job during which one appeared is marked; "
+              "without NVML (libnvidia-ml.so.1) every GPU job is refused",
+              false, false, "",
+              [](const Values& v, DaemonConfig* c) {
+                auto mode = ParseGpuSharingMode(v.back());
+                if (!mode.ok()) return mode.status();
+                c->gpu_sharing = *mode;
+                return absl::OkStatus();
+              }}
+          .Named("MODE"),
       Text("tls-cert", "PEM certificate chain: the gRPC port speaks TLS (reloaded on SIGHUP)",
            &DaemonConfig::tls_cert)
           .Named("FILE"),

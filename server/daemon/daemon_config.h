@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "server/cluster/cluster_config.h"
+#include "server/jobs/gpu_sharing.h"
 
 namespace benchd::server {
 
@@ -39,6 +40,10 @@ struct DaemonConfig {
   std::string tls_cert, tls_key, tls_client_ca, auth_file;
   // Serve a non-loopback address without TLS, or without checking callers.
   bool insecure = false;
+  // Whether benchd's GPUs are its own or shared with other work (training
+  // jobs): when-idle runs a GPU job only on a GPU no other process uses
+  // (server/jobs/gpu_sharing.h; deploy/README.md "Sharing GPUs with training jobs").
+  GpuSharingMode gpu_sharing = GpuSharingMode::kDedicated;
   // A cluster (docs/architecture.md "Cluster"): the launcher's environment,
   // or these settings (which win over it).
   ClusterFlags cluster;

@@ -155,6 +155,33 @@ TEST(ProgressTimeoutFlagTest, KindEqualsSecondsElseNamed) {
   EXPECT_FALSE(ParseProgressTimeout("profile", &t).ok());
 }
 
+// --gpu-sharing: dedicated unless asked; a value not known is refused naming both.
+TEST_F(ConfigFileTest, GpuSharingIsDedicatedUnlessWhenIdleIsAsked) {
+  EXPECT_EQ(DaemonConfig().gpu_sharing, GpuSharingMode::kDedicated);
+  DaemonConfig c;
+  ASSERT_TRUE(LoadConfigFile(Write(R"({"gpu_sharing": "when-idle"})"), &c).ok());
+  EXPECT_EQ(c.gpu_sharing, GpuSharingMode::kWhenIdle);
+  auto run = [](std::vector<std::string> args, DaemonConfig* out) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return ParseDaemonFlags(static_cast<int>(argv.size()), argv.data(), out);
+  };
+  DaemonConfig flag;
+  EXPECT_EQ(run({"benchd", "--gpu-sharing=when-idle"}, &flag), std::nullopt);
+  EXPECT_EQ(flag.gpu_sharing, GpuSharingMode::kWhenIdle);
+  EXPECT_EQ(run({"benchd", "--gpu-sharing", "dedicated"}, &flag), std::nullopt);
+  EXPECT_EQ(flag.gpu_sharing, GpuSharingMode::kDedicated);
+  DaemonConfig bad;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"benchd", "--gpu-sharing", "whenidle"}, &bad), 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("--gpu-sharing: expected dedicated"), std::string::npos) << err;
+  EXPECT_NE(err.find("or when-idle"), std::string::npos) << err;
+  EXPECT_NE(err.find("got 'whenidle'"), std::string::npos) << err;
+  EXPECT_EQ(LoadConfigFile(Write(R"({"gpu_sharing": "shared"})"), &c).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ConfigFileTest, UnknownKeyIsNamed) {
   DaemonConfig c;
   auto s = LoadConfigFile(Write(R"({"listn": "x"})"), &c);

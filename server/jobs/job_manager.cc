@@ -82,6 +82,7 @@ JobManager::JobManager(Store* store, EventHub* hub, Workers* workers, Metrics* m
       groups_(options.groups),
       artifacts_dir_(std::move(options.artifacts_dir)),
       progress_timeouts_(std::move(options.progress_timeouts)),
+      gpu_sharing_(options.gpu_sharing),
       pending_(
           store, [this](const v1::Job& job) { Announce(job); },
           [this](size_t n) {
@@ -250,6 +251,11 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& in, std::string su
   for (const std::string& d : job_devices) {
     if (auto s = AcceptingJobs(workers_->Health(d), d, workers_->LogPath(d)); !s.ok()) return s;
   }
+  // --gpu-sharing when-idle: a GPU another process uses now refuses the job
+  // (the dispatcher checks again before it starts).
+  if (gpu_sharing_) {
+    if (auto s = gpu_sharing_->CheckIdle(job_devices, /*unknown_ok=*/true); !s.ok()) return s;
+  }
   v1::Job job;
   *job.mutable_spec() = *spec;
   job.set_state(v1::JOB_STATE_QUEUED);
@@ -341,7 +347,12 @@ void JobManager::Dispatch(const std::string& device) {
       }
       continue;  // stopping: stays QUEUED for the next start
     }
-    if (job->spec().has_collective()) {
+    if (absl::Status idle = CheckGpusIdle(*job, key); !idle.ok()) {
+      job->set_state(v1::JOB_STATE_FAILED);
+      job->set_error_code(static_cast<int>(idle.code()));
+      job->set_error_message(std::string(idle.message()));
+      Finish(*job);
+    } else if (job->spec().has_collective()) {
       RunCollective(*job);
     } else if (job->spec().has_ddp()) {
       RunDdp(*job);
@@ -357,6 +368,24 @@ void JobManager::Dispatch(const std::string& device) {
     }
     if (!job->spec().has_collective()) RefreshResidentModels(device);  // a ddp job's models too
   }
+}
+
+absl::Status JobManager::CheckGpusIdle(const v1::Job& job, const std::string& key) {
+  const std::vector<std::string> devices = JobDevices(job);
+  if (gpu_sharing_ == nullptr || GpuSharing::LocalGpus(devices).empty()) return absl::OkStatus();
+  auto not_starting = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_ || draining_ || running_[key].cancel_requested;
+  };
+  // A GPU's UUID comes with its worker: wait for those starting, as a run would.
+  const auto deadline = std::chrono::steady_clock::now() + kWorkerWait;
+  for (const std::string& d : GpuSharing::LocalGpus(devices)) {
+    while (!not_starting() && std::chrono::steady_clock::now() < deadline &&
+           !workers_->WaitUntilUp(d, std::chrono::milliseconds(500)).ok()) {
+    }
+  }
+  if (not_starting()) return absl::OkStatus();
+  return gpu_sharing_->CheckIdle(devices, /*unknown_ok=*/false);
 }
 
 JobManager::WorkerWait JobManager::AwaitWorker(const std::string& device,
@@ -639,6 +668,14 @@ bool JobManager::MarkRunning(v1::Job& job) {
 
 void JobManager::Finish(v1::Job job) {
   *job.mutable_finished() = Now();
+  // --gpu-sharing when-idle: another process on its GPUs now came during the
+  // run (it started on idle ones): the figures were taken on a shared GPU.
+  if (gpu_sharing_ && job.has_started()) {
+    for (const std::string& warning : gpu_sharing_->SharedDuring(JobDevices(job))) {
+      job.add_warnings(warning);
+      Publish(job, [&](v1::JobEvent* e) { e->set_log(absl::StrCat("warning: ", warning)); });
+    }
+  }
   if (auto s = BoundJobResult(&job, artifacts_dir_); !s.ok()) {
     fprintf(stderr, "benchd: job %s: part of its result is not kept: %s\n", job.id().c_str(),
             std::string(s.message()).c_str());

@@ -22,6 +22,7 @@
 #include "server/core/metrics.h"
 #include "server/jobs/device_tickets.h"
 #include "server/jobs/event_hub.h"
+#include "server/jobs/gpu_sharing.h"
 #include "server/jobs/group_registry.h"
 #include "server/jobs/group_run.h"
 #include "server/jobs/job_queue.h"
@@ -44,6 +45,10 @@ struct JobManagerOptions {
   // --progress-timeout); a kind not here uses DefaultProgressTimeoutSeconds.
   // Submit writes the one a job gets into its stored spec.
   std::map<std::string, double> progress_timeouts;
+  // --gpu-sharing when-idle (server/jobs/gpu_sharing.h): a GPU job is refused
+  // at Submit and fails before it starts while another process uses its GPU,
+  // and a job during which one appeared gets a warning. null: dedicated.
+  const GpuSharing* gpu_sharing = nullptr;
 };
 
 class JobManager {
@@ -109,6 +114,10 @@ class JobManager {
   };
 
   void Dispatch(const std::string& device);
+  // --gpu-sharing when-idle, before a job starts: OK when its GPUs have no
+  // other process (or it will not start: a cancel or a stop, which its run
+  // handles), once their workers are up (their UUIDs known); else why not.
+  absl::Status CheckGpusIdle(const v1::Job& job, const std::string& key);
   // Waits (up to 5 minutes, seeing cancels and stops) for `device`'s worker.
   WorkerWait AwaitWorker(const std::string& device, std::shared_ptr<WorkerClient>* worker,
                          std::string* why);
@@ -152,6 +161,7 @@ class JobManager {
   GroupRegistry* const groups_;
   const std::string artifacts_dir_;
   const std::map<std::string, double> progress_timeouts_;
+  const GpuSharing* const gpu_sharing_;
 
   std::mutex mu_;
   std::condition_variable finished_cv_;

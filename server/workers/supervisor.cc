@@ -487,6 +487,23 @@ std::vector<v1::Device> Supervisor::Devices() {
   return out;
 }
 
+std::string Supervisor::GpuUuid(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  return it == slots_.end() ? std::string() : it->second->info.uuid();
+}
+
+std::vector<int64_t> Supervisor::WorkerPids() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> pids;
+  for (const auto& [device, slot] : slots_) {
+    // An incarnation that has just exited too: the driver may list it while
+    // its context is torn down.
+    if (slot->pid > 0) pids.push_back(slot->pid);
+  }
+  return pids;
+}
+
 v1::Versions Supervisor::WorkerVersions() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : device_order_) {

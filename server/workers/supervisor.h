@@ -70,6 +70,12 @@ class Supervisor final : public Workers {
   v1::Versions WorkerVersions() override;
   std::string LogPath(const std::string& device) const override;
 
+  // The GPU UUID `device`'s worker reported when it came up ("" before that,
+  // and on a CPU), and the pids of every device's latest worker process: what
+  // --gpu-sharing when-idle tells benchd's own processes on a GPU by.
+  std::string GpuUuid(const std::string& device);
+  std::vector<int64_t> WorkerPids();
+
   // Called (on the supervisor's thread, no lock held) each time a worker that
   // had come up ends: device, its generation and pid, and how it ended
   // (DescribeExit). Set before Start.
