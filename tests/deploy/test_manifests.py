@@ -11,6 +11,9 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
   checks below, and the PrometheusRule's rules must be deploy/prometheus's
   (which promtool checks and unit-tests), each alert's runbook_url a section
   of docs/runbook.md;
+- the fleet overlay (overlays/fleet-when-idle): no GPU request, every GPU
+  through the NVIDIA runtime, --gpu-sharing=when-idle, results on a hostPath
+  made benchd's; the dedicated base keeps its GPU request;
 - the daemon's own rules on the DaemonSet's flags (TLS and an auth file off
   loopback, --insecure for /metrics off loopback), the names tying the
   Service, ServiceMonitor and probes to the container, the grace periods;
@@ -61,8 +64,8 @@ def test_yamllint():
 def render(directory):
     """kustomize build DIRECTORY, for the transforms deploy/kubernetes uses:
     resources (files, or directories that are kustomizations themselves),
-    JSON 6902 patches (add, replace, remove, test), then namespace and image
-    tag. Returns the kustomization and the objects."""
+    JSON 6902 patches (add, replace, remove, test, copy), then namespace and
+    image tag. Returns the kustomization and the objects."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     used = set(kustomization) - {"apiVersion", "kind"}
     # A new transform (labels, generators, strategic merge ...) needs rendering here first.
@@ -88,7 +91,7 @@ def render(directory):
     images = {i["name"]: i for i in kustomization.get("images", [])}
     for obj in objects:
         for pod in pod_specs(obj):
-            for container in pod["containers"]:
+            for container in pod["containers"] + pod.get("initContainers", []):
                 name = container["image"].split(":")[0]
                 if name in images:
                     image = images[name]
@@ -96,10 +99,20 @@ def render(directory):
     return kustomization, objects
 
 
+def json_pointer(obj, path):
+    node = obj
+    for key in path.lstrip("/").split("/"):
+        node = node[int(key)] if isinstance(node, list) else node[key.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
 def apply_json_patch_op(obj, op):
     """One RFC 6902 operation, as kustomize applies it: a path that must exist
-    for replace, remove and test; "-" appends to a list; a failed test fails."""
-    assert op["op"] in ("add", "replace", "remove", "test"), op["op"]
+    for replace, remove and test; "-" appends to a list; a failed test fails;
+    copy adds a copy of what `from` points at."""
+    assert op["op"] in ("add", "replace", "remove", "test", "copy"), op["op"]
+    if op["op"] == "copy":
+        op = {"op": "add", "path": op["path"], "value": json.loads(json.dumps(json_pointer(obj, op["from"])))}
     *parents, last = op["path"].lstrip("/").split("/")
     node = obj
     for key in parents:
@@ -345,6 +358,8 @@ def test_gpu_scheduling(rendered):
     assert int(container["resources"]["limits"]["nvidia.com/gpu"]) >= 1
     assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
     assert pod["nodeSelector"]
+    # The dedicated pool: the GPUs it holds are its own.
+    assert flags(container).get("--gpu-sharing", "dedicated") == "dedicated"
 
 
 def test_names_tie_together(rendered):
@@ -401,6 +416,54 @@ def test_overlay_grpc_probe_tls():
     daemonset = one(objects, "DaemonSet")
     with pytest.raises(kubernetes_validate.ValidationError, match="'mode' was unexpected"):
         kubernetes_validate.validate(daemonset, "1.36.0", strict=True)
+
+
+FLEET = DEPLOY / "kubernetes" / "overlays" / "fleet-when-idle"
+
+
+def test_overlay_fleet_when_idle(rendered):
+    """Fleet mode (deploy/README.md "Sharing GPUs with training jobs"): the
+    pod holds no GPU, sees every GPU through the NVIDIA runtime with NVML
+    (utility), runs benchd --gpu-sharing=when-idle in the host's PID namespace
+    (NVML's pids), and keeps its data on the node, owned by benchd's uid."""
+    import kubernetes_validate
+
+    kustomization, objects = render(FLEET)
+    assert kustomization["resources"] == ["../../base"]
+    for obj in objects:
+        if obj["kind"] not in OPERATOR_KINDS:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    pod = pod_specs(one(objects, "DaemonSet"))[0]
+    container = pod["containers"][0]
+    assert container["name"] == "benchd"
+    assert "nvidia.com/gpu" not in yaml.safe_dump(pod["containers"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"].split(",")
+    assert flags(container)["--gpu-sharing"] == "when-idle"
+    assert pod["hostPID"] is True
+    # Still on GPU nodes only, past their taint.
+    assert pod["nodeSelector"] and any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
+    check_daemon_rules(pod, container)
+    # Results survive a rollout: the data dir is a hostPath, made benchd's
+    # (uid, private) by an init container before benchd starts.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    data_mount = next(m for m in container["volumeMounts"] if m["name"] == "data")
+    assert flags(container)["--data-dir"] == data_mount["mountPath"]
+    assert volumes["data"]["hostPath"]["type"] == "DirectoryOrCreate"
+    (init,) = pod["initContainers"]
+    assert init["image"] == container["image"]
+    assert init["volumeMounts"] == [{"name": "data", "mountPath": data_mount["mountPath"]}]
+    uid = pod["securityContext"]["runAsUser"]
+    assert f"chown {uid}:{pod['securityContext']['runAsGroup']} {data_mount['mountPath']}" in init["command"][-1]
+    assert "chmod 0700" in init["command"][-1]
+    assert set(init["securityContext"]["capabilities"]["add"]) == {"CHOWN", "FOWNER"}
+    assert init["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    # Everything else is the base's.
+    base = pod_specs(one(rendered, "DaemonSet"))[0]["containers"][0]
+    for key in ("readinessProbe", "livenessProbe", "securityContext", "ports", "volumeMounts"):
+        assert container[key] == base[key], key
+    assert flags(container).items() - {("--gpu-sharing", "when-idle")} == flags(base).items()
 
 
 # --- the cluster: an Indexed Job + headless Service (deploy/kubernetes/cluster)
@@ -662,7 +725,7 @@ def test_benchd_takes_the_manifests_flags(cluster, rendered):
     help_text = subprocess.run([str(binaries / "benchd"), "--help"], capture_output=True,
                                text=True, check=True).stdout
     containers = [job_parts(cluster)[2], container_of(rendered),
-                  job_parts(render(CLUSTER_CPU)[1])[2]]
+                  job_parts(render(CLUSTER_CPU)[1])[2], container_of(render(FLEET)[1])]
     for container in containers:
         for flag in flags(container):
             assert re.search(rf"(^|[ ,]){re.escape(flag)}\b", help_text, re.M), flag
