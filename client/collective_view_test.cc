@@ -72,9 +72,19 @@ TEST(CollectiveViewTest, TableAndGroups) {
   group.set_state(v1::GROUP_STATE_BROKEN);
   group.set_broken_reason("the worker for cpu:1 died");
   group.add_devices("cpu:0");
+  group.add_devices("node1/cpu:0");
+  group.set_backend(v1::COLLECTIVE_BACKEND_GLOO);
   const std::string table = GroupsTable({group});
   EXPECT_NE(table.find("broken"), std::string::npos);
   EXPECT_NE(table.find("cpu:1 died"), std::string::npos);
+  // How to make it again, under the table.
+  EXPECT_NE(table.find("g2 is broken and does not re-form by itself: re-create it (benchctl "
+                       "groups create --device cpu:0,node1/cpu:0 --backend gloo) and drop it "
+                       "(benchctl groups destroy g2)\n"),
+            std::string::npos)
+      << table;
+  group.set_state(v1::GROUP_STATE_READY);
+  EXPECT_EQ(GroupsTable({group}).find("re-create"), std::string::npos);
   EXPECT_EQ(GroupsTable({}), "no process groups\n");
 }
 

@@ -62,6 +62,26 @@ TEST_F(BenchServiceTest, NodeInfoAnswersFromHeldStateWithoutAskingWorkers) {
   EXPECT_EQ(info.data_dir(), "/data");
 }
 
+// Issue 36: "on behalf of" metadata was honoured from any admin caller (here,
+// with no authorizer, every caller): outside a cluster no caller is a member,
+// so a call carrying it is refused naming the key, not served as another.
+TEST_F(BenchServiceTest, OnBehalfMetadataFromACallerThatIsNoMemberIsRefused) {
+  for (const char* key : {"benchd-on-behalf-of", "benchd-on-behalf-role"}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(key, std::string(key) == "benchd-on-behalf-of" ? "alice" : "submit");
+    ctx.AddMetadata("benchd-cluster-secret", "the-cluster-secret-0123");
+    v1::NodeInfo info;
+    const grpc::Status status = stub_->GetNodeInfo(&ctx, v1::GetNodeInfoRequest(), &info);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << key;
+    EXPECT_THAT(status.error_message(),
+                ::testing::StartsWith(std::string(key) + ": a call may say on whose behalf"));
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("this daemon is in no cluster"));
+  }
+  grpc::ClientContext plain;
+  v1::NodeInfo info;
+  EXPECT_TRUE(stub_->GetNodeInfo(&plain, v1::GetNodeInfoRequest(), &info).ok());
+}
+
 // ListModels asks every worker at once and finishes with the last answer;
 // while one holds its answer, the service answers other calls.
 TEST_F(BenchServiceTest, ListModelsWaitsForTheLastWorkerWithoutHoldingTheService) {

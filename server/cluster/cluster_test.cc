@@ -60,7 +60,8 @@ class ClusterTest : public ::testing::Test {
  protected:
   // The coordinator on a free loopback port; its address is only known once
   // it listens, so its options are finished after.
-  void StartCoordinator(int nodes) {
+  // `watch` false: no watch loop, so only a heartbeat finds a member LOST.
+  void StartCoordinator(int nodes, bool watch = true) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     auto options = Options(0, nodes, "", "");
@@ -76,7 +77,7 @@ class ClusterTest : public ::testing::Test {
       std::lock_guard<std::mutex> lock(mu_);
       lost_.push_back(name + ": " + why);
     });
-    coordinator_->Start();
+    if (watch) coordinator_->Start();
   }
   std::unique_ptr<Cluster> Member(int rank, int nodes, const std::string& advertise) {
     auto member = std::make_unique<Cluster>(Options(rank, nodes, address_, advertise),
@@ -249,6 +250,22 @@ TEST_F(ClusterTest, ARestartedMemberJoinsOnceTheOldOneIsLostAndItsGroupsBreak) {
   ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "b")).ok());
   EXPECT_EQ(StateOf(*coordinator_, 1), v1::NODE_STATE_READY);
   ASSERT_EQ(Lost().size(), 1u);
+}
+
+TEST_F(ClusterTest, AMemberSilentPastTheBoundIsLostThoughItsHeartbeatComesBeforeTheWatchLoop) {
+  // A paused coordinator (issue 36) serves the member's queued heartbeat
+  // and its watch loop in either order; the loss must not depend on which.
+  StartCoordinator(3, /*watch=*/false);
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a")).ok());
+  std::this_thread::sleep_for(700ms);  // past lost_after (0.6 s), nobody watching
+  ASSERT_TRUE(Lost().empty());
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a")).ok());
+  EXPECT_EQ(StateOf(*coordinator_, 1), v1::NODE_STATE_READY);
+  ASSERT_EQ(Lost().size(), 1u);
+  EXPECT_THAT(Lost()[0], HasSubstr("node1: no heartbeat for "));
+  // Within the bound, nothing more.
+  ASSERT_TRUE(coordinator_->OnHeartbeat(Heartbeat(1, "node1", "a")).ok());
+  EXPECT_EQ(Lost().size(), 1u);
 }
 
 TEST_F(ClusterTest, NamesAreUniqueAndDeviceListsBounded) {
