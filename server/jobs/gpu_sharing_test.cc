@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/jobs/job_test_util.h"
 
 namespace benchd::server {
 namespace {
@@ -18,6 +19,10 @@ class FakeGpuProcessLists final : public GpuProcessSource {
     std::lock_guard<std::mutex> lock(mu);
     if (!error.ok()) return error;
     return by_uuid[uuid];
+  }
+  void Set(const std::string& uuid, std::vector<GpuProcess> processes) {
+    std::lock_guard<std::mutex> lock(mu);
+    by_uuid[uuid] = std::move(processes);
   }
   std::mutex mu;
   std::map<std::string, std::vector<GpuProcess>> by_uuid;
@@ -110,6 +115,64 @@ TEST(GpuSharingTest, WithoutNvmlEveryGpuJobIsRefusedAndCpuJobsRun) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("cannot be checked"));
   EXPECT_THAT(s.message(), HasSubstr("--gpu-sharing dedicated"));
+}
+
+// The seam in JobManager, over fake workers: refused at Submit, failed at
+// dispatch when a process came while the job queued, a warning for one that
+// came during the run; CPU jobs never checked.
+class GpuSharingJobsTest : public JobManagerFixture {
+ protected:
+  GpuSharingJobsTest() : JobManagerFixture({"cuda:0", "cpu:0"}) {}
+  FakeGpuProcessLists* lists_ = new FakeGpuProcessLists;
+  GpuSharing sharing_{
+      std::unique_ptr<GpuProcessSource>(lists_),
+      GpuSharing::Hooks{
+          [](const std::string& d) { return d == "cuda:0" ? std::string(kUuid0) : std::string(); },
+          [this] {
+            std::vector<int64_t> pids;
+            for (const auto& d : workers_.Devices()) pids.push_back(d.worker_pid());
+            return pids;
+          },
+          [](int64_t) { return std::string("python3"); }}};
+};
+
+TEST_F(GpuSharingJobsTest, RefusedAtSubmitFailedAtDispatchWarnedAtTheEnd) {
+  gpu_sharing_ = &sharing_;
+  workers_.UpAll();
+  StartJobs();
+  const int64_t own = workers_.Devices()[0].worker_pid();
+  lists_->Set(kUuid0, {{own, 500 << 20, false}, {4242, int64_t{1} << 30, false}});
+  auto refused = jobs_->Submit(Benchmark("cuda:0"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("pid 4242 (python3, 1.0 GiB"));
+  EXPECT_EQ(WaitFinal(Submit(Benchmark("cpu:0"))).state(), v1::JOB_STATE_SUCCEEDED);
+
+  // cuda:0 idle but for benchd's worker: the first job starts; a process
+  // comes while it runs and the second waits in the queue.
+  lists_->Set(kUuid0, {{own, 500 << 20, false}});
+  Gate started, release;
+  workers_.client("cuda:0")->QueueRun([&](FakeRun& run) {
+    started.Open();
+    if (!release.Wait()) return fake::Broken(absl::InternalError("never released"));
+    return fake::Last(fake::BenchmarkResult(run.request().spec().device()));
+  });
+  const std::string first = Submit(Benchmark("cuda:0"));
+  ASSERT_TRUE(started.Wait());
+  const std::string second = Submit(Benchmark("cuda:0"));
+  lists_->Set(kUuid0, {{own, 500 << 20, false}, {4242, 64 << 20, false}});
+  release.Open();
+  const v1::Job ran = WaitFinal(first);
+  EXPECT_EQ(ran.state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(ran.warnings_size(), 1);
+  EXPECT_THAT(ran.warnings(0), HasSubstr("shared GPU: cuda:0 (" + std::string(kUuid0) + ")"));
+  EXPECT_THAT(ran.warnings(0), HasSubstr("pid 4242 (python3, 64 MiB"));
+  const v1::Job failed = WaitFinal(second);
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(failed.error_message(), HasSubstr("is in use by another process: pid 4242"));
+  EXPECT_FALSE(failed.has_started());
+  EXPECT_EQ(workers_.client("cuda:0")->runs().size(), 1u);
 }
 
 }  // namespace

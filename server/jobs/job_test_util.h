@@ -45,6 +45,7 @@ class JobManagerFixture : public ::testing::Test {
   void StartJobs(bool collectives = false, std::map<std::string, double> progress_timeouts = {}) {
     JobManagerOptions options;
     options.progress_timeouts = std::move(progress_timeouts);
+    options.gpu_sharing = gpu_sharing_;
     if (collectives) {
       groups_ = std::make_unique<GroupRegistry>(&workers_, nullptr, devices_);
       workers_.SetExitListener(
@@ -106,6 +107,7 @@ class JobManagerFixture : public ::testing::Test {
   EventHub hub_;
   FakeWorkers workers_;
   std::unique_ptr<GroupRegistry> groups_;
+  const GpuSharing* gpu_sharing_ = nullptr;  // set before StartJobs: --gpu-sharing when-idle
   std::unique_ptr<JobManager> jobs_;
 };
 
