@@ -1340,3 +1340,53 @@ def test_apptainer_drift_sees_a_new_containerfile_command():
         "&& bash -n /usr/local/bin/benchd-cluster-run",
         "&& bash -n /usr/local/bin/benchd-cluster-run && ldconfig")
     assert apptainer_drift(APPTAINER_DEF.read_text(), containerfile) == ["runtime: %post lacks `ldconfig`"]
+
+
+def run_def_section(tmp_path, section, args=(), ldd_output=""):
+    """One script section of the runtime stage, run by sh as Apptainer runs
+    it, with its programs and data dir moved under tmp_path: stand-ins for
+    benchd (records its arguments) and ldd (prints ldd_output)."""
+    script = apptainer_stages(APPTAINER_DEF.read_text())["runtime"]["sections"][section]
+    bin_dir, data = tmp_path / "bin", tmp_path / "data"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("benchd", "benchd-worker", "benchctl"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/{name}.args\n')
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "ldd").write_text(f"#!/bin/sh\nprintf '%s' '{ldd_output}'\n")
+    (bin_dir / "ldd").chmod(0o755)
+    script = script.replace("/usr/local/bin/", f"{bin_dir}/").replace("/var/lib/benchd", str(data))
+    return subprocess.run(["sh", "-c", script, "runscript", *args], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+
+
+@pytest.mark.parametrize("section", ["runscript", "startscript"])
+def test_apptainer_entry_points_run_benchd(tmp_path, section):
+    """No arguments: benchd on the image's data dir (the Containerfile's CMD);
+    arguments replace it, as after the image name of `docker run`."""
+    (tmp_path / "data").mkdir()
+    result = run_def_section(tmp_path, section)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "benchd.args").read_text().split() == [f"--data-dir={tmp_path}/data"]
+    result = run_def_section(tmp_path, section, ["--device", "cpu:0", "--data-dir=/scratch/x"])
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "benchd.args").read_text().split() == ["--device", "cpu:0", "--data-dir=/scratch/x"]
+
+
+def test_apptainer_runscript_asks_for_a_bound_data_dir(tmp_path):
+    """The image is read-only: with nothing bound at the data dir the
+    runscript says how to bind one instead of letting benchd fail on it."""
+    result = run_def_section(tmp_path, "runscript")  # no data dir: not writable
+    assert result.returncode == 2 and "--bind DIR:" in result.stderr
+    assert not (tmp_path / "benchd.args").exists()
+
+
+def test_apptainer_test_section(tmp_path):
+    """%test runs at the end of the build (no driver there): libcuda.so alone
+    missing passes with a note; any other missing library fails."""
+    cuda = "\tlibcuda.so.1 => not found\n"
+    result = run_def_section(tmp_path, "test", ldd_output=cuda)
+    assert result.returncode == 0 and "run with --nv" in result.stdout, result.stdout + result.stderr
+    result = run_def_section(tmp_path, "test", ldd_output=cuda + "\tlibfmt.so.9 => not found\n")
+    assert result.returncode == 1 and "libfmt.so.9" in result.stdout
+    result = run_def_section(tmp_path, "test", ldd_output="\tlibcuda.so.1 => /lib/libcuda.so.1\n")
+    assert result.returncode == 0 and "every library found" in result.stdout
