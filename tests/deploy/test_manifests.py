@@ -1390,3 +1390,13 @@ def test_apptainer_test_section(tmp_path):
     assert result.returncode == 1 and "libfmt.so.9" in result.stdout
     result = run_def_section(tmp_path, "test", ldd_output="\tlibcuda.so.1 => /lib/libcuda.so.1\n")
     assert result.returncode == 0 and "every library found" in result.stdout
+
+
+def test_apptainer_build_stage_has_setup_sh_packages():
+    """As test_containerfile_stages checks the Containerfile: the build stage
+    installs what scripts/setup.sh installs for the build."""
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    pkgs = set(re.search(r'PKGS="(.*?)"', setup, re.S).group(1).split())
+    post = shell_commands(apptainer_stages(APPTAINER_DEF.read_text())["build"]["sections"]["post"])
+    missing_packages = pkgs - NOT_FOR_THE_IMAGE - apt_packages(post)
+    assert not missing_packages, f"benchd.def's build stage lacks setup.sh's {missing_packages}"
