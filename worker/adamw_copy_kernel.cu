@@ -75,7 +75,8 @@ bool Aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) %
 template <typename Grad, typename Low, bool kCopy>
 cudaError_t Launch(const AdamWCopyArgs& a, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  constexpr int kMaxBlocks = 4096;  // grid-stride beyond: enough to fill any current GPU
+  // Grid-stride beyond: 4096 fills any current GPU.
+  const int64_t kMaxBlocks = a.max_blocks > 0 ? a.max_blocks : 4096;
   auto* grad = static_cast<const Grad*>(a.grad);
   auto* copy = static_cast<Low*>(a.copy);
   constexpr int kVec = 4;

@@ -37,6 +37,8 @@ struct AdamWCopyArgs {
   // ways give the same bits. Past the table's end α is computed on the device
   // in double from lr, beta1_d and beta2_d (the same formula; CUDA's pow
   // may differ from the host's in the last bit of a double).
+  // Blocks per launch at most (a grid-stride loop beyond); 0: 4096.
+  int max_blocks = 0;
   const float* step = nullptr;
   const float* alpha_table = nullptr;
   int64_t alpha_table_size = 0;

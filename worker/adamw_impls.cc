@@ -265,6 +265,13 @@ void AdamW::KernelUpdate(size_t i, bool device_step) {
     if (device_step) {
       TORCH_CHECK(s.step.defined() && s.device_t == s.t && alpha_table_.defined(),
                   "AdamW: a device-step update without its step tensor or α table");
+      // BENCHD_OVERLAP_MAX_BLOCKS=N (an experiment's knob): at most N blocks
+      // per overlapped update, so it holds only a few SMs at a time.
+      static const int max_blocks = [] {
+        const char* n = std::getenv("BENCHD_OVERLAP_MAX_BLOCKS");
+        return n != nullptr ? std::atoi(n) : 0;
+      }();
+      a.max_blocks = max_blocks;
       a.step = s.step.data_ptr<float>();
       a.alpha_table = alpha_table_.data_ptr<float>();
       a.alpha_table_size = alpha_table_.numel();
