@@ -1,4 +1,6 @@
-"""The package on the lowest grpcio and protobuf it declares (setup.py LOWEST).
+"""The package on the lowest grpcio and protobuf it declares (setup.py LOWEST:
+what it declares where it builds with grpcio-tools 1.60, Python 3.10-3.12; the
+higher floors of Python 3.13+ are checked by tests/wheels.py).
 
     python3 tests/lowest.py setup VENV   # make VENV (scripts/setup.sh does; needs PyPI once)
     python3 tests/lowest.py run VENV     # ctest python_client.lowest (offline)
