@@ -255,6 +255,8 @@ std::string JobView(const v1::Job& job, const ProfileViewOptions& profile) {
       !job.error_message().empty()) {
     kv.emplace_back("Error", ErrorText(job));
   }
+  // The daemon's doubts about the figures (a shared GPU, --gpu-sharing when-idle).
+  for (const std::string& warning : job.warnings()) kv.emplace_back("Warning", warning);
   std::string out = KeyValues(kv, kKeyWidth);
   if (HasResult(job)) out += "\n" + BenchmarkResultView(job.result().benchmark());
   if (HasMemoryResult(job)) out += "\n" + MemoryResultView(job.result().memory());

@@ -94,6 +94,14 @@ TEST(JobView, FailedJobShowsCodeNameAndMessage) {
   EXPECT_EQ(FinalStateLine(job), "job j7 failed: RESOURCE_EXHAUSTED: CUDA out of memory");
 }
 
+TEST(JobView, WarningsAreShownOneALine) {
+  v1::Job job = testing::MakeSucceededJob();
+  EXPECT_THAT(JobView(job), Not(HasSubstr("Warning")));
+  job.add_warnings("shared GPU: cuda:0 (GPU-1) was also used by pid 4242 (python3)");
+  EXPECT_THAT(JobView(job),
+              HasSubstr("Warning      shared GPU: cuda:0 (GPU-1) was also used by pid 4242"));
+}
+
 TEST(FinalStateLine, SucceededSummarizesTheResult) {
   EXPECT_EQ(FinalStateLine(testing::MakeSucceededJob()),
             "job j42 succeeded: median step 12.500 ms, 40,960 tokens/s, 98.7 TFLOP/s");
