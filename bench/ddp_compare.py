@@ -4,8 +4,9 @@
 The peer a user would pick: the course's model (bench/reference/cs336_lm.py)
 under torch.nn.parallel.DistributedDataParallel (its defaults: 25 MB buckets,
 gradients all-reduced during the backward) with torch.optim.AdamW (its
-default foreach path), and the same with ZeroRedundancyOptimizer(AdamW)
-(ZeRO-1). One process per GPU (torch.multiprocessing), NCCL, the same
+default foreach path), the same with ZeroRedundancyOptimizer(AdamW)
+(ZeRO-1), and DDP with its bf16_compress_hook (gradients all-reduced as
+bfloat16: the peer of benchd's --gradient-compressions bf16 rows). One process per GPU (torch.multiprocessing), NCCL, the same
 model, precision, per-rank batch, context and steps as benchd's job; each
 step timed with CUDA events around the synchronized step on every rank, a
 step as long as its slowest rank (all_reduce MAX), warm-up steps dropped.
@@ -38,8 +39,12 @@ from reference import cs336_lm as ref
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 
 
-def peer_rank(rank, world, args, zero, port, out):
-    """One rank of the peer: DDP (+ ZeRO-1) on cuda:rank; rank 0 writes the figures."""
+PEERS = {"ddp": "PyTorch DDP (25 MB) + AdamW", "zero": "PyTorch DDP + ZeRO-1 AdamW",
+         "ddp_bf16": "PyTorch DDP + bf16_compress_hook"}
+
+
+def peer_rank(rank, world, args, kind, port, out):
+    """One rank of the peer `kind` (PEERS) on cuda:rank; rank 0 writes the figures."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
@@ -48,7 +53,10 @@ def peer_rank(rank, world, args, zero, port, out):
     torch.manual_seed(0)
     model = ref.TransformerLM(V, args.context_length, d, L, H, dff).to(dev)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
-    if zero:
+    if kind == "ddp_bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    if kind == "zero":
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
     else:
@@ -83,10 +91,11 @@ def peer_rank(rank, world, args, zero, port, out):
     dist.destroy_process_group()
 
 
-def run_peer(args, world, zero):
-    out = f"/tmp/ddp-peer-{os.getpid()}-{int(zero)}.json"
-    port = 29500 + (os.getpid() % 1000) + (7 if zero else 0)
-    mp.spawn(peer_rank, args=(world, args, zero, port, out), nprocs=world, join=True)
+def run_peer(args, world, kind):
+    index = list(PEERS).index(kind)
+    out = f"/tmp/ddp-peer-{os.getpid()}-{index}.json"
+    port = 29500 + (os.getpid() % 1000) + 7 * index
+    mp.spawn(peer_rank, args=(world, args, kind, port, out), nprocs=world, join=True)
     with open(out) as f:
         r = json.load(f)
     os.remove(out)
@@ -110,6 +119,8 @@ def main():
     p.add_argument("--bucket-mb", default="1,10,25,100,1000")
     p.add_argument("--variants", default="naive,flat,overlap,bucketed")
     p.add_argument("--optimizers", default="adamw,sharded_adamw")
+    p.add_argument("--gradient-compressions", default="none",
+                   help="benchd's --gradient-compressions: none, bf16 or both (none,bf16)")
     p.add_argument("--optimizer-impl", default="faithful", choices=["faithful", "foreach", "fused"],
                    help="how benchd's AdamW (or a rank's shard) steps; the peer's torch.optim.AdamW "
                         "takes its default (foreach) either way")
@@ -118,7 +129,8 @@ def main():
                         "is final); add reducer to --variants for c10d's Reducer beside them")
     p.add_argument("--peers", default="ddp,zero",
                    help="which peers to run first: ddp (DistributedDataParallel + AdamW), zero "
-                        "(+ ZeroRedundancyOptimizer), both (default) or none")
+                        "(+ ZeroRedundancyOptimizer), ddp_bf16 (DDP + bf16_compress_hook), "
+                        "a list (default ddp,zero) or none")
     p.add_argument("--json-out", help="write both sides' figures here")
     args = p.parse_args()
     devices = args.devices.split(",")
@@ -133,15 +145,14 @@ def main():
           f"measured steps; torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
     peer = {}
     wanted = {x for x in args.peers.split(",") if x and x != "none"}
-    if wanted - {"ddp", "zero"}:
-        sys.exit(f"ddp_compare: --peers: expected ddp, zero or none, got {args.peers}")
-    for zero in (False, True):
-        if ("zero" if zero else "ddp") not in wanted:
+    if wanted - set(PEERS):
+        sys.exit(f"ddp_compare: --peers: expected {', '.join(PEERS)} or none, got {args.peers}")
+    for kind in PEERS:
+        if kind not in wanted:
             continue
         t0 = time.time()
-        peer[zero] = run_peer(args, world, zero)
-        print(f"# peer {'DDP + ZeroRedundancyOptimizer(AdamW)' if zero else 'DDP + AdamW'}: "
-              f"{time.time() - t0:.0f} s")
+        peer[kind] = run_peer(args, world, kind)
+        print(f"# peer {PEERS[kind]}: {time.time() - t0:.0f} s")
 
     cli = Benchctl(args.benchctl, timeout=3600)
     job = cli.run_job("ddp", "--devices", args.devices, "--preset", args.preset,
@@ -152,28 +163,30 @@ def main():
                       *(["--bucket-mb", args.bucket_mb]
                         if {"bucketed", "reducer"} & set(args.variants.split(",")) else []),
                       "--optimizers", args.optimizers,
+                      "--gradient-compressions", args.gradient_compressions,
                       "--optimizer-impl", args.optimizer_impl,
                       *(["--autograd"] if args.autograd else []))
     if job["state"] != SUCCEEDED:
         sys.exit(f"benchd's job {job['id']} {job['state']}: {job.get('errorMessage')}")
     r = job["result"]["ddp"]
     # Ratios against a peer that did not run are blank (nan).
-    base = statistics.median(peer[False]["seconds"]) if False in peer else float("nan")
-    zbase = statistics.median(peer[True]["seconds"]) if True in peer else float("nan")
+    base = statistics.median(peer["ddp"]["seconds"]) if "ddp" in peer else float("nan")
+    zbase = statistics.median(peer["zero"]["seconds"]) if "zero" in peer else float("nan")
+    bbase = statistics.median(peer["ddp_bf16"]["seconds"]) if "ddp_bf16" in peer else float("nan")
     gib = 1 << 30
     print(f"# benchd job {job['id']}: {r.get('deviceName')}, {r.get('parameterCount')} parameters, "
           f"timer {r.get('timer')}; group {json.dumps(r.get('group'))}")
-    header = (f"{'run':34} {'median ms':>10} {'spread':>7} {'exposed ms':>11} {'exposed %':>9} "
+    header = (f"{'run':44} {'median ms':>10} {'spread':>7} {'exposed ms':>11} {'exposed %':>9} "
               f"{'pred ms':>8} {'hidden':>7} {'busy':>5} "
               f"{'calls':>6} {'peak GiB':>9} {'opt GiB':>8} {'agree':>6} {'loss':>9} "
-              f"{'/ DDP':>7} {'/ ZeRO':>7}")
+              f"{'/ DDP':>7} {'/ ZeRO':>7} {'/ bf16':>7}")
     print(header)
 
     def line(label, med, sp, exposed, frac, pred, hidden, busy, calls, peak, opt, agree, loss):
-        print(f"{label:34} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {pred:>8} {hidden:>7} "
+        print(f"{label:44} {med * 1e3:10.2f} {sp:7.1%} {exposed:11} {frac:>9} {pred:>8} {hidden:>7} "
               f"{busy:>5} "
               f"{calls:>6} {peak / gib:9.2f} {opt:>8} {agree:>6} {loss:9.4f} {med / base:7.3f} "
-              f"{med / zbase:7.3f}")
+              f"{med / zbase:7.3f} {med / bbase:7.3f}")
 
     def hidden(row):
         # The share of the profiled step's communication that ran under computation.
@@ -194,12 +207,12 @@ def main():
                 shares.append(union / t["stepSeconds"])
         return f"{min(shares):.0%}" if shares else ""
 
-    for zero, label in ((False, "PyTorch DDP (25 MB) + AdamW"), (True, "PyTorch DDP + ZeRO-1 AdamW")):
-        if zero not in peer:
+    for kind, label in PEERS.items():
+        if kind not in peer:
             continue
-        xs = peer[zero]["seconds"]
-        line(label, statistics.median(xs), spread(xs), "", "", "", "", "", "", peer[zero]["peak"],
-             "", "", peer[zero]["loss"])
+        xs = peer[kind]["seconds"]
+        line(label, statistics.median(xs), spread(xs), "", "", "", "", "", "", peer[kind]["peak"],
+             "", "", peer[kind]["loss"])
     rows = [("compute only (no comm)", r["computeOnly"])] + [
         (run_label(row), row) for row in r.get("rows", [])]
     for label, row in rows:
@@ -236,13 +249,13 @@ def main():
         if "adamw_overlapped" in label:  # its optimizer steps inside the synchronisation
             opt = max(bwd, opt)
         formula = n * (8 + (8 / world if "sharded" in label else 8))
-        print(f"#   {label:34} peak to the end of the backward {bwd / gib:6.2f} GiB, in the optimizer "
+        print(f"#   {label:44} peak to the end of the backward {bwd / gib:6.2f} GiB, in the optimizer "
               f"step {opt / gib:6.2f} GiB ({opt / formula:.3f} x the formula)")
     print(f"# best benchd run: {run_label(best)}, {statistics.median(best['stepSeconds']) / base:.3f} x "
           f"PyTorch DDP's step (target <= 0.8)")
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"peer": {"ddp": peer.get(False), "zero": peer.get(True)}, "benchd": job}, f)
+            json.dump({"peer": {kind: peer.get(kind) for kind in PEERS}, "benchd": job}, f)
 
 
 def run_label(row):
@@ -252,6 +265,9 @@ def run_label(row):
     optimizer = row.get("optimizer", "DDP_OPTIMIZER_ADAMW")
     if optimizer != "DDP_OPTIMIZER_ADAMW":
         v += " + " + optimizer.removeprefix("DDP_OPTIMIZER_").lower()
+    compression = row.get("gradientCompression", "DDP_GRADIENT_COMPRESSION_NONE")
+    if compression not in ("DDP_GRADIENT_COMPRESSION_NONE", "DDP_GRADIENT_COMPRESSION_UNSPECIFIED"):
+        v += " + " + compression.removeprefix("DDP_GRADIENT_COMPRESSION_").lower() + " gradients"
     return v
 
 

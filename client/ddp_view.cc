@@ -193,9 +193,7 @@ std::string DdpSpecSummary(const v1::DdpSpec& s) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string DdpRowLabel(const v1::DdpRow& row) {
-  return DdpRunLabel(row.variant(), row.bucket_mb(), row.optimizer());
-}
+std::string DdpRowLabel(const v1::DdpRow& row) { return DdpRunLabel(DdpRunOf(row)); }
 
 std::string DdpTable(const v1::DdpResult& r) {
   Table t({{"run"},

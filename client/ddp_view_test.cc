@@ -141,9 +141,7 @@ v1::DdpResult MakeResult() {
 // A key of the view's key/value block, padded as `get` pads its keys.
 std::string Key(const std::string& key) { return key + std::string(13 - key.size(), ' '); }
 
-std::string Label(const v1::DdpRow& row) {
-  return DdpRunLabel(row.variant(), row.bucket_mb(), row.optimizer());
-}
+std::string Label(const v1::DdpRow& row) { return DdpRunLabel(DdpRunOf(row)); }
 
 // The table's line for a run, split into its cells (separated by 2+ spaces).
 std::vector<std::string> Cells(const std::string& table, const std::string& label) {

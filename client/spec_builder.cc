@@ -102,7 +102,8 @@ absl::Status ApplyDdpTarget(const DdpOptions& o, v1::CollectiveTarget& t) {
   return absl::OkStatus();
 }
 
-// --variants, --bucket-mb, --optimizers and --sharded-optimizer.
+// --variants, --bucket-mb, --optimizers, --sharded-optimizer and
+// --gradient-compressions.
 absl::Status ApplyDdpRuns(const DdpOptions& o, v1::DdpSpec& d) {
   for (const std::string& item : ListItems(o.variants)) {
     auto v = ParseDdpVariant(item);
@@ -147,6 +148,15 @@ absl::Status ApplyDdpRuns(const DdpOptions& o, v1::DdpSpec& d) {
                                                      ", separated by commas"));
     }
     d.add_optimizers(*opt);
+  }
+  for (const std::string& item : ListItems(o.gradient_compressions)) {
+    auto c = ParseDdpGradientCompression(item);
+    if (!c.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gradient-compressions: unknown gradient compression '", item,
+                       "'; expected ", DdpGradientCompressionChoices(), ", separated by commas"));
+    }
+    d.add_gradient_compressions(*c);
   }
   return absl::OkStatus();
 }

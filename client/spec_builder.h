@@ -108,6 +108,7 @@ struct DdpOptions {
   std::string bucket_mb;                  // --bucket-mb 1,10,100
   std::string optimizers;                 // --optimizers adamw,sharded_adamw
   bool sharded_optimizer = false;         // --sharded-optimizer: --optimizers sharded_adamw
+  std::string gradient_compressions;      // --gradient-compressions none,bf16
   std::optional<double> timeout_seconds;  // --group-timeout S
   bool no_traces = false;                 // --no-traces: DdpSpec.traces false
 };

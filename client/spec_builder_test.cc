@@ -231,6 +231,7 @@ TEST(BuildDdpSpec, FlagsFillEveryField) {
   o.variants = "naive, DDP_VARIANT_FLAT,overlap,bucketed";
   o.bucket_mb = "1,2.5,100";
   o.optimizers = "adamw,sharded_adamw";
+  o.gradient_compressions = "none,BF16";
   o.timeout_seconds = 30;
   o.no_traces = true;
   absl::StatusOr<v1::JobSpec> spec = BuildDdpSpec(o);
@@ -263,6 +264,8 @@ TEST(BuildDdpSpec, FlagsFillEveryField) {
   EXPECT_THAT(d.bucket_mb(), ::testing::ElementsAre(1.0, 2.5, 100.0));
   EXPECT_THAT(d.optimizers(),
               ::testing::ElementsAre(v1::DDP_OPTIMIZER_ADAMW, v1::DDP_OPTIMIZER_SHARDED_ADAMW));
+  EXPECT_THAT(d.gradient_compressions(), ::testing::ElementsAre(v1::DDP_GRADIENT_COMPRESSION_NONE,
+                                                                v1::DDP_GRADIENT_COMPRESSION_BF16));
   EXPECT_EQ(d.timeout_seconds(), 30.0);
   EXPECT_TRUE(d.has_traces());
   EXPECT_FALSE(d.traces());
@@ -381,6 +384,9 @@ TEST(BuildDdpSpec, BadFlagsNameTheFlagWhatCameAndWhatIsAccepted) {
        "separated by "
        "commas"},
       {[](DdpOptions& o) { o.step.precision = "fp8"; }, "--precision: "},
+      {[](DdpOptions& o) { o.gradient_compressions = "fp16"; },
+       "--gradient-compressions: unknown gradient compression 'fp16'; expected none or bf16, "
+       "separated by commas"},
   };
   for (const Case& c : cases) {
     DdpOptions o = TwoCpuRanks();

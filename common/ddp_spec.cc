@@ -74,6 +74,12 @@ const std::vector<std::pair<std::string, v1::DdpOptimizer>>& OptimizerNames() {
   return *names;
 }
 
+const std::vector<std::pair<std::string, v1::DdpGradientCompression>>& CompressionNames() {
+  static const auto* names = new auto(ShortNames<v1::DdpGradientCompression>(
+      v1::DdpGradientCompression_descriptor(), "DDP_GRADIENT_COMPRESSION_"));
+  return *names;
+}
+
 // The step's options that a data-parallel step does not run: it trains the
 // course's model as written (the variants take its gradients as they become
 // final, from benchd's explicit backward or, with autograd, from the
@@ -128,18 +134,39 @@ absl::StatusOr<v1::DdpOptimizer> ParseDdpOptimizer(const std::string& name) {
 }
 std::string DdpOptimizerChoices() { return Choices(OptimizerNames()); }
 
+std::string DdpGradientCompressionName(v1::DdpGradientCompression c) {
+  return NameOf(CompressionNames(), c);
+}
+absl::StatusOr<v1::DdpGradientCompression> ParseDdpGradientCompression(const std::string& name) {
+  return Parse(CompressionNames(), "DDP_GRADIENT_COMPRESSION_", "gradient compression", name);
+}
+std::string DdpGradientCompressionChoices() { return Choices(CompressionNames()); }
+
 bool DdpVariantTakesBuckets(v1::DdpVariant variant) {
   return variant == v1::DDP_VARIANT_BUCKETED || variant == v1::DDP_VARIANT_REDUCER;
 }
 
-std::string DdpRunLabel(v1::DdpVariant variant, double bucket_mb, v1::DdpOptimizer optimizer) {
-  if (variant == v1::DDP_VARIANT_UNSPECIFIED) return "compute only";
-  std::string label = DdpVariantName(variant);
-  if (DdpVariantTakesBuckets(variant)) absl::StrAppend(&label, " ", bucket_mb, " MB");
-  if (optimizer != v1::DDP_OPTIMIZER_ADAMW) {
-    absl::StrAppend(&label, " + ", DdpOptimizerName(optimizer));
+std::string DdpRunLabel(const DdpRunSpec& run) {
+  if (run.variant == v1::DDP_VARIANT_UNSPECIFIED) return "compute only";
+  std::string label = DdpVariantName(run.variant);
+  if (DdpVariantTakesBuckets(run.variant)) absl::StrAppend(&label, " ", run.bucket_mb, " MB");
+  if (run.optimizer != v1::DDP_OPTIMIZER_ADAMW) {
+    absl::StrAppend(&label, " + ", DdpOptimizerName(run.optimizer));
+  }
+  if (run.compression != v1::DDP_GRADIENT_COMPRESSION_NONE &&
+      run.compression != v1::DDP_GRADIENT_COMPRESSION_UNSPECIFIED) {
+    absl::StrAppend(&label, " + ", DdpGradientCompressionName(run.compression), " gradients");
   }
   return label;
+}
+
+DdpRunSpec DdpRunOf(const v1::DdpRow& row) {
+  DdpRunSpec run{row.variant(), row.bucket_mb(), row.optimizer(), row.gradient_compression()};
+  // Rows stored before gradient compressions existed carry none.
+  if (run.compression == v1::DDP_GRADIENT_COMPRESSION_UNSPECIFIED) {
+    run.compression = v1::DDP_GRADIENT_COMPRESSION_NONE;
+  }
+  return run;
 }
 
 absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
@@ -263,6 +290,35 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in) {
         "reducer variant ends its buckets inside the backward; leave one of them out");
   }
 
+  std::set<int> compressions;
+  for (int i = 0; i < in.gradient_compressions_size(); ++i) {
+    const int c = in.gradient_compressions(i);
+    if (!v1::DdpGradientCompression_IsValid(c) || c == v1::DDP_GRADIENT_COMPRESSION_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat("ddp.gradient_compressions[", i,
+                                                     "]: unknown value ", c, "; expected ",
+                                                     DdpGradientCompressionChoices()));
+    }
+    if (!compressions.insert(c).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ddp.gradient_compressions[", i,
+          "]: ", DdpGradientCompressionName(in.gradient_compressions(i)), " is listed twice"));
+    }
+  }
+  if (in.gradient_compressions_size() == 0) {
+    out.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_NONE);
+  }
+  // None first, whatever the order given: the compressed rows read against it.
+  std::sort(out.mutable_gradient_compressions()->begin(),
+            out.mutable_gradient_compressions()->end());
+  if (compressions.count(v1::DDP_GRADIENT_COMPRESSION_BF16) > 0 &&
+      std::find(out.variants().begin(), out.variants().end(), v1::DDP_VARIANT_REDUCER) !=
+          out.variants().end()) {
+    return absl::InvalidArgumentError(
+        "ddp.gradient_compressions: bf16 compresses benchd's own variants' buffers; the reducer "
+        "variant (c10d's Reducer) runs its buckets uncompressed here, so leave reducer out of "
+        "ddp.variants or bf16 out of ddp.gradient_compressions");
+  }
+
   auto timeout = ResolveTimeoutSeconds("ddp.timeout_seconds", in.timeout_seconds());
   if (!timeout.ok()) return timeout.status();
   out.set_timeout_seconds(*timeout);
@@ -300,6 +356,11 @@ absl::Status ResolveDdpBatch(int world, v1::DdpSpec* spec) {
 
 std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved) {
   std::vector<DdpRunSpec> runs;
+  // A spec resolved before gradient compressions existed (a queued job kept
+  // across an upgrade) has none: it meant none.
+  std::vector<int> compressions(resolved.gradient_compressions().begin(),
+                                resolved.gradient_compressions().end());
+  if (compressions.empty()) compressions.push_back(v1::DDP_GRADIENT_COMPRESSION_NONE);
   for (int v : resolved.variants()) {
     const auto variant = static_cast<v1::DdpVariant>(v);
     std::vector<double> sizes = {0};
@@ -308,7 +369,10 @@ std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved) {
     }
     for (double mb : sizes) {
       for (int o : resolved.optimizers()) {
-        runs.push_back({variant, mb, static_cast<v1::DdpOptimizer>(o)});
+        for (int c : compressions) {
+          runs.push_back({variant, mb, static_cast<v1::DdpOptimizer>(o),
+                          static_cast<v1::DdpGradientCompression>(c)});
+        }
       }
     }
   }

@@ -23,12 +23,11 @@ inline constexpr double kMaxDdpBucketMb = 1e6;
 // not run are refused, naming ddp.step.<field>), variants (the four, and
 // reducer with step.autograd), bucket_mb (the course's 1, 10, 100, 1000,
 // only when bucketed or reducer runs),
-// optimizers (adamw), timeout_seconds (300). The target is checked as a
-// collective's (a group id, or 2+ devices of one kind with a backend, the
-// backend written out). With devices, the batch is resolved against their
-// count: step.batch_size per rank, global_batch_size = per rank x world;
-// a global batch that does not split evenly is refused. With a group the
-// world size is the daemon's to know: ResolveDdpBatch does it then.
+// optimizers (adamw), gradient_compressions (none), timeout_seconds (300). The target is checked as
+// a collective's (a group id, or 2+ devices of one kind with a backend, the backend written out).
+// With devices, the batch is resolved against their count: step.batch_size per rank,
+// global_batch_size = per rank x world; a global batch that does not split evenly is refused. With
+// a group the world size is the daemon's to know: ResolveDdpBatch does it then.
 absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in);
 
 // Sets step.batch_size and global_batch_size for `world` ranks, or
@@ -36,13 +35,17 @@ absl::StatusOr<v1::DdpSpec> ResolveDdp(const v1::DdpSpec& in);
 absl::Status ResolveDdpBatch(int world, v1::DdpSpec* spec);
 
 // One run of a resolved request, in the order the worker runs them (after
-// the compute-only run): variants x (bucket sizes, for bucketed) x optimizers.
+// the compute-only run): variants x (bucket sizes, for bucketed) x optimizers
+// x gradient compressions.
 struct DdpRunSpec {
-  v1::DdpVariant variant = v1::DDP_VARIANT_UNSPECIFIED;
-  double bucket_mb = 0;  // bucketed and reducer only
+  v1::DdpVariant variant = v1::DDP_VARIANT_UNSPECIFIED;  // unspecified: compute only
+  double bucket_mb = 0;                                  // bucketed and reducer only
   v1::DdpOptimizer optimizer = v1::DDP_OPTIMIZER_ADAMW;
+  v1::DdpGradientCompression compression = v1::DDP_GRADIENT_COMPRESSION_NONE;
 };
 std::vector<DdpRunSpec> DdpRuns(const v1::DdpSpec& resolved);
+// The run a result row reports.
+DdpRunSpec DdpRunOf(const v1::DdpRow& row);
 
 // "naive", "flat", "overlap", "bucketed"; "adamw", "sharded_adamw"; and back
 // (short or full enum names, any case), INVALID_ARGUMENT listing what is
@@ -53,10 +56,14 @@ std::string DdpVariantChoices();  // "naive, flat, overlap, bucketed or reducer"
 std::string DdpOptimizerName(v1::DdpOptimizer o);
 absl::StatusOr<v1::DdpOptimizer> ParseDdpOptimizer(const std::string& name);
 std::string DdpOptimizerChoices();
+std::string DdpGradientCompressionName(v1::DdpGradientCompression c);
+absl::StatusOr<v1::DdpGradientCompression> ParseDdpGradientCompression(const std::string& name);
+std::string DdpGradientCompressionChoices();
 // bucketed and reducer: one run per bucket size (DdpSpec.bucket_mb).
 bool DdpVariantTakesBuckets(v1::DdpVariant variant);
-// "bucketed 25 MB + sharded_adamw", "reducer 25 MB", "compute only": a row's label.
-std::string DdpRunLabel(v1::DdpVariant variant, double bucket_mb, v1::DdpOptimizer optimizer);
+// "bucketed 25 MB + sharded_adamw", "overlap + bf16 gradients", "reducer 25 MB",
+// "compute only": a run's label.
+std::string DdpRunLabel(const DdpRunSpec& run);
 
 }  // namespace benchd
 

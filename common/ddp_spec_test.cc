@@ -179,7 +179,7 @@ TEST(ResolveDdpTest, TheReducerRunsWithAutogradOnly) {
   EXPECT_TRUE(r->step().autograd());
   std::vector<std::string> labels;
   for (const DdpRunSpec& run : DdpRuns(*r)) {
-    labels.push_back(DdpRunLabel(run.variant, run.bucket_mb, run.optimizer));
+    labels.push_back(DdpRunLabel(run));
   }
   EXPECT_THAT(labels, ::testing::ElementsAre("overlap", "reducer 25 MB"));
 
@@ -196,7 +196,7 @@ TEST(ResolveDdpTest, TheReducerRunsWithAutogradOnly) {
   EXPECT_THAT(Error(defaults),
               HasSubstr("ddp.optimizers: adamw_overlapped steps each parameter as its all-reduce "
                         "ends, and the reducer variant ends its buckets inside the backward"));
-  EXPECT_EQ(DdpRunLabel(v1::DDP_VARIANT_OVERLAP, 0, v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED),
+  EXPECT_EQ(DdpRunLabel({v1::DDP_VARIANT_OVERLAP, 0, v1::DDP_OPTIMIZER_ADAMW_OVERLAPPED}),
             "overlap + adamw_overlapped");
   EXPECT_TRUE(DdpVariantTakesBuckets(v1::DDP_VARIANT_REDUCER));
   EXPECT_FALSE(DdpVariantTakesBuckets(v1::DDP_VARIANT_OVERLAP));
@@ -230,13 +230,56 @@ TEST(DdpRunsTest, VariantsThenBucketSizesThenOptimizers) {
   auto r = ResolveDdp(d);
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::string> labels;
-  for (const DdpRunSpec& run : DdpRuns(*r)) {
-    labels.push_back(DdpRunLabel(run.variant, run.bucket_mb, run.optimizer));
-  }
+  for (const DdpRunSpec& run : DdpRuns(*r)) labels.push_back(DdpRunLabel(run));
   EXPECT_THAT(labels, ::testing::ElementsAre("flat", "flat + sharded_adamw", "bucketed 1 MB",
                                              "bucketed 1 MB + sharded_adamw", "bucketed 25 MB",
                                              "bucketed 25 MB + sharded_adamw"));
-  EXPECT_EQ(DdpRunLabel(v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW), "compute only");
+  EXPECT_EQ(DdpRunLabel(DdpRunSpec{}), "compute only");
+}
+
+TEST(DdpRunsTest, GradientCompressionsRunInnermostNoneFirst) {
+  v1::DdpSpec d = OnCpus(2);
+  d.add_variants(v1::DDP_VARIANT_OVERLAP);
+  d.add_optimizers(v1::DDP_OPTIMIZER_ADAMW);
+  d.add_optimizers(v1::DDP_OPTIMIZER_SHARDED_ADAMW);
+  d.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_BF16);
+  d.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_NONE);
+  auto r = ResolveDdp(d);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> labels;
+  for (const DdpRunSpec& run : DdpRuns(*r)) labels.push_back(DdpRunLabel(run));
+  EXPECT_THAT(labels, ::testing::ElementsAre("overlap", "overlap + bf16 gradients",
+                                             "overlap + sharded_adamw",
+                                             "overlap + sharded_adamw + bf16 gradients"));
+  // The default is none, written out; a spec resolved before the field
+  // existed runs as none too.
+  v1::DdpSpec plain = OnCpus(2);
+  plain.add_variants(v1::DDP_VARIANT_FLAT);
+  auto p = ResolveDdp(plain);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(p->gradient_compressions(),
+              ::testing::ElementsAre(v1::DDP_GRADIENT_COMPRESSION_NONE));
+  p->clear_gradient_compressions();
+  ASSERT_EQ(DdpRuns(*p).size(), 1u);
+  EXPECT_EQ(DdpRuns(*p)[0].compression, v1::DDP_GRADIENT_COMPRESSION_NONE);
+}
+
+TEST(DdpSpecTest, RefusesBadGradientCompressions) {
+  v1::DdpSpec twice = OnCpus(2);
+  twice.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_BF16);
+  twice.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_BF16);
+  EXPECT_EQ(ResolveDdp(twice).status().message(),
+            "ddp.gradient_compressions[1]: bf16 is listed twice");
+  v1::DdpSpec unknown = OnCpus(2);
+  unknown.add_gradient_compressions(static_cast<v1::DdpGradientCompression>(7));
+  EXPECT_EQ(ResolveDdp(unknown).status().message(),
+            "ddp.gradient_compressions[0]: unknown value 7; expected none or bf16");
+  v1::DdpSpec reducer = OnCpus(2);
+  reducer.mutable_step()->set_autograd(true);
+  reducer.add_variants(v1::DDP_VARIANT_REDUCER);
+  reducer.add_gradient_compressions(v1::DDP_GRADIENT_COMPRESSION_BF16);
+  EXPECT_THAT(std::string(ResolveDdp(reducer).status().message()),
+              HasSubstr("ddp.gradient_compressions: bf16 compresses benchd's own variants"));
 }
 
 TEST(DdpNamesTest, ParseShortAndFullNamesAndListTheChoices) {
@@ -247,6 +290,9 @@ TEST(DdpNamesTest, ParseShortAndFullNamesAndListTheChoices) {
   EXPECT_EQ(*ParseDdpOptimizer("Sharded_AdamW"), v1::DDP_OPTIMIZER_SHARDED_ADAMW);
   EXPECT_EQ(ParseDdpOptimizer("zero").status().message(),
             "unknown optimizer 'zero'; expected adamw, sharded_adamw or adamw_overlapped");
+  EXPECT_EQ(*ParseDdpGradientCompression("BF16"), v1::DDP_GRADIENT_COMPRESSION_BF16);
+  EXPECT_EQ(ParseDdpGradientCompression("fp16").status().message(),
+            "unknown gradient compression 'fp16'; expected none or bf16");
   // Every value of each enum has a name that parses back.
   for (int i = 0; i < v1::DdpVariant_descriptor()->value_count(); ++i) {
     const auto v = static_cast<v1::DdpVariant>(v1::DdpVariant_descriptor()->value(i)->number());

@@ -126,7 +126,7 @@ std::string RenderDdpTimelines(const v1::DdpResult& result) {
   int y = 60;
   auto x_of = [&](double s) { return kLeft + plot_w * s / longest; };
   for (const v1::DdpRow* r : drawn) {
-    const std::string label = DdpRunLabel(r->variant(), r->bucket_mb(), r->optimizer());
+    const std::string label = DdpRunLabel(DdpRunOf(*r));
     absl::StrAppend(
         &svg, "<text x=\"10\" y=\"", y + 14, "\" font-weight=\"bold\">",
         XmlEscape(absl::StrCat(

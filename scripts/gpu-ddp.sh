@@ -17,9 +17,11 @@
 #   GPU_DDP_VARIANTS, GPU_DDP_BUCKET_MB, GPU_DDP_OPTIMIZERS, GPU_DDP_OPTIMIZER_IMPL
 #                        benchd's runs (defaults: every variant; 1,10,25,100,1000;
 #                        adamw,sharded_adamw; faithful)
+#   GPU_DDP_COMPRESSIONS benchd's --gradient-compressions (default none; none,bf16: both)
 #   GPU_DDP_AUTOGRAD     1: benchd's runs through the autograd engine (--autograd; add
 #                        reducer to GPU_DDP_VARIANTS for c10d's Reducer)
-#   GPU_DDP_PEERS        the PyTorch peers to run: ddp,zero (default), ddp, or none
+#   GPU_DDP_PEERS        the PyTorch peers to run: ddp,zero (default), any of ddp, zero,
+#                        ddp_bf16 (DDP + bf16_compress_hook), or none
 #   GPU_DDP_TAG          prefix of every output file (several runs into one $OUT)
 #   GPU_DDP_SKIP_BUILD   1: use $BUILD as it is
 #   GPU_DDP_CTEST        ctest regex, or none: build without tests and run none
@@ -62,6 +64,7 @@ for P in ${GPU_DDP_PRECISIONS:-fp32 bf16}; do
     --variants "${GPU_DDP_VARIANTS:-naive,flat,overlap,bucketed}" \
     --bucket-mb "${GPU_DDP_BUCKET_MB:-1,10,25,100,1000}" \
     --optimizers "${GPU_DDP_OPTIMIZERS:-adamw,sharded_adamw}" \
+    --gradient-compressions "${GPU_DDP_COMPRESSIONS:-none}" \
     --optimizer-impl "${GPU_DDP_OPTIMIZER_IMPL:-faithful}" --peers "${GPU_DDP_PEERS:-ddp,zero}" \
     ${GPU_DDP_AUTOGRAD:+--autograd} \
     --json-out "$OUT/${TAG}ddp-$P.json" 2>&1 | tee "$OUT/${TAG}ddp-$P.txt" || echo "FAIL ddp_compare $P"

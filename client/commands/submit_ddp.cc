@@ -63,6 +63,10 @@ void AddDdpFlags(Cli& cli, CLI::App* cmd, DdpOptions& o) {
                   "(adamw, each parameter stepped as soon as its all-reduce ends, while later "
                   "ones still run); several = every variant once per optimizer (default adamw)");
   cmd->add_flag("--sharded-optimizer", o.sharded_optimizer, "--optimizers sharded_adamw");
+  cmd->add_option("--gradient-compressions", o.gradient_compressions,
+                  "what the gradients travel as: none (their own dtype, default), bf16 (as "
+                  "PyTorch DDP's bf16_compress_hook: half the bytes, the mean rounded to "
+                  "bfloat16; not with reducer); both = every run twice");
   cmd->add_option("--optimizer-impl", o.step.optimizer,
                   "how AdamW (or a rank's shard of it) steps: faithful (the course's loop, "
                   "default), foreach or fused");

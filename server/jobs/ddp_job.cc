@@ -30,6 +30,7 @@ absl::StatusOr<v1::DdpRow> AggregateDdpRow(const std::vector<internal::DdpRankRu
     row.set_variant(r.variant);
     if (DdpVariantTakesBuckets(r.variant)) row.set_bucket_mb(r.bucket_mb);
     row.set_optimizer(r.optimizer);
+    row.set_gradient_compression(r.compression);
   } else {
     row.set_optimizer(v1::DDP_OPTIMIZER_ADAMW);
   }
@@ -197,7 +198,7 @@ void RunDdpJob(GroupRegistry* groups, Workers* workers, const std::string& artif
       if (k.rank() >= 0 && k.rank() < group.devices_size()) k.set_device(group.devices(k.rank()));
     }
     PredictRow(backward, result.overhead_model(), &*row);
-    const std::string label = DdpRunLabel(row->variant(), row->bucket_mb(), row->optimizer());
+    const std::string label = DdpRunLabel(DdpRunOf(*row));
     if (run == 0) {
       *result.mutable_compute_only() = *row;
     } else {

@@ -159,6 +159,9 @@ def test_bad_requests_are_refused_naming_the_field(cpu4):
     assert refused(s).startswith("ddp.step.attention: attention sdpa changes the model's ops")
     s = spec(DEVICES[:2], variants=[bench_pb2.DDP_VARIANT_REDUCER])
     assert refused(s).startswith("ddp.variants[0]: reducer (c10d's Reducer")
+    bf16 = bench_pb2.DDP_GRADIENT_COMPRESSION_BF16
+    assert refused(spec(DEVICES[:2], gradient_compressions=[bf16, bf16])) == \
+        "ddp.gradient_compressions[1]: bf16 is listed twice"
 
 
 def test_a_resident_group_is_used_and_stays(cpu4):
@@ -257,3 +260,32 @@ def test_the_overlapped_optimizer_trains_as_adamw(cpu4):
             (plain.calls_per_step, plain.bytes_per_step)
         assert overlapped.optimizer_state_bytes == plain.optimizer_state_bytes
         assert not overlapped.HasField("predicted_exposed_comm_seconds")
+
+
+def test_bf16_gradients_halve_the_bytes_and_train_near_fp32(cpu4):
+    """gradient_compressions none,bf16: every run twice, none first; the bf16
+    rows move half the bytes in the same calls, their ranks agree, and their
+    loss stays near the uncompressed run's (bf16's rounding of the mean
+    gradient, not another training)."""
+    V = bench_pb2
+    job = run(cpu4, spec(DEVICES[:2], variants=[V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED],
+                         bucket_mb=[0.004],
+                         gradient_compressions=[V.DDP_GRADIENT_COMPRESSION_BF16,
+                                                V.DDP_GRADIENT_COMPRESSION_NONE],
+                         traces=False))
+    assert job.state == bench_pb2.JOB_STATE_SUCCEEDED, (job.error_message, cpu4.log())
+    r = job.result.ddp
+    assert list(r.spec.gradient_compressions) == [V.DDP_GRADIENT_COMPRESSION_NONE,
+                                                  V.DDP_GRADIENT_COMPRESSION_BF16]
+    assert [(row.variant, row.gradient_compression) for row in r.rows] == [
+        (v, c) for v in (V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED)
+        for c in (V.DDP_GRADIENT_COMPRESSION_NONE, V.DDP_GRADIENT_COMPRESSION_BF16)]
+    rows = {(row.variant, row.gradient_compression): row for row in r.rows}
+    for variant in (V.DDP_VARIANT_OVERLAP, V.DDP_VARIANT_BUCKETED):
+        plain = rows[(variant, V.DDP_GRADIENT_COMPRESSION_NONE)]
+        bf16 = rows[(variant, V.DDP_GRADIENT_COMPRESSION_BF16)]
+        assert plain.ranks_agree and bf16.ranks_agree
+        assert plain.bytes_per_step == 4 * r.parameter_count
+        assert bf16.bytes_per_step == 2 * r.parameter_count
+        assert bf16.calls_per_step == plain.calls_per_step
+        assert bf16.loss == pytest.approx(plain.loss, rel=1e-2)

@@ -241,11 +241,11 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
                                                /*report_input_shapes=*/false,
                                                /*profile_memory=*/false);
 
-    std::vector<DdpRunSpec> runs = {{v1::DDP_VARIANT_UNSPECIFIED, 0, v1::DDP_OPTIMIZER_ADAMW}};
+    std::vector<DdpRunSpec> runs = {DdpRunSpec{}};  // the compute-only run first
     for (const DdpRunSpec& r : DdpRuns(spec)) runs.push_back(r);
     for (size_t run = 0; run < runs.size(); ++run) {
       const DdpRunSpec& r = runs[run];
-      run_label = DdpRunLabel(r.variant, r.bucket_mb, r.optimizer);
+      run_label = DdpRunLabel(r);
       stage = "the agreement to go on";
       if (AgreeToStop(m, hooks.cancelled && hooks.cancelled())) {
         return absl::CancelledError("cancelled");
@@ -282,7 +282,8 @@ absl::Status RunDdp(const v1::DdpSpec& spec, GroupMember& m, ModelCache& cache,
       if (r.variant == v1::DDP_VARIANT_REDUCER) {
         reducer = std::make_unique<ReducerSync>(params, m, bucket_bytes);
       } else if (!compute_only) {
-        sync.emplace(SyncOf(r.variant), params, m.pg, bucket_bytes);
+        sync.emplace(SyncOf(r.variant), params, m.pg, bucket_bytes,
+                     r.compression == v1::DDP_GRADIENT_COMPRESSION_BF16);
       }
       std::optional<ReadyTimes> ready;
       if (compute_only) ready.emplace(params, device);

@@ -92,6 +92,8 @@ struct Variant {
   // Each parameter's AdamW step as soon as Finish has its mean
   // (DDP_OPTIMIZER_ADAMW_OVERLAPPED).
   bool overlapped_optimizer = false;
+  // Gradients travel as bf16 (DDP_GRADIENT_COMPRESSION_BF16).
+  bool compress_bf16 = false;
 };
 
 std::string Name(const Variant& v) {
@@ -102,6 +104,7 @@ std::string Name(const Variant& v) {
   if (v.sharded) s += "+sharded_optimizer";
   if (v.autograd) s += "+autograd";
   if (v.overlapped_optimizer) s += "+overlapped_optimizer";
+  if (v.compress_bf16) s += "+bf16_gradients";
   return s;
 }
 
@@ -171,7 +174,8 @@ class DdpTest : public ::testing::Test {
         TransformerLM& model = models[r];
         BroadcastFromRankZero(model->parameters(), *member->pg);
         const std::vector<torch::Tensor> parameters = model->parameters();
-        GradientSync sync(variant.sync, parameters, member->pg, variant.bucket_bytes);
+        GradientSync sync(variant.sync, parameters, member->pg, variant.bucket_bytes,
+                          variant.compress_bf16);
         std::unique_ptr<ReducerSync> reducer;
         std::unique_ptr<GradReadyHooks> hooks;
         if (variant.reducer) {
@@ -378,6 +382,63 @@ TEST_F(CudaDdpTest, EveryVariantOnTwoGpusTrainsAsOneGpuOnTheGlobalBatch) {
     std::vector<SyncStats> stats;
     Train(2, v, &params, &stats);
     ExpectSameAsAlone(params, alone, Name(v) + " on 2 GPUs (NCCL)");
+  }
+}
+
+// bf16 gradient compression (bf16_compress_hook): half the bytes, ranks
+// still bit-identical, and the training one process does on the global
+// batch to bf16's rounding of the mean gradient, not fp32's.
+TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
+  const auto alone = TrainAlone(GlobalBatches());
+  int64_t grad_bytes = 0, numel = 0;
+  for (const auto& p : alone) {
+    grad_bytes += p.numel() * 4;
+    numel += p.numel();
+  }
+  // Rank 0's mean and largest distance from one process, over every element.
+  auto distance = [&](const std::vector<std::vector<torch::Tensor>>& params) {
+    double sum = 0, largest = 0;
+    for (size_t i = 0; i < alone.size(); ++i) {
+      const auto d = (params[0][i] - alone[i]).abs();
+      sum += d.sum().item<double>();
+      largest = std::max(largest, d.max().item<double>());
+    }
+    return std::pair<double, double>{sum / numel, largest};
+  };
+  auto bf16 = [](Variant v) {
+    v.compress_bf16 = true;
+    return v;
+  };
+  for (int world : {2, 4}) {
+    std::vector<std::vector<torch::Tensor>> params;
+    std::vector<SyncStats> stats;
+    Train(world, {SyncVariant::kFlat}, &params, &stats);
+    const double fp32_mean = distance(params).first;
+    for (const Variant& v : std::vector<Variant>{
+             bf16({SyncVariant::kNaive}), bf16({SyncVariant::kFlat}), bf16({SyncVariant::kOverlap}),
+             bf16({SyncVariant::kBucketed, 16 << 10}),
+             bf16({SyncVariant::kBucketed, 16 << 10, /*sharded=*/true}),
+             bf16({SyncVariant::kOverlap, 0, false, false, false, /*overlapped_optimizer=*/true}),
+             bf16({SyncVariant::kBucketed, 16 << 10, false, /*autograd=*/true})}) {
+      const std::string what = Name(v) + " on " + std::to_string(world) + " ranks";
+      Train(world, v, &params, &stats);
+      for (const auto& s : stats) EXPECT_EQ(s.bytes, grad_bytes / 2) << what;
+      for (size_t r = 0; r < params.size(); ++r) {
+        ASSERT_EQ(params[r].size(), alone.size()) << what;
+        for (size_t i = 0; i < alone.size(); ++i) {
+          EXPECT_TRUE(torch::equal(params[r][i], params[0][i]))
+              << what << ": rank " << r << " parameter " << i << " differs from rank 0's";
+        }
+      }
+      // Seen: mean 4e-6..6e-6 (fp32: under 1e-8). bf16's 2^-8 rounding of
+      // each rank's share can flip the sign of a mean that nearly cancels,
+      // and AdamW's first steps move by about lr = 1e-3 whatever the size,
+      // so single elements may end up to 2 x 3 steps x lr away.
+      const auto [mean, largest] = distance(params);
+      EXPECT_LT(mean, 2e-5) << what;
+      EXPECT_GT(mean, 10 * fp32_mean) << what << ": no trace of bf16's rounding";
+      EXPECT_LE(largest, 2 * kSteps * 1e-3 + 1e-6) << what;
+    }
   }
 }
 

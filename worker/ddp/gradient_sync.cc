@@ -42,8 +42,12 @@ const char* SyncVariantName(SyncVariant variant) {
 }
 
 GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> params,
-                           c10::intrusive_ptr<c10d::Backend> group, int64_t bucket_bytes)
-    : variant_(variant), params_(std::move(params)), group_(std::move(group)) {
+                           c10::intrusive_ptr<c10d::Backend> group, int64_t bucket_bytes,
+                           bool compress_bf16)
+    : variant_(variant),
+      compress_bf16_(compress_bf16),
+      params_(std::move(params)),
+      group_(std::move(group)) {
   TORCH_CHECK(variant_ != SyncVariant::kBucketed || bucket_bytes > 0,
               "GradientSync: bucket size must be > 0 bytes, got ", bucket_bytes);
   TORCH_CHECK(group_, "GradientSync: no process group");
@@ -63,10 +67,25 @@ GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> param
     }
   }
   per_param_.resize(params_.size());
+  per_param_wire_.resize(params_.size());
   launched_.assign(params_.size(), false);
 }
 
 torch::Tensor& GradientSync::GradOf(size_t index) { return FinalGrad(params_[index]); }
+
+// bf16_compress_hook's order: round to bf16, then divide (in bf16).
+torch::Tensor GradientSync::ToWire(torch::Tensor& grad) const {
+  if (!compress_bf16_) return grad;
+  return grad.to(torch::kBFloat16).div_(group_->getSize());
+}
+
+void GradientSync::FromWire(torch::Tensor& grad, const torch::Tensor& wire) const {
+  if (compress_bf16_) {
+    grad.copy_(wire);
+  } else {
+    grad.div_(group_->getSize());
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> GradientSync::AllReduce(torch::Tensor& tensor) {
   const auto start = Clock::now();
@@ -91,6 +110,7 @@ void GradientSync::BeginStep() {
   launched_.assign(params_.size(), false);
   launch_order_.clear();
   for (auto& w : per_param_) w.reset();
+  for (auto& w : per_param_wire_) w = torch::Tensor();
   for (auto& b : bucket_state_) {
     b.pending = b.params.size();
     b.work.reset();
@@ -99,16 +119,29 @@ void GradientSync::BeginStep() {
 }
 
 void GradientSync::Launch(Bucket& bucket) {
-  std::vector<torch::Tensor> views;
-  views.reserve(bucket.params.size());
-  for (size_t i : bucket.params) views.push_back(GradOf(i).reshape({-1}));
-  bucket.flat = torch::cat(views);
+  if (compress_bf16_) {
+    // Straight into the bf16 buffer: one pass over the gradients.
+    bucket.flat =
+        torch::empty({bucket.numel}, params_[bucket.params[0]].options().dtype(torch::kBFloat16));
+    int64_t offset = 0;
+    for (size_t i : bucket.params) {
+      torch::Tensor& grad = GradOf(i);
+      bucket.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
+      offset += grad.numel();
+    }
+    bucket.flat.div_(group_->getSize());
+  } else {
+    std::vector<torch::Tensor> views;
+    views.reserve(bucket.params.size());
+    for (size_t i : bucket.params) views.push_back(GradOf(i).reshape({-1}));
+    bucket.flat = torch::cat(views);
+  }
   bucket.work = AllReduce(bucket.flat);
 }
 
 void GradientSync::Unpack(Bucket& bucket) {
   Wait(bucket.work);
-  bucket.flat.div_(group_->getSize());
+  if (!compress_bf16_) bucket.flat.div_(group_->getSize());
   int64_t offset = 0;
   for (size_t i : bucket.params) {
     torch::Tensor& grad = GradOf(i);
@@ -129,7 +162,8 @@ void GradientSync::GradsReady(const std::vector<torch::Tensor>& params) {
       if (launched_[i]) continue;
       launched_[i] = true;
       launch_order_.push_back(i);
-      per_param_[i] = AllReduce(GradOf(i));
+      per_param_wire_[i] = ToWire(GradOf(i));
+      per_param_[i] = AllReduce(per_param_wire_[i]);
     } else {
       Bucket& bucket = bucket_state_[bucket_of_[i]];
       if (launched_[i]) continue;
@@ -140,18 +174,21 @@ void GradientSync::GradsReady(const std::vector<torch::Tensor>& params) {
 }
 
 void GradientSync::Finish(const Averaged& averaged) {
-  const int world = group_->getSize();
   switch (variant_) {
     case SyncVariant::kNaive:
       for (size_t i = 0; i < params_.size(); ++i) {
-        Wait(AllReduce(GradOf(i)));
-        GradOf(i).div_(world);
+        torch::Tensor wire = ToWire(GradOf(i));
+        Wait(AllReduce(wire));
+        FromWire(GradOf(i), wire);
         if (averaged) averaged({i});
       }
       break;
     case SyncVariant::kFlat: {
       Bucket all;
-      for (size_t i = 0; i < params_.size(); ++i) all.params.push_back(i);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        all.params.push_back(i);
+        all.numel += params_[i].numel();
+      }
       Launch(all);
       Unpack(all);
       if (averaged) averaged(all.params);
@@ -163,14 +200,16 @@ void GradientSync::Finish(const Averaged& averaged) {
         if (!launched_[i]) {
           launched_[i] = true;
           launch_order_.push_back(i);
-          per_param_[i] = AllReduce(GradOf(i));
+          per_param_wire_[i] = ToWire(GradOf(i));
+          per_param_[i] = AllReduce(per_param_wire_[i]);
         }
       }
       // In launch order: the first launched is the first done.
       for (size_t i : launch_order_) {
         Wait(per_param_[i]);
         per_param_[i].reset();
-        GradOf(i).div_(world);
+        FromWire(GradOf(i), per_param_wire_[i]);
+        per_param_wire_[i] = torch::Tensor();
         if (averaged) averaged({i});
       }
       break;

@@ -15,10 +15,12 @@
 //              a parameter larger than a bucket is a bucket of its own
 //
 // The group's backend sums (Gloo has no AVG) and the sum is divided by the
-// world size. Communication runs where the backend runs it: NCCL on its own
-// stream, ordered after the gradient's kernels on the current stream, and
-// waited for by making the current stream wait (the host does not block);
-// Gloo on its own threads, waited for on the host.
+// world size. With bf16 compression (PyTorch DDP's bf16_compress_hook) each
+// unit travels as a bfloat16 copy, divided by the world size before the sum,
+// and the sum is copied back into the gradients: half the bytes. Communication runs where the
+// backend runs it: NCCL on its own stream, ordered after the gradient's kernels on the current
+// stream, and waited for by making the current stream wait (the host does not block); Gloo on its
+// own threads, waited for on the host.
 #ifndef BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
 #define BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
 
@@ -51,9 +53,11 @@ class GradientSync {
  public:
   // `params` in the model's order (Module::parameters()); their gradients
   // must have the parameters' dtype and device. `bucket_bytes` > 0 for
-  // kBucketed.
+  // kBucketed (buckets are sized by the gradients' own bytes, compressed or
+  // not, as DDP's bucket_cap_mb is).
   GradientSync(SyncVariant variant, std::vector<torch::Tensor> params,
-               c10::intrusive_ptr<c10d::Backend> group, int64_t bucket_bytes = 0);
+               c10::intrusive_ptr<c10d::Backend> group, int64_t bucket_bytes = 0,
+               bool compress_bf16 = false);
 
   // Starts a step: nothing is in flight, no gradient is final.
   void BeginStep();
@@ -81,16 +85,21 @@ class GradientSync {
     std::vector<size_t> params;
     int64_t numel = 0;
     size_t pending = 0;
-    torch::Tensor flat;
+    torch::Tensor flat;  // what travels: the gradients' dtype, or bf16
     c10::intrusive_ptr<c10d::Work> work;
   };
   torch::Tensor& GradOf(size_t index);
+  // What travels for one gradient (the gradient itself, or its bf16 copy
+  // already divided by the world size), and the mean back from it.
+  torch::Tensor ToWire(torch::Tensor& grad) const;
+  void FromWire(torch::Tensor& grad, const torch::Tensor& wire) const;
   c10::intrusive_ptr<c10d::Work> AllReduce(torch::Tensor& tensor);
   void Wait(const c10::intrusive_ptr<c10d::Work>& work);
   void Launch(Bucket& bucket);
   void Unpack(Bucket& bucket);
 
   const SyncVariant variant_;
+  const bool compress_bf16_;
   std::vector<torch::Tensor> params_;
   c10::intrusive_ptr<c10d::Backend> group_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> index
@@ -98,6 +107,7 @@ class GradientSync {
   std::vector<Bucket> bucket_state_;
   std::vector<size_t> bucket_of_;                          // parameter index -> bucket (kBucketed)
   std::vector<c10::intrusive_ptr<c10d::Work>> per_param_;  // kOverlap
+  std::vector<torch::Tensor> per_param_wire_;              // kOverlap
   std::vector<bool> launched_;                             // kOverlap
   std::vector<size_t> launch_order_;                       // kOverlap, this step
   SyncStats stats_;

@@ -142,6 +142,8 @@ class DdpArgs(ModelArgs, total=False):
     bucket_mb: Union[float, str, Sequence[float]]  # bucketed, reducer: MB (10^6 bytes), one run each
     optimizers: Union[str, Sequence[str]]   # adamw | sharded_adamw | adamw_overlapped (default adamw)
     sharded_optimizer: bool  # = optimizers="sharded_adamw"
+    # none | bf16 (as DDP's bf16_compress_hook; not with reducer); both = every run twice
+    gradient_compressions: Union[str, Sequence[str]]
     optimizer_impl: str      # faithful (default), foreach or fused: how AdamW steps
     group_timeout: float     # seconds before a hung collective fails the job (default 300)
     traces: bool             # one profiled step per run and rank: timelines + traces (default True)
@@ -366,6 +368,7 @@ DDP_CHECKS: dict[str, Checker] = {
     "tf32": as_bool, "variants": _enum_list(E.DDP_VARIANT),
     "bucket_mb": lambda a, v: as_list(a, v, _number_or_text),
     "optimizers": _enum_list(E.DDP_OPTIMIZER), "sharded_optimizer": as_bool,
+    "gradient_compressions": _enum_list(E.DDP_GRADIENT_COMPRESSION),
     "optimizer_impl": _enum(E.OPTIMIZER), "group_timeout": as_float, "traces": as_bool,
     "autograd": as_bool,
 }
@@ -631,7 +634,8 @@ def ddp_spec(given: Mapping[str, object]) -> pb.JobSpec:
     _, b = _benchmark_spec(step)
     d = pb.DdpSpec(step=b, variants=variants, bucket_mb=a.get("bucket_mb", []),
                    optimizers=([pb.DDP_OPTIMIZER_SHARDED_ADAMW] if a.get("sharded_optimizer")
-                               else a.get("optimizers", [])))
+                               else a.get("optimizers", [])),
+                   gradient_compressions=a.get("gradient_compressions", []))
     d.target.group = a.get("group", "")
     d.target.devices.extend(a.get("devices", []))
     if "backend" in a:

@@ -286,7 +286,9 @@ class Client(ClientBase):
         default the first four, and reducer with autograd), bucket_mb
         (bucketed's and reducer's sizes, default 1, 10, 100, 1000),
         optimizers (adamw, sharded_adamw, adamw_overlapped; default adamw)
-        or sharded_optimizer=True, optimizer_impl (faithful, foreach, fused:
+        or sharded_optimizer=True, gradient_compressions (none, bf16: as
+        DDP's bf16_compress_hook; both = every run twice; default none),
+        optimizer_impl (faithful, foreach, fused:
         how AdamW or a rank's shard steps); group_timeout. The result's
         to_pandas() has a row per run (compute only first): step time, exposed
         communication, traffic, memory, optimizer state, ranks_agree."""

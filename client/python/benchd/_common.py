@@ -20,7 +20,7 @@ from . import _enums as E
 from ._errors import (BenchdError, DeadlineExceeded, JobFailed, JobNotDone, RpcError,
                       Unavailable, error_for)
 from ._credentials import DEFAULT_ADDRESS
-from ._results import (MS, Result, _frame_html, ddp_run_label, frame, make_result,
+from ._results import (MS, Result, _frame_html, ddp_row_label, frame, make_result,
                        sweep_cell_line)
 from .v1 import bench_pb2 as pb
 
@@ -224,7 +224,8 @@ def ddp_runs(spec: pb.JobSpec) -> int | None:
     d = spec.ddp
     per_optimizer = sum(len(d.bucket_mb) if E.ddp_takes_buckets(v) else 1
                         for v in d.variants)
-    return 1 + per_optimizer * len(d.optimizers) if per_optimizer and d.optimizers else None
+    runs = per_optimizer * len(d.optimizers) * max(1, len(d.gradient_compressions))
+    return 1 + runs if runs else None
 
 
 def progress_bar_class() -> Any:
@@ -284,7 +285,7 @@ class Progress:
         elif e.kind == "ddp_row" and e.ddp_row is not None:
             r = e.ddp_row
             bar.update(1)
-            line = (f"run {ddp_run_label(r.variant, r.bucket_mb, r.optimizer)}: step "
+            line = (f"run {ddp_row_label(r)}: step "
                     f"{r.step.median * MS:.3f} ms")
             if r.variant != pb.DDP_VARIANT_UNSPECIFIED:
                 line += (f", exposed comm {r.exposed_comm_seconds * MS:.3f} ms "

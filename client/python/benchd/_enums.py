@@ -92,6 +92,7 @@ DTYPE = EnumArg("CollectiveDtype", {"float32": "fp32", "float": "fp32", "float16
 EXPERIMENT = EnumArg("PrecisionExperiment")
 DDP_VARIANT = EnumArg("DdpVariant")
 DDP_OPTIMIZER = EnumArg("DdpOptimizer")
+DDP_GRADIENT_COMPRESSION = EnumArg("DdpGradientCompression")
 
 
 def ddp_takes_buckets(variant: int) -> bool:

@@ -30,7 +30,7 @@ from .v1 import bench_pb2 as pb
 
 __all__ = ["Nodes", "BenchmarkResult", "ProfileResult", "MemoryResult", "CollectiveResult",
            "SweepResult", "AttentionResult", "PrecisionResult", "DdpResult", "Result",
-           "make_result", "ddp_run_label", "SweepColumn", "SWEEP_COLUMNS", "sweep_columns",
+           "make_result", "ddp_run_label", "ddp_row_label", "SweepColumn", "SWEEP_COLUMNS", "sweep_columns",
            "step_columns", "Records", "Node",
            "MemoryEstimate"]
 
@@ -823,9 +823,11 @@ class PrecisionResult(_Result):
         return out
 
 
-def ddp_run_label(variant: int, bucket_mb: float, optimizer: int) -> str:
+def ddp_run_label(variant: int, bucket_mb: float, optimizer: int,
+                  gradient_compression: int = 0) -> str:
     """A data-parallel run's name, as benchctl prints it (common/ddp_spec.h
-    DdpRunLabel): "compute only", "naive", "bucketed 25 MB + sharded_adamw"."""
+    DdpRunLabel): "compute only", "naive", "bucketed 25 MB + sharded_adamw",
+    "overlap + bf16 gradients"."""
     if variant == pb.DDP_VARIANT_UNSPECIFIED:
         return "compute only"
     label = E.DDP_VARIANT.name(variant)
@@ -833,12 +835,21 @@ def ddp_run_label(variant: int, bucket_mb: float, optimizer: int) -> str:
         label += f" {bucket_mb:g} MB"
     if optimizer != pb.DDP_OPTIMIZER_ADAMW:
         label += f" + {E.DDP_OPTIMIZER.name(optimizer)}"
+    if gradient_compression not in (pb.DDP_GRADIENT_COMPRESSION_UNSPECIFIED,
+                                    pb.DDP_GRADIENT_COMPRESSION_NONE):
+        label += f" + {E.DDP_GRADIENT_COMPRESSION.name(gradient_compression)} gradients"
     return label
+
+
+def ddp_row_label(row: pb.DdpRow) -> str:
+    """ddp_run_label of a result's row."""
+    return ddp_run_label(row.variant, row.bucket_mb, row.optimizer, row.gradient_compression)
 
 
 class DdpResult(_Result):
     """Data-parallel training (DdpResult in bench.proto): the compute-only
-    run, then each variant x bucket size x optimizer, each run's step time
+    run, then each variant x bucket size x optimizer x gradient
+    compression, each run's step time
     (the slowest rank's), the communication the step waited for (exposed:
     step minus compute only's), traffic, memory and optimizer state per
     rank, and whether every rank ended with the same parameters."""
@@ -894,8 +905,7 @@ class DdpResult(_Result):
     def diverged(self) -> list[str]:
         """The runs after which the ranks' parameters differ (the compute-only
         run, which synchronises nothing, is never compared)."""
-        return [ddp_run_label(r.variant, r.bucket_mb, r.optimizer) for r in self.proto.rows
-                if not r.ranks_agree]
+        return [ddp_row_label(r) for r in self.proto.rows if not r.ranks_agree]
 
     @property
     def ranks_agree(self) -> bool:
@@ -904,7 +914,8 @@ class DdpResult(_Result):
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per run, compute only first: run (its label), variant
-        ('' for compute only), bucket_mb, optimizer, step_ms (median),
+        ('' for compute only), bucket_mb, optimizer, gradient_compression
+        (none, bf16; '' for compute only), step_ms (median),
         p95_ms, cv, exposed_comm_ms, exposed_comm_fraction, calls_per_step,
         bytes_per_step, buckets, peak_memory_bytes and optimizer_state_bytes
         (the largest rank's), backward_peak_bytes and optimizer_peak_bytes
@@ -918,9 +929,13 @@ class DdpResult(_Result):
         for r in self._runs():
             synced = r.variant != pb.DDP_VARIANT_UNSPECIFIED
             rows.append({
-                "job_id": self.job_id, "run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer),
+                "job_id": self.job_id, "run": ddp_row_label(r),
                 "variant": E.DDP_VARIANT.name(r.variant) if synced else "",
                 "bucket_mb": r.bucket_mb, "optimizer": E.DDP_OPTIMIZER.name(r.optimizer),
+                "gradient_compression": (
+                    E.DDP_GRADIENT_COMPRESSION.name(r.gradient_compression or
+                                                    pb.DDP_GRADIENT_COMPRESSION_NONE)
+                    if synced else ""),
                 "step_ms": r.step.median * MS, "p95_ms": r.step.p95 * MS, "cv": r.step.cv,
                 "exposed_comm_ms": r.exposed_comm_seconds * MS,
                 "exposed_comm_fraction": r.exposed_comm_fraction,
@@ -937,7 +952,8 @@ class DdpResult(_Result):
                 "comm_hidden_fraction": _comm_hidden(r),
                 "world_size": self.proto.world_size})
         return frame(rows, columns=[
-            "job_id", "run", "variant", "bucket_mb", "optimizer", "step_ms", "p95_ms", "cv",
+            "job_id", "run", "variant", "bucket_mb", "optimizer", "gradient_compression",
+            "step_ms", "p95_ms", "cv",
             "exposed_comm_ms", "exposed_comm_fraction", "calls_per_step", "bytes_per_step",
             "buckets", "peak_memory_bytes", "optimizer_state_bytes",
             "backward_peak_bytes", "optimizer_peak_bytes",
@@ -958,7 +974,7 @@ class DdpResult(_Result):
         start_ms, end_ms (from the rank's first activity), trace (the Kineto
         trace's artifact name). Empty when the job ran without traces."""
         lanes = {pb.DDP_LANE_COMPUTE: "compute", pb.DDP_LANE_COMMUNICATION: "communication"}
-        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "rank": k.rank,
+        rows = [{"run": ddp_row_label(r), "rank": k.rank,
                  "lane": lanes.get(span.lane, "?"), "start_ms": span.start_seconds * MS,
                  "end_ms": span.end_seconds * MS, "trace": k.timeline.trace_artifact}
                 for r in self._runs() for k in r.ranks for span in k.timeline.spans]
@@ -968,7 +984,7 @@ class DdpResult(_Result):
         """One row per rank of each run: run, rank, device, step_ms (its own
         median), comm_host_ms (host time inside the group's calls per step),
         peak_memory_bytes (0 on a CPU), optimizer_state_bytes."""
-        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "rank": k.rank,
+        rows = [{"run": ddp_row_label(r), "rank": k.rank,
                  "device": k.device, "step_ms": k.step_median_seconds * MS,
                  "comm_host_ms": k.comm_host_median_seconds * MS,
                  "peak_memory_bytes": k.peak_memory_bytes,
@@ -980,7 +996,7 @@ class DdpResult(_Result):
     def steps(self) -> pd.DataFrame:
         """One row per measured step of each run: run, step, step_ms (the
         slowest rank's)."""
-        rows = [{"run": ddp_run_label(r.variant, r.bucket_mb, r.optimizer), "step": i,
+        rows = [{"run": ddp_row_label(r), "step": i,
                  "step_ms": t * MS}
                 for r in self._runs() for i, t in enumerate(r.step_seconds)]
         return frame(rows, columns=["run", "step", "step_ms"])

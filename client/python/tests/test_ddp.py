@@ -169,6 +169,19 @@ def test_labels_as_benchctl_prints_them() -> None:
     assert ddp_run_label(pb.DDP_VARIANT_NAIVE, 0, pb.DDP_OPTIMIZER_ADAMW) == "naive"
     assert ddp_run_label(pb.DDP_VARIANT_BUCKETED, 2.5, pb.DDP_OPTIMIZER_SHARDED_ADAMW) == \
         "bucketed 2.5 MB + sharded_adamw"
+    assert ddp_run_label(pb.DDP_VARIANT_OVERLAP, 0, pb.DDP_OPTIMIZER_ADAMW,
+                         pb.DDP_GRADIENT_COMPRESSION_BF16) == "overlap + bf16 gradients"
+    assert ddp_run_label(pb.DDP_VARIANT_OVERLAP, 0, pb.DDP_OPTIMIZER_ADAMW,
+                         pb.DDP_GRADIENT_COMPRESSION_NONE) == "overlap"
+
+
+def test_gradient_compressions_reach_the_spec_and_bad_names_are_refused() -> None:
+    d = A.ddp_spec(dict(devices="cpu:0,cpu:1", gradient_compressions="none,BF16")).ddp
+    assert list(d.gradient_compressions) == [pb.DDP_GRADIENT_COMPRESSION_NONE,
+                                             pb.DDP_GRADIENT_COMPRESSION_BF16]
+    assert not A.ddp_spec(dict(devices="cpu:0,cpu:1")).ddp.gradient_compressions
+    with pytest.raises(benchd.ArgumentError, match="gradient_compressions"):
+        A.ddp_spec(dict(devices="cpu:0,cpu:1", gradient_compressions="fp16"))
 
 
 def test_result_frames_from_a_hand_made_result() -> None:
