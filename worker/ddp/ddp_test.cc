@@ -246,6 +246,13 @@ class DdpTest : public ::testing::Test {
 
   WorkerDevice cpu_{"cpu:0", torch::Device(torch::kCPU), "cpu"};
   v1::CollectiveBackend backend_ = v1::COLLECTIVE_BACKEND_GLOO;
+
+ public:
+  // Train, for checks shared by the CPU and the CUDA fixtures.
+  void TrainFor(int world, const Variant& variant, std::vector<std::vector<torch::Tensor>>* params,
+                std::vector<SyncStats>* stats) {
+    Train(world, variant, params, stats);
+  }
 };
 
 // The same on two GPUs with NCCL, against one GPU on the global batch
@@ -388,8 +395,8 @@ TEST_F(CudaDdpTest, EveryVariantOnTwoGpusTrainsAsOneGpuOnTheGlobalBatch) {
 // bf16 gradient compression (bf16_compress_hook): half the bytes, ranks
 // still bit-identical, and the training one process does on the global
 // batch to bf16's rounding of the mean gradient, not fp32's.
-TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
-  const auto alone = TrainAlone(GlobalBatches());
+void ExpectBf16NearAlone(DdpTest& test, const std::vector<int>& worlds, torch::Device device) {
+  const auto alone = TrainAlone(GlobalBatches(), device);
   int64_t grad_bytes = 0, numel = 0;
   for (const auto& p : alone) {
     grad_bytes += p.numel() * 4;
@@ -409,10 +416,10 @@ TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
     v.compress_bf16 = true;
     return v;
   };
-  for (int world : {2, 4}) {
+  for (int world : worlds) {
     std::vector<std::vector<torch::Tensor>> params;
     std::vector<SyncStats> stats;
-    Train(world, {SyncVariant::kFlat}, &params, &stats);
+    test.TrainFor(world, {SyncVariant::kFlat}, &params, &stats);
     const double fp32_mean = distance(params).first;
     for (const Variant& v : std::vector<Variant>{
              bf16({SyncVariant::kNaive}), bf16({SyncVariant::kFlat}), bf16({SyncVariant::kOverlap}),
@@ -421,7 +428,7 @@ TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
              bf16({SyncVariant::kOverlap, 0, false, false, false, /*overlapped_optimizer=*/true}),
              bf16({SyncVariant::kBucketed, 16 << 10, false, /*autograd=*/true})}) {
       const std::string what = Name(v) + " on " + std::to_string(world) + " ranks";
-      Train(world, v, &params, &stats);
+      test.TrainFor(world, v, &params, &stats);
       for (const auto& s : stats) EXPECT_EQ(s.bytes, grad_bytes / 2) << what;
       for (size_t r = 0; r < params.size(); ++r) {
         ASSERT_EQ(params[r].size(), alone.size()) << what;
@@ -440,6 +447,14 @@ TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
       EXPECT_LE(largest, 2 * kSteps * 1e-3 + 1e-6) << what;
     }
   }
+}
+
+TEST_F(DdpTest, Bf16GradientsHalveTheBytesAndTrainNearOneProcess) {
+  ExpectBf16NearAlone(*this, {2, 4}, torch::kCPU);
+}
+
+TEST_F(CudaDdpTest, Bf16GradientsOnTwoGpusHalveTheBytesAndTrainNearOneGpu) {
+  ExpectBf16NearAlone(*this, {2}, torch::Device(torch::kCUDA, 0));
 }
 
 TEST_F(DdpTest, ShardedOptimizerHoldsItsShardOfTheState) {
