@@ -40,10 +40,16 @@ from compare import PRESETS, Reference
 from reference import cs336_lm as ref
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-FAST_MODEL_FLAGS = {  # benchd's speed options per precision (README, "Using it")
+# benchd's speed options per precision (README, "Using it"). --optimizer-overlap
+# (AdamW beside the backward, inside the graph) was faster than without it in
+# every cell measured (small, xl, 2.7B at 256 and 1024, H100, three calls:
+# docs/results/fast-path-h100.md, last section): 2-2.5% at 256 for xl and
+# 2.7B, 6% for small, 0.1-1% at 1024. fp32 has no weight copies, which the
+# overlap needs inside a graph.
+FAST_MODEL_FLAGS = {
     "fp32": "--attention sdpa --optimizer fused --tf32 --cuda-graph",
-    "bf16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops",
-    "fp16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops",
+    "bf16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops --optimizer-overlap",
+    "fp16": "--attention flash --optimizer fused --cuda-graph --weight-copies --fused-ops --optimizer-overlap",
 }
 # The half-precision attention that gave the fastest whole train step, by head
 # dim, where it was measured (docs/results/fast-path-h100.md, H100, 2026-11-27):
@@ -557,6 +563,10 @@ def other_kind(name):
     return "loss, embedding, rest"
 
 
+# The optimizer's kernels by name too: with --optimizer-overlap they run inside
+# the backward's range, and the optimizer_step range holds none.
+OPTIMIZER_KERNEL = re.compile(r"AdamWCopyKernel|fused_adamw|FusedAdam", re.I)
+
 # Attention kernels that the worker's profiler flags as GEMMs (cuDNN's SDPA
 # kernels run wgmma and say so in their names): named attention before the
 # GEMM flag is read.
@@ -575,7 +585,7 @@ def profile_breakdown(profile, steps):
         out["kernels"] += sec
         name = k["name"]
         gemm = k.get("gemm") and not name.startswith("Memset") and not ATTENTION_BEFORE_GEMM.search(name)
-        if name in opt_names:
+        if name in opt_names or OPTIMIZER_KERNEL.search(name):
             out["optimizer"] += sec
         elif gemm:
             out["gemm"] += sec

@@ -25,6 +25,7 @@ TEST(OptionFlags, FillTheSpec) {
   o.cuda_graph = true;
   o.weight_copies = true;
   o.fused_ops = true;
+  o.optimizer_overlap = true;
   o.autograd = true;
   auto spec = BuildBenchmarkSpec(o);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -38,6 +39,7 @@ TEST(OptionFlags, FillTheSpec) {
   EXPECT_TRUE(b.cuda_graph());
   EXPECT_TRUE(b.weight_copies());
   EXPECT_TRUE(b.fused_ops());
+  EXPECT_TRUE(b.optimizer_overlap());
   EXPECT_TRUE(b.autograd());
 }
 
@@ -53,6 +55,7 @@ TEST(OptionFlags, UnsetMeansFaithful) {
   EXPECT_FALSE(b.cuda_graph());
   EXPECT_FALSE(b.weight_copies());
   EXPECT_FALSE(b.fused_ops());
+  EXPECT_FALSE(b.optimizer_overlap());
   EXPECT_FALSE(b.autograd());
 }
 
