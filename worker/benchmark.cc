@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,30 @@ namespace benchd::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// With BENCHD_BLAS_BACKEND=lt in the worker's environment (an experiment's
+// knob, for optimizer_overlap's SM carveout, which PyTorch passes to
+// cuBLASLt's matmuls): cuBLASLt for the job's matmuls, the previous backend
+// after.
+class BlasBackendKnob {
+ public:
+  BlasBackendKnob() {
+    const char* b = std::getenv("BENCHD_BLAS_BACKEND");
+    if (b == nullptr || std::string_view(b) != "lt") return;
+    previous_ = at::globalContext().blasPreferredBackend();
+    at::globalContext().setBlasPreferredBackend(at::BlasBackend::Cublaslt);
+    set_ = true;
+  }
+  ~BlasBackendKnob() {
+    if (set_) at::globalContext().setBlasPreferredBackend(previous_);
+  }
+  BlasBackendKnob(const BlasBackendKnob&) = delete;
+  BlasBackendKnob& operator=(const BlasBackendKnob&) = delete;
+
+ private:
+  bool set_ = false;
+  at::BlasBackend previous_ = at::BlasBackend::Default;
+};
 
 // For an overlapped backward (optimizer_overlap), with
 // BENCHD_OVERLAP_SM_CARVEOUT=N in the worker's environment (an experiment's
@@ -137,6 +162,7 @@ class BenchmarkRun {
     // hold until the job ends, whichever way it ends.
     const JobOptionsScope options(spec_, model_->model, *model_->optimizer);
     const CaptureStreamScope stream(dev_, spec_.cuda_graph());
+    const BlasBackendKnob blas;
     clock_ = MakePhaseClock(dev_, 4);
     // The faithful model's step without the autograd engine, unless asked for
     // autograd or an option changed the model's ops (the graph captures
