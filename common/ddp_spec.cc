@@ -108,6 +108,12 @@ absl::Status CheckStepForDdp(const v1::BenchmarkSpec& in) {
         "ddp.step.cuda_graph: not supported by data-parallel training (the gradients' "
         "collectives run between the backward's layers, outside any graph)");
   }
+  if (in.optimizer_overlap()) {
+    return absl::InvalidArgumentError(
+        "ddp.step.optimizer_overlap: not supported by data-parallel training (a parameter's "
+        "update must wait for its all-reduce, not only its gradient); ddp.optimizers "
+        "adamw_overlapped steps each parameter as soon as its mean is in place");
+  }
   if (in.warmup_auto()) {
     return absl::InvalidArgumentError(
         "ddp.step.warmup_auto: not supported by data-parallel training; every rank must run "

@@ -147,6 +147,10 @@ TEST(ResolveDdpTest, StepOptionsItDoesNotRunAreRefused) {
   d = OnCpus(2);
   d.mutable_step()->set_warmup_auto(true);
   EXPECT_THAT(Error(d), HasSubstr("ddp.step.warmup_auto: not supported"));
+  d = OnCpus(2);
+  d.mutable_step()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);
+  d.mutable_step()->set_optimizer_overlap(true);
+  EXPECT_THAT(Error(d), HasSubstr("ddp.step.optimizer_overlap: not supported"));
   // The optimizer's path is the step's to choose, sharded or not.
   d = OnCpus(2);
   d.mutable_step()->set_optimizer_impl(v1::OPTIMIZER_IMPL_FUSED);

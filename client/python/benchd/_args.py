@@ -51,6 +51,7 @@ class StepArgs(ModelArgs, total=False):
     weight_copies: bool
     fused_ops: bool
     autograd: bool
+    optimizer_overlap: bool  # train_step, optimizer="fused": each update beside the backward
     # A sweep of the request (JobSpec.sweep): {field: [values]}, the product
     # run in order as one job, e.g. {"precision": ["fp32", "bf16"],
     # "model.preset": ["small", "medium"]} (profile and memory: "step.precision").
@@ -333,7 +334,7 @@ STEP_CHECKS: dict[str, Checker] = {
     "warmup_steps": as_int, "seed": as_int, "warmup": _warmup, "warmup_max_steps": as_int,
     "attention": _enum(E.ATTENTION), "optimizer": _enum(E.OPTIMIZER), "tf32": as_bool,
     "weight_copies": as_bool, "fused_ops": as_bool, "autograd": as_bool, "force": as_bool,
-    "sweep": _sweep, "cell_timeout": as_float,
+    "optimizer_overlap": as_bool, "sweep": _sweep, "cell_timeout": as_float,
 }
 ESTIMATE_CHECKS: dict[str, Checker] = {
     "preset": as_str, "vocab_size": as_int, "d_model": as_int, "d_ff": as_int,
@@ -491,6 +492,7 @@ def _benchmark_spec(a: Mapping[str, Any]) -> tuple[str, pb.BenchmarkSpec]:
     b.weight_copies = a.get("weight_copies", False)
     b.fused_ops = a.get("fused_ops", False)
     b.autograd = a.get("autograd", False)
+    b.optimizer_overlap = a.get("optimizer_overlap", False)
     if "steps" in a:
         b.measure_steps = a["steps"]
     b.export_parity = a.get("export_parity", False)

@@ -194,7 +194,9 @@ class Client(ClientBase):
         context_length, warmup_steps, seed, warmup ('auto' or N),
         warmup_max_steps, attention (faithful, sdpa, flash, efficient, cudnn,
         math, tiled, fused), optimizer (faithful, foreach, fused), tf32, weight_copies,
-        fused_ops, autograd, steps, export_parity, cuda_graph.
+        fused_ops, autograd, optimizer_overlap (train_step with optimizer
+        fused: each parameter's update beside the backward), steps,
+        export_parity, cuda_graph.
         Unset arguments take the daemon's defaults. Returns the Job.
 
         sweep={"precision": ["fp32", "bf16"], "model.preset": ["small", ...]}

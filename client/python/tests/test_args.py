@@ -143,7 +143,7 @@ def test_benchmark_spec_mirrors_benchctl_flags() -> None:
         device="cpu:1", preset="small", d_model=128, mode="train_step", precision="bf16",
         batch_size=8, context_length=256, warmup_steps=0, seed=7, attention="flash",
         optimizer="fused", tf32=True, weight_copies=True, fused_ops=True, autograd=True, steps=20,
-        cuda_graph=True))
+        cuda_graph=True, optimizer_overlap=True))
     b = spec.benchmark
     assert spec.device == "cpu:1"
     assert b.model.preset == "small" and b.model.d_model == 128
@@ -154,6 +154,7 @@ def test_benchmark_spec_mirrors_benchctl_flags() -> None:
     assert b.attention == pb.ATTENTION_IMPL_SDPA_FLASH
     assert b.optimizer_impl == pb.OPTIMIZER_IMPL_FUSED
     assert b.allow_tf32 and b.weight_copies and b.fused_ops and b.autograd and b.cuda_graph
+    assert b.optimizer_overlap and not A.benchmark_spec({}).benchmark.optimizer_overlap
     auto = A.benchmark_spec(dict(warmup="auto", warmup_max_steps=9)).benchmark
     assert auto.warmup_auto and auto.warmup_max_steps == 9 and not auto.HasField("warmup_steps")
     unset = A.benchmark_spec({}).benchmark
