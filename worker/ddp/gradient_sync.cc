@@ -51,6 +51,7 @@ GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> param
   TORCH_CHECK(variant_ != SyncVariant::kBucketed || bucket_bytes > 0,
               "GradientSync: bucket size must be > 0 bytes, got ", bucket_bytes);
   TORCH_CHECK(group_, "GradientSync: no process group");
+  backend_averages_ = group_->getBackendName() == "nccl";
   for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].unsafeGetTensorImpl()] = i;
   if (variant_ == SyncVariant::kBucketed) {
     std::vector<int64_t> bytes;
@@ -73,16 +74,19 @@ GradientSync::GradientSync(SyncVariant variant, std::vector<torch::Tensor> param
 
 torch::Tensor& GradientSync::GradOf(size_t index) { return FinalGrad(params_[index]); }
 
-// bf16_compress_hook's order: round to bf16, then divide (in bf16).
+// bf16_compress_hook's order: round to bf16, then divide (in bf16) unless
+// the all_reduce averages.
 torch::Tensor GradientSync::ToWire(torch::Tensor& grad) const {
   if (!compress_bf16_) return grad;
-  return grad.to(torch::kBFloat16).div_(group_->getSize());
+  torch::Tensor wire = grad.to(torch::kBFloat16);
+  if (!backend_averages_) wire.div_(group_->getSize());
+  return wire;
 }
 
 void GradientSync::FromWire(torch::Tensor& grad, const torch::Tensor& wire) const {
   if (compress_bf16_) {
     grad.copy_(wire);
-  } else {
+  } else if (!backend_averages_) {
     grad.div_(group_->getSize());
   }
 }
@@ -91,7 +95,7 @@ c10::intrusive_ptr<c10d::Work> GradientSync::AllReduce(torch::Tensor& tensor) {
   const auto start = Clock::now();
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
+  options.reduceOp = backend_averages_ ? c10d::ReduceOp::AVG : c10d::ReduceOp::SUM;
   auto work = group_->allreduce(tensors, options);
   stats_.host_seconds += SecondsSince(start);
   stats_.calls += 1;
@@ -129,7 +133,7 @@ void GradientSync::Launch(Bucket& bucket) {
       bucket.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
       offset += grad.numel();
     }
-    bucket.flat.div_(group_->getSize());
+    if (!backend_averages_) bucket.flat.div_(group_->getSize());
   } else {
     std::vector<torch::Tensor> views;
     views.reserve(bucket.params.size());
@@ -141,7 +145,7 @@ void GradientSync::Launch(Bucket& bucket) {
 
 void GradientSync::Unpack(Bucket& bucket) {
   Wait(bucket.work);
-  if (!compress_bf16_) bucket.flat.div_(group_->getSize());
+  if (!compress_bf16_ && !backend_averages_) bucket.flat.div_(group_->getSize());
   int64_t offset = 0;
   for (size_t i : bucket.params) {
     torch::Tensor& grad = GradOf(i);

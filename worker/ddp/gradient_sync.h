@@ -14,11 +14,14 @@
 //              bucket's all_reduce starts when its last gradient is final;
 //              a parameter larger than a bucket is a bucket of its own
 //
-// The group's backend sums (Gloo has no AVG) and the sum is divided by the
-// world size. With bf16 compression (PyTorch DDP's bf16_compress_hook) each
-// unit travels as a bfloat16 copy, divided by the world size before the sum,
-// and the sum is copied back into the gradients: half the bytes. Communication runs where the
-// backend runs it: NCCL on its own stream, ordered after the gradient's kernels on the current
+// NCCL averages in the all_reduce itself (ReduceOp::AVG, ncclAvg: the
+// division folded into the reduction, as PyTorch's Reducer folds it into its
+// copy into the bucket); Gloo has no AVG, so there the sum is divided by the
+// world size after, one more pass over the gradients. With bf16 compression
+// (PyTorch DDP's bf16_compress_hook) each unit travels as a bfloat16 copy
+// (divided by the world size before the sum where the backend cannot
+// average) and the mean is copied back into the gradients: half the bytes. Communication runs where
+// the backend runs it: NCCL on its own stream, ordered after the gradient's kernels on the current
 // stream, and waited for by making the current stream wait (the host does not block); Gloo on its
 // own threads, waited for on the host.
 #ifndef BENCHD_WORKER_DDP_GRADIENT_SYNC_H_
@@ -100,6 +103,7 @@ class GradientSync {
 
   const SyncVariant variant_;
   const bool compress_bf16_;
+  bool backend_averages_ = false;  // NCCL: ReduceOp::AVG, no division after
   std::vector<torch::Tensor> params_;
   c10::intrusive_ptr<c10d::Backend> group_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> index
