@@ -149,8 +149,17 @@ void GradientSync::Unpack(Bucket& bucket) {
   int64_t offset = 0;
   for (size_t i : bucket.params) {
     torch::Tensor& grad = GradOf(i);
-    grad.copy_(bucket.flat.narrow(0, offset, grad.numel()).view_as(grad));
+    torch::Tensor mean = bucket.flat.narrow(0, offset, grad.numel()).view_as(grad);
     offset += grad.numel();
+    if (compress_bf16_) {
+      grad.copy_(mean);
+    } else {
+      // The gradient becomes its view of the bucket, as DDP's
+      // gradient_as_bucket_view: no copy back, and the backward's own
+      // gradient is freed now instead of living beside the bucket (the next
+      // step's zero_grad drops the views, and the bucket with them).
+      grad = std::move(mean);
+    }
   }
   bucket.flat = torch::Tensor();
   bucket.work.reset();
