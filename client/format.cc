@@ -96,6 +96,8 @@ std::string WorkerStateName(v1::WorkerState state) {
       return "down";
     case v1::WORKER_STATE_UNRESPONSIVE:
       return "unresponsive";
+    case v1::WORKER_STATE_PARKED:
+      return "parked";
     default:
       return "-";
   }

@@ -184,6 +184,17 @@ TEST(ListViews, NodeViewSaysWhyAWorkerIsNotUp) {
               HasSubstr("cuda:1: worker has not answered its heartbeat for 12.0 s (bound 10 s)\n"));
 }
 
+TEST(ListViews, NodeViewShowsAParkedWorker) {
+  v1::NodeInfo node;
+  v1::Device* d = node.add_devices();
+  d->set_name("cuda:0");
+  d->set_worker_state(v1::WORKER_STATE_PARKED);
+  d->set_worker_detail("parked after 61 s idle (--worker-idle-exit 60 s; pid 9 stopped)");
+  const std::string view = NodeView(node);
+  EXPECT_THAT(view, HasSubstr("parked"));
+  EXPECT_THAT(view, HasSubstr("cuda:0: worker parked after 61 s idle"));
+}
+
 TEST(JobView, ParityBundlePathWhenExported) {
   v1::Job job = testing::MakeSucceededJob();
   EXPECT_THAT(JobView(job), Not(HasSubstr("Parity")));

@@ -211,6 +211,11 @@ void ClusterWorkers::Kill(const std::string& device, uint64_t generation, const 
   local_->Kill(CanonicalDevice(device), generation, why);
 }
 
+std::shared_ptr<void> ClusterWorkers::Hold(const std::string& device, const std::string& why) {
+  if (cluster_->OtherMember(device)) return nullptr;
+  return local_->Hold(CanonicalDevice(device), why);
+}
+
 std::string ClusterWorkers::LogPath(const std::string& device) const {
   if (auto remote = cluster_->OtherMember(device)) {
     return absl::StrCat("the worker log of ", remote->name, " on ", remote->node);

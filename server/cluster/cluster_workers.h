@@ -74,6 +74,9 @@ class ClusterWorkers final : public Workers {
   std::vector<v1::Device> Devices() override { return local_->Devices(); }
   v1::Versions WorkerVersions() override { return local_->WorkerVersions(); }
   std::string LogPath(const std::string& device) const override;
+  // This node's devices only: another member's daemon parks and starts its
+  // own workers (its Node calls hold them while they run).
+  std::shared_ptr<void> Hold(const std::string& device, const std::string& why) override;
   std::string CanonicalDevice(const std::string& device) override;
   std::vector<std::string> RemoteDevices() override;
   std::string NodeHost(const std::string& device) override;

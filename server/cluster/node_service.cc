@@ -106,6 +106,9 @@ absl::StatusOr<NodeService::Admitted> NodeService::AdmitUnlogged(const grpc::Ser
     std::lock_guard<std::mutex> lock(mu_);
     if (--in_flight_[from] == 0) in_flight_.erase(from);
   });
+  // Held for the call (a parked worker starts again for it: WaitUntilUp
+  // then waits for that start).
+  admitted.hold = workers_->Hold(device, absl::StrCat(from, "'s Node.", method));
   auto worker = workers_->WaitUntilUp(device, Remaining(ctx, kWorkerUpWait));
   if (!worker.ok()) return worker.status();
   admitted.worker = *std::move(worker);
@@ -246,7 +249,12 @@ grpc::Status NodeService::JoinGroup(grpc::ServerContext* ctx,
       std::clamp(join.timeout_seconds(), 0.0, static_cast<double>(kMaxGroupTimeout.count()));
   const milliseconds bound = milliseconds(static_cast<int64_t>(seconds * 1000)) + kJoinGroupSlack;
   auto answer = admitted->worker->JoinGroup(join, Remaining(*ctx, bound));
-  if (answer.ok()) *response = *std::move(answer);
+  if (answer.ok()) {
+    *response = *std::move(answer);
+    // A member of a resident group is never parked: held until it leaves.
+    std::lock_guard<std::mutex> lock(mu_);
+    group_holds_[absl::StrCat(*group, " ", request->device())] = admitted->hold;
+  }
   return ToGrpc(answer.status());
 }
 
@@ -262,6 +270,10 @@ grpc::Status NodeService::LeaveGroup(grpc::ServerContext* ctx,
   leave.set_group(*group);
   auto answer = admitted->worker->LeaveGroup(leave, Remaining(*ctx, kLeaveGroupTimeout));
   if (answer.ok()) *response = *std::move(answer);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group_holds_.erase(absl::StrCat(*group, " ", request->device()));
+  }
   return ToGrpc(answer.status());
 }
 

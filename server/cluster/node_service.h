@@ -69,6 +69,7 @@ class NodeService final : public internal::Node::Service {
   struct Admitted {
     std::shared_ptr<WorkerClient> worker;
     std::shared_ptr<void> slot;  // the member's place among its calls in flight
+    std::shared_ptr<void> hold;  // the worker is not parked during the call (Workers::Hold)
   };
   // The caller a member (its secret, role and from_node) and `device` a
   // device name; or why not.
@@ -94,6 +95,10 @@ class NodeService final : public internal::Node::Service {
   RefusalLog refusals_;
   std::mutex mu_;
   std::map<std::string, int> in_flight_;  // by member name
+  // A member's group joined on this node keeps its worker from being parked
+  // until the member leaves it: "<group> <device>" (the group as filed,
+  // "node1/g1") -> the hold.
+  std::map<std::string, std::shared_ptr<void>> group_holds_;
   // Runs in flight, for Kill: which member's, on which worker.
   struct RunInFlight {
     uint64_t id;

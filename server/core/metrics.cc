@@ -185,6 +185,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                     .Name("benchd_worker_up")
                     .Help("1 when the device's worker process answers, else 0.")
                     .Register(r);
+  worker_parked_ = &BuildGauge()
+                        .Name("benchd_worker_parked")
+                        .Help(
+                            "1 while the device's worker is parked: stopped on purpose after "
+                            "--worker-idle-exit of idleness (benchd_worker_up is then 0); the "
+                            "next job starts it.")
+                        .Register(r);
   worker_restarts_ = &BuildCounter()
                           .Name("benchd_worker_restarts_total")
                           .Help("Times a device's worker ended and was started again.")
@@ -253,6 +260,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& addr
     m->queue_depth_->Add({{"device", d}}).Set(0);
     m->jobs_running_->Add({{"device", d}}).Set(0);
     m->worker_up_->Add({{"device", d}}).Set(0);
+    m->worker_parked_->Add({{"device", d}}).Set(0);
     m->worker_restarts_->Add({{"device", d}});
     m->resident_models_->Add({{"device", d}}).Set(0);
     m->resident_model_bytes_->Add({{"device", d}}).Set(0);
@@ -336,6 +344,10 @@ void Metrics::SetLastBenchmark(const v1::BenchmarkResult& r) {
 
 void Metrics::SetWorkerUp(const std::string& device, bool up) {
   worker_up_->Add({{"device", device}}).Set(up ? 1 : 0);
+}
+
+void Metrics::SetWorkerParked(const std::string& device, bool parked) {
+  worker_parked_->Add({{"device", device}}).Set(parked ? 1 : 0);
 }
 
 void Metrics::WorkerRestarted(const std::string& device) {

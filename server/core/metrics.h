@@ -51,6 +51,9 @@ class Metrics {
   void ObserveStep(const v1::BenchmarkSpec& spec, double seconds);
   void SetLastBenchmark(const v1::BenchmarkResult& result);
   void SetWorkerUp(const std::string& device, bool up);
+  // 1 while the device's worker is parked (--worker-idle-exit): down on
+  // purpose, not a failure.
+  void SetWorkerParked(const std::string& device, bool parked);
   void WorkerRestarted(const std::string& device);
   // What a started worker reported (benchd_worker_info): its device model,
   // versions and, for a GPU, its UUID and PCI bus id.
@@ -96,6 +99,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* memory_used_;
   prometheus::Family<prometheus::Histogram>* collective_duration_;
   prometheus::Family<prometheus::Gauge>* worker_up_;
+  prometheus::Family<prometheus::Gauge>* worker_parked_;
   prometheus::Family<prometheus::Counter>* worker_restarts_;
   prometheus::Family<prometheus::Gauge>* resident_models_;
   prometheus::Family<prometheus::Gauge>* resident_model_bytes_;

@@ -239,6 +239,7 @@ absl::Status Daemon::Wire() {
   supervisor_options.start_timeout = std::chrono::seconds(config_.worker_start_timeout_s);
   supervisor_options.artifacts_dir = artifacts;
   supervisor_options.heartbeat_timeout = std::chrono::seconds(config_.worker_heartbeat_timeout_s);
+  supervisor_options.idle_exit = std::chrono::seconds(config_.worker_idle_exit_s);
   supervisor_ = std::make_unique<Supervisor>(supervisor_options, config_.devices, metrics_.get());
   cluster_ = std::make_unique<Cluster>(
       cluster_options_,

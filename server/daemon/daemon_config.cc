@@ -134,6 +134,12 @@ const std::vector<Setting>& Settings() {
               "UNRESPONSIVE (default 10)",
               &DaemonConfig::worker_heartbeat_timeout_s)
           .Named("SECONDS"),
+      Seconds("worker-idle-exit",
+              "seconds a worker may be idle (no job, no resident group) before it is stopped "
+              "and PARKED, holding no GPU until the next job starts it again (that job waits "
+              "for the worker's start); default 0 = never",
+              &DaemonConfig::worker_idle_exit_s)
+          .Named("SECONDS"),
       Seconds("stop-grace",
               "seconds running jobs get to finish after SIGTERM/SIGINT before they are "
               "interrupted (default 10; queued jobs stay queued)",
@@ -442,6 +448,10 @@ absl::Status CheckDaemonConfig(const DaemonConfig& config) {
   }
   if (config.stop_grace_s < 0 || config.stop_grace_s > 3600) {
     return invalid("--stop-grace: expected 0..3600 seconds, got ", config.stop_grace_s);
+  }
+  if (config.worker_idle_exit_s < 0 || config.worker_idle_exit_s > 86400 * 7) {
+    return invalid("--worker-idle-exit: expected 0 (never) or 1..604800 seconds, got ",
+                   config.worker_idle_exit_s);
   }
   if (config.worker_heartbeat_timeout_s < 1 || config.worker_heartbeat_timeout_s > 3600) {
     return invalid("--worker-heartbeat-timeout: expected 1..3600 seconds, got ",

@@ -27,6 +27,10 @@ struct DaemonConfig {
   // Seconds a worker that is up may leave its heartbeat (a ping every
   // second) unanswered before it is shown UNRESPONSIVE and refused work.
   int worker_heartbeat_timeout_s = 10;
+  // Seconds a worker may be idle (no job, no resident group) before it is
+  // stopped and PARKED, holding no process or GPU until the next job starts
+  // it again; 0 = never (workers stay resident).
+  int worker_idle_exit_s = 0;
   // Seconds running jobs get to finish after SIGTERM before they are
   // INTERRUPTED (under Kubernetes' default 30 s termination grace).
   int stop_grace_s = 10;

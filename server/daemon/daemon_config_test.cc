@@ -66,6 +66,9 @@ TEST_F(ConfigFileTest, KeysAreTheFlagsNames) {
   EXPECT_EQ(c.cluster.nodes, 2);
   EXPECT_EQ(c.cluster.coordinator, "h:1");
   EXPECT_EQ(c.cluster.lost_after_s, 2.5);
+  EXPECT_EQ(c.worker_idle_exit_s, 0);  // unset: never parked
+  ASSERT_TRUE(LoadConfigFile(Write(R"({"worker_idle_exit": 120})"), &c).ok());
+  EXPECT_EQ(c.worker_idle_exit_s, 120);
   auto bad = LoadConfigFile(Write(R"({"stop_grace": "soon"})"), &c);
   EXPECT_EQ(bad.message(), "config file '" + dir_ +
                                "/benchd.json': stop_grace: expected a whole number, got 'soon'");
@@ -128,6 +131,10 @@ TEST(CheckDaemonConfigTest, AListenerOtherHostsReachNeedsTlsAndCallerChecks) {
   EXPECT_EQ(CheckDaemonConfig(ranges).message(),
             "--worker-heartbeat-timeout: expected 1..3600 seconds, got 0");
   ranges.worker_heartbeat_timeout_s = 10;
+  ranges.worker_idle_exit_s = -1;
+  EXPECT_EQ(CheckDaemonConfig(ranges).message(),
+            "--worker-idle-exit: expected 0 (never) or 1..604800 seconds, got -1");
+  ranges.worker_idle_exit_s = 0;
   ranges.stop_grace_s = -1;
   EXPECT_EQ(CheckDaemonConfig(ranges).message(), "--stop-grace: expected 0..3600 seconds, got -1");
   ranges.stop_grace_s = 10;

@@ -125,6 +125,10 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& in
   const auto start = std::chrono::steady_clock::now();
   const int world = static_cast<int>(devices.size());
   std::vector<std::shared_ptr<WorkerClient>> workers;
+  // Held from here (a parked member starts again, and WaitUntilUp waits for
+  // it) for as long as the group is READY.
+  std::vector<std::shared_ptr<void>> holds;
+  for (const auto& d : devices) holds.push_back(workers_->Hold(d, "a resident group"));
   for (const auto& d : devices) {
     auto w = workers_->WaitUntilUp(d, std::chrono::seconds(30));
     if (!w.ok()) return w.status();
@@ -189,6 +193,7 @@ absl::StatusOr<v1::Group> GroupRegistry::Create(const v1::CreateGroupRequest& in
     }
   }
   Entry e;
+  e.holds = std::move(holds);
   e.group.set_id(id);
   for (const auto& d : devices) e.group.add_devices(d);
   e.group.set_backend(backend);
@@ -403,6 +408,9 @@ void GroupRegistry::LeaveAll(const std::string& id, const std::vector<std::strin
 }
 
 void GroupRegistry::UpdateMetrics() {
+  for (auto& [id, e] : groups_) {
+    if (e.group.state() == v1::GROUP_STATE_BROKEN) e.holds.clear();
+  }
   if (!metrics_) return;
   std::map<std::pair<std::string, std::string>, int64_t> counts;
   for (auto b : {v1::COLLECTIVE_BACKEND_NCCL, v1::COLLECTIVE_BACKEND_GLOO}) {

@@ -77,11 +77,16 @@ class GroupRegistry {
     v1::Group group;
     std::vector<uint64_t> generations;
     int in_use = 0;
+    // Its members' workers are never parked (--worker-idle-exit) while it is
+    // READY: a parked worker would take its communicator with it.
+    std::vector<std::shared_ptr<void>> holds;
   };
   // LeaveGroup on each member that is up (all at once, short deadlines),
   // best effort; returns when every call has ended.
   void LeaveAll(const std::string& id, const std::vector<std::string>& devices, bool abort);
-  void UpdateMetrics();  // with mu_ held
+  // With mu_ held, after any change: the groups' gauges, and a broken
+  // group's holds dropped (its workers may be parked).
+  void UpdateMetrics();
 
   Workers* const workers_;
   Metrics* const metrics_;

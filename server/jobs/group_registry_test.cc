@@ -180,6 +180,33 @@ TEST_F(GroupRegistryTest, MemberThatEndsWhileTheGroupIsMadeLeavesItBroken) {
   EXPECT_EQ(W("cpu:0")->leave_group.calls(), 1u);
 }
 
+// --worker-idle-exit: a READY group holds its members' workers (never
+// parked), a broken or destroyed one lets them go.
+TEST_F(GroupRegistryTest, AReadyGroupHoldsItsMembersUntilDestroyedOrBroken) {
+  ASSERT_TRUE(Create({"cpu:0", "cpu:1"}).ok());
+  EXPECT_EQ(workers_.holds("cpu:0"), 1);
+  EXPECT_EQ(workers_.holds("cpu:1"), 1);
+  EXPECT_EQ(workers_.holds("cpu:2"), 0);
+  ASSERT_TRUE(groups_->Destroy("g1").ok());
+  EXPECT_EQ(workers_.holds("cpu:0"), 0);
+  EXPECT_EQ(workers_.holds("cpu:1"), 0);
+
+  ASSERT_TRUE(Create({"cpu:1", "cpu:2"}).ok());
+  EXPECT_EQ(workers_.holds("cpu:2"), 1);
+  workers_.Exit("cpu:1", "exited with code 1");  // breaks g2
+  EXPECT_EQ(groups_->Get("g2")->state(), v1::GROUP_STATE_BROKEN);
+  EXPECT_EQ(workers_.holds("cpu:1"), 0);
+  EXPECT_EQ(workers_.holds("cpu:2"), 0);
+}
+
+TEST_F(GroupRegistryTest, CreatingAGroupStartsAParkedMember) {
+  workers_.Park("cpu:1", "parked after 60 s idle");
+  auto group = Create({"cpu:0", "cpu:1"});
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(workers_.wakes("cpu:1"), 1);
+  EXPECT_EQ(group->state(), v1::GROUP_STATE_READY);
+}
+
 TEST_F(GroupRegistryTest, DestroyWhileInUseIsRefused) {
   auto group = Create({"cpu:0", "cpu:1"});
   ASSERT_TRUE(group.ok());

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/collective_math.h"
@@ -347,10 +348,13 @@ void JobManager::Dispatch(const std::string& device) {
       }
       continue;  // stopping: stays QUEUED for the next start
     }
-    if (absl::Status idle = CheckGpusIdle(*job, key); !idle.ok()) {
+    std::vector<std::shared_ptr<void>> holds;  // released when this iteration ends
+    absl::Status held = HoldWorkers(*job, key, &holds);
+    if (held.ok()) held = CheckGpusIdle(*job, key);
+    if (!held.ok()) {
       job->set_state(v1::JOB_STATE_FAILED);
-      job->set_error_code(static_cast<int>(idle.code()));
-      job->set_error_message(std::string(idle.message()));
+      job->set_error_code(static_cast<int>(held.code()));
+      job->set_error_message(std::string(held.message()));
       Finish(*job);
     } else if (job->spec().has_collective()) {
       RunCollective(*job);
@@ -368,6 +372,49 @@ void JobManager::Dispatch(const std::string& device) {
     }
     if (!job->spec().has_collective()) RefreshResidentModels(device);  // a ddp job's models too
   }
+}
+
+absl::Status JobManager::HoldWorkers(const v1::Job& job, const std::string& key,
+                                     std::vector<std::shared_ptr<void>>* holds) {
+  std::vector<std::pair<std::string, std::string>> parked;  // device, why
+  for (const std::string& d : JobDevices(job)) {
+    const WorkerHealth health = workers_->Health(d);
+    holds->push_back(workers_->Hold(d, absl::StrCat("job ", job.id())));
+    if (health.state == v1::WORKER_STATE_PARKED) parked.emplace_back(d, health.detail);
+  }
+  auto not_starting = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_ || draining_ || running_[key].cancel_requested;
+  };
+  for (const auto& [d, why] : parked) {
+    Publish(job, [&](v1::JobEvent* e) {
+      e->set_log(absl::StrCat("starting the worker for ", d, " for this job, which waits for it (",
+                              why, ")"));
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + kWorkerWait;
+    while (!not_starting()) {
+      auto up = workers_->WaitUntilUp(d, std::chrono::milliseconds(500));
+      const auto now = std::chrono::steady_clock::now();
+      if (up.ok()) {
+        const double seconds = std::chrono::duration<double>(now - start).count();
+        Publish(job, [&](v1::JobEvent* e) {
+          e->set_log(absl::StrFormat("the worker for %s started in %.1f s (pid %d)", d, seconds,
+                                     static_cast<int>((*up)->pid())));
+        });
+        break;
+      }
+      const WorkerHealth health = workers_->Health(d);
+      if (health.failing_to_start || now > deadline) {
+        return absl::UnavailableError(
+            absl::StrCat("the worker for ", d,
+                         " was parked (--worker-idle-exit) and did not start again for this job: ",
+                         health.detail.empty() ? std::string(up.status().message()) : health.detail,
+                         "; see ", workers_->LogPath(d)));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status JobManager::CheckGpusIdle(const v1::Job& job, const std::string& key) {

@@ -114,6 +114,13 @@ class JobManager {
   };
 
   void Dispatch(const std::string& device);
+  // Holds every device's worker of `job` into `holds` (kept until the job
+  // ends, so none is parked under it) and, for one that was parked
+  // (--worker-idle-exit), waits for it to start again, with a log event
+  // before and after (its start time). OK also on a cancel or a stop (the
+  // run handles those); an error when a parked worker could not start.
+  absl::Status HoldWorkers(const v1::Job& job, const std::string& key,
+                           std::vector<std::shared_ptr<void>>* holds);
   // --gpu-sharing when-idle, before a job starts: OK when its GPUs have no
   // other process (or it will not start: a cancel or a stop, which its run
   // handles), once their workers are up (their UUIDs known); else why not.

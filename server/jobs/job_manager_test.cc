@@ -332,6 +332,50 @@ TEST_F(JobManagerTest, JobWaitsForItsWorkerToComeUp) {
   EXPECT_EQ(WaitFinal(id).state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+// --worker-idle-exit: a job for a parked worker starts it, waits for it (its
+// start in the job's log events) and holds it until the job ends.
+TEST_F(JobManagerTest, AJobStartsAParkedWorkerAndSaysHowLongItTook) {
+  workers_.Park("cpu:0", "parked after 60 s idle (--worker-idle-exit 60 s; pid 7 stopped)", [this] {
+    std::thread([this] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      workers_.Up("cpu:0");
+    }).detach();
+  });
+  StartJobs();
+  // A parked worker accepts jobs.
+  const std::string id = Submit(Benchmark("cpu:0"));
+  const v1::Job job = WaitFinal(id);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
+  EXPECT_EQ(workers_.wakes("cpu:0"), 1);
+  std::vector<std::string> logs;
+  for (const auto& e : History(id)) {
+    if (e.has_log()) logs.push_back(e.log());
+  }
+  ASSERT_GE(logs.size(), 2u);
+  EXPECT_THAT(logs[0], HasSubstr("starting the worker for cpu:0 for this job, which waits for it "
+                                 "(parked after 60 s idle"));
+  EXPECT_THAT(logs[1], ::testing::MatchesRegex("the worker for cpu:0 started in [0-9.]+ s \\(pid "
+                                               "[0-9]+\\)"));
+  // Released once the job ended (its worker may be parked again).
+  for (int i = 0; i < 100 && workers_.holds("cpu:0") > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(workers_.holds("cpu:0"), 0);
+}
+
+TEST_F(JobManagerTest, AParkedWorkerThatCannotStartFailsTheJobSayingSo) {
+  workers_.Park("cpu:1", "parked after 60 s idle",
+                [this] { workers_.FailStarts("cpu:1", "exited with code 1"); });
+  StartJobs();
+  const std::string id = Submit(Benchmark("cpu:1"));
+  const v1::Job job = WaitFinal(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(job.error_message(),
+            "the worker for cpu:1 was parked (--worker-idle-exit) and did not start again for "
+            "this job: exited with code 1; see /fake/logs/worker-cpu-1.log");
+}
+
 TEST_F(JobManagerTest, StopInterruptsRunningJobsAndKeepsQueuedOnes) {
   workers_.UpAll();
   auto cpu0 = workers_.client("cpu:0");

@@ -292,6 +292,7 @@ std::shared_ptr<FakeWorkerClient> FakeWorkers::Up(const std::string& device) {
   slot.up = true;
   slot.unresponsive.clear();
   slot.failing_start.clear();
+  slot.parked.clear();
   cv_.notify_all();
   return slot.client;
 }
@@ -329,8 +330,57 @@ void FakeWorkers::FailStarts(const std::string& device, const std::string& how) 
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = slots_.at(device);
   slot.up = false;
+  slot.parked.clear();
   slot.failing_start = how;
   cv_.notify_all();
+}
+
+void FakeWorkers::Park(const std::string& device, const std::string& detail,
+                       std::function<void()> on_wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_.at(device);
+  slot.up = false;
+  slot.parked = detail;
+  slot.on_wake = std::move(on_wake);
+  cv_.notify_all();
+}
+
+int FakeWorkers::holds(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slots_.at(device).holds->load();
+}
+
+int FakeWorkers::wakes(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slots_.at(device).wakes;
+}
+
+std::shared_ptr<void> FakeWorkers::Hold(const std::string& device, const std::string& /*why*/) {
+  std::function<void()> on_wake;
+  bool wake = false;
+  std::shared_ptr<std::atomic<int>> holds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slots_.find(device);
+    if (it == slots_.end()) return nullptr;
+    Slot& slot = it->second;
+    holds = slot.holds;
+    ++*holds;
+    if (!slot.parked.empty()) {
+      wake = true;
+      ++slot.wakes;
+      slot.parked.clear();
+      on_wake = std::move(slot.on_wake);
+    }
+  }
+  if (wake) {
+    if (on_wake) {
+      on_wake();
+    } else {
+      Up(device);
+    }
+  }
+  return std::shared_ptr<void>(nullptr, [holds](void*) { --*holds; });
 }
 
 void FakeWorkers::Kill(const std::string& device, uint64_t generation, const std::string& why) {
@@ -356,6 +406,9 @@ WorkerHealth FakeWorkers::Health(const std::string& device) {
     health.client = slot.client;
     health.state = slot.unresponsive.empty() ? v1::WORKER_STATE_UP : v1::WORKER_STATE_UNRESPONSIVE;
     health.detail = slot.unresponsive;
+  } else if (!slot.parked.empty()) {
+    health.state = v1::WORKER_STATE_PARKED;
+    health.detail = slot.parked;
   } else {
     health.failing_to_start = !slot.failing_start.empty();
     health.detail = slot.failing_start;
@@ -405,7 +458,8 @@ std::vector<v1::Device> FakeWorkers::Devices() {
     const Slot& slot = slots_.at(d);
     v1::Device device;
     device.set_name(d);
-    device.set_worker_state(!slot.up                    ? v1::WORKER_STATE_DOWN
+    device.set_worker_state(!slot.parked.empty()        ? v1::WORKER_STATE_PARKED
+                            : !slot.up                  ? v1::WORKER_STATE_DOWN
                             : slot.unresponsive.empty() ? v1::WORKER_STATE_UP
                                                         : v1::WORKER_STATE_UNRESPONSIVE);
     device.set_worker_pid(slot.up ? slot.client->pid() : 0);

@@ -6,6 +6,7 @@
 #ifndef BENCHD_SERVER_WORKERS_FAKE_WORKER_CLIENT_H_
 #define BENCHD_SERVER_WORKERS_FAKE_WORKER_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -235,6 +236,15 @@ class FakeWorkers final : public Workers {
   // The device's total memory as Devices() reports it (the supervisor's
   // figure comes from the worker's GetInfo); 0, unknown, until set.
   void SetTotalMemory(const std::string& device, int64_t bytes);
+  // `device`'s worker is parked (--worker-idle-exit): not up, PARKED with
+  // `detail`. A Hold then counts a wake and, unless `on_wake` is set, brings
+  // the next incarnation Up at once; `on_wake` (called with no lock held)
+  // decides instead (e.g. FailStarts, or Up later from another thread).
+  void Park(const std::string& device, const std::string& detail,
+            std::function<void()> on_wake = nullptr);
+  // Holds taken on `device` and not yet released; wakes of parked workers.
+  int holds(const std::string& device);
+  int wakes(const std::string& device);
   // The current (or last) incarnation's client; nullptr before the first Up.
   std::shared_ptr<FakeWorkerClient> client(const std::string& device);
   void SetExitListener(ExitListener listener);
@@ -251,6 +261,7 @@ class FakeWorkers final : public Workers {
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
   std::string LogPath(const std::string& device) const override;
+  std::shared_ptr<void> Hold(const std::string& device, const std::string& why) override;
 
  private:
   struct Slot {
@@ -261,6 +272,10 @@ class FakeWorkers final : public Workers {
     uint64_t generation = 0;
     int restarts = 0;
     int64_t total_memory_bytes = 0;
+    std::string parked;  // why, while parked
+    std::function<void()> on_wake;
+    std::shared_ptr<std::atomic<int>> holds = std::make_shared<std::atomic<int>>(0);
+    int wakes = 0;
     std::shared_ptr<FakeWorkerClient> client;
     std::map<uint64_t, std::string> exits;  // generation -> how it ended
   };

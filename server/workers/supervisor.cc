@@ -95,13 +95,19 @@ void Supervisor::Heartbeat() {
         }
         slot.unresponsive = now - slot.last_answer > options_.heartbeat_timeout;
       }
-      const bool serving = up && !slot.unresponsive;
+      ParkIfIdle(slot, now);
+      const bool answering = up && !slot.unresponsive;
+      // A parked worker, and one starting again for a job, leave the device
+      // ready: parking is not a failure (a failed start is).
+      const bool serving = answering || slot.state == State::kParked ||
+                           (slot.state == State::kStarting && slot.woken);
       if (serving != slot.reported_serving) {
         slot.reported_serving = serving;
         changes.push_back({name, serving});
       }
       if (metrics_) {
-        metrics_->SetWorkerUp(name, serving);
+        metrics_->SetWorkerUp(name, answering);
+        metrics_->SetWorkerParked(name, slot.state == State::kParked);
       }
     }
     lock.unlock();
@@ -123,6 +129,52 @@ void Supervisor::Heartbeat() {
   cv_.wait(lock, [&] { return heartbeat_calls_ == 0; });
 }
 
+void Supervisor::ParkIfIdle(Slot& slot, Clock::time_point now) {
+  if (options_.idle_exit.count() <= 0) return;
+  if (slot.parking) {
+    // Told to exit and still there after the grace: it will not be parked
+    // cleanly, so end it (still a park: no restart follows).
+    if (now - slot.parking_since > options_.park_grace && !slot.exited && slot.pid > 0) {
+      kill(slot.pid, SIGKILL);
+    }
+    return;
+  }
+  if (slot.state != State::kUp || !slot.client || slot.unresponsive || slot.job_running ||
+      slot.holds->load() > 0) {
+    slot.busy_at = now;
+    return;
+  }
+  if (now - slot.busy_at < options_.idle_exit) return;
+  const double idle = std::chrono::duration<double>(now - slot.busy_at).count();
+  slot.parking = true;
+  slot.parking_since = now;
+  slot.parked_detail = absl::StrFormat(
+      "parked after %.1f s idle (--worker-idle-exit %g s; pid %d stopped); the next job starts it",
+      idle, std::chrono::duration<double>(options_.idle_exit).count(), slot.pid);
+  fprintf(stderr,
+          "benchd: parking the worker for %s (pid %d): idle for %.1f s (--worker-idle-exit)\n",
+          slot.device.c_str(), slot.pid, idle);
+  kill(slot.pid, SIGTERM);
+}
+
+std::shared_ptr<void> Supervisor::Hold(const std::string& device, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(device);
+  if (it == slots_.end()) return nullptr;
+  Slot& slot = *it->second;
+  std::shared_ptr<std::atomic<int>> holds = slot.holds;
+  ++*holds;
+  slot.busy_at = Clock::now();
+  if (slot.state == State::kParked && !slot.wake) {
+    slot.wake = true;
+    fprintf(stderr, "benchd: starting the parked worker for %s for %s\n", device.c_str(),
+            why.c_str());
+    cv_.notify_all();
+  }
+  // The deleter touches only the counter: a handle may outlive this object.
+  return std::shared_ptr<void>(nullptr, [holds](void*) { --*holds; });
+}
+
 void Supervisor::OnPing(const std::string& device, uint64_t generation,
                         absl::StatusOr<internal::PingResponse> answer) {
   std::shared_ptr<WorkerClient> refresh;
@@ -136,6 +188,7 @@ void Supervisor::OnPing(const std::string& device, uint64_t generation,
         slot.last_answer = now;
         slot.last_heartbeat = Now();
         slot.unresponsive = false;
+        if (answer.ok()) slot.job_running = !answer->running_job_id().empty();
         // Free memory is asked for only while no job runs: the worker reads
         // it from the device, which a job's CUDA graph capture forbids.
         if (answer.ok() && answer->running_job_id().empty() && !slot.memory_refresh_in_flight &&
@@ -264,11 +317,18 @@ void Supervisor::Supervise(Slot* slot) {
   auto backoff = std::chrono::milliseconds(500);
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       if (stopping_) return;
+      // Parked: no process until a Hold wants one.
+      cv_.wait(lock, [&] { return stopping_ || slot->state != State::kParked || slot->wake; });
+      if (stopping_) return;
+      slot->woken = slot->state == State::kParked;
+      slot->wake = false;
       slot->state = State::kStarting;
       slot->exited = false;
+      slot->job_running = false;
     }
+    if (slot->woken) backoff = std::chrono::milliseconds(500);
     auto pid = Spawn(*slot);
     if (!pid.ok()) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -322,6 +382,13 @@ void Supervisor::Supervise(Slot* slot) {
       }
       slot->client = std::move(client);
       slot->state = State::kUp;
+      if (slot->woken) {
+        fprintf(stderr, "benchd: the parked worker for %s started again in %.1f s (pid %d)\n",
+                slot->device.c_str(), std::chrono::duration<double>(Clock::now() - started).count(),
+                *pid);
+      }
+      slot->woken = false;
+      slot->busy_at = Clock::now();
       slot->failed_starts = 0;
       slot->unresponsive = false;
       slot->ping_in_flight = slot->memory_refresh_in_flight = false;
@@ -337,9 +404,31 @@ void Supervisor::Supervise(Slot* slot) {
 
     std::unique_lock<std::mutex> lock(mu_);
     slot->exited = true;
-    slot->state = State::kDown;
     slot->client.reset();
     slot->unresponsive = false;
+    if (slot->parking && ready && !stopping_) {
+      // Parked, not failed: no restart, no restart count, no exit listener
+      // (nothing held it: no job, no group). A Hold that came while it
+      // stopped starts it again at once.
+      slot->parking = false;
+      slot->kill_reason.clear();
+      slot->state = State::kParked;
+      slot->woken = false;
+      slot->last_exit = absl::StrCat("parked: ", DescribeExit(status));
+      fprintf(stderr, "benchd: the worker for %s is parked: pid %d %s; the next job starts it\n",
+              slot->device.c_str(), *pid, DescribeExit(status).c_str());
+      if (slot->holds->load() > 0) slot->wake = true;
+      if (metrics_) {
+        metrics_->SetWorkerUp(slot->device, false);
+        metrics_->SetWorkerParked(slot->device, true);
+      }
+      backoff = std::chrono::milliseconds(500);
+      cv_.notify_all();
+      continue;
+    }
+    slot->parking = false;
+    slot->state = State::kDown;
+    slot->woken = false;
     if (!ready) ++slot->failed_starts;
     slot->last_exit = (ready || exited || stopping_)
                           ? DescribeExit(status)
@@ -425,7 +514,11 @@ WorkerHealth Supervisor::HealthLocked(const Slot& slot) const {
       break;
     case State::kStarting:
       health.state = v1::WORKER_STATE_STARTING;
-      health.detail = slot.last_exit;
+      health.detail = slot.woken ? "starting again for a job (it was parked)" : slot.last_exit;
+      break;
+    case State::kParked:
+      health.state = v1::WORKER_STATE_PARKED;
+      health.detail = slot.parked_detail;
       break;
     case State::kDown:
       health.state = v1::WORKER_STATE_DOWN;
@@ -480,7 +573,7 @@ std::vector<v1::Device> Supervisor::Devices() {
     d.set_worker_state(health.state);
     d.set_worker_detail(health.detail);
     if (slot.last_heartbeat.seconds() > 0) *d.mutable_last_heartbeat() = slot.last_heartbeat;
-    d.set_worker_pid(slot.state == State::kDown ? 0 : slot.pid);
+    d.set_worker_pid(slot.state == State::kDown || slot.state == State::kParked ? 0 : slot.pid);
     d.set_worker_restarts(slot.restarts);
     out.push_back(std::move(d));
   }
@@ -499,7 +592,8 @@ std::vector<int64_t> Supervisor::WorkerPids() {
   for (const auto& [device, slot] : slots_) {
     // An incarnation that has just exited too: the driver may list it while
     // its context is torn down.
-    if (slot->pid > 0) pids.push_back(slot->pid);
+    // Not a parked one's: its pid may by now be another process's.
+    if (slot->pid > 0 && slot->state != State::kParked) pids.push_back(slot->pid);
   }
   return pids;
 }

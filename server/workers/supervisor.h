@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -51,6 +52,12 @@ class Supervisor final : public Workers {
     std::chrono::milliseconds heartbeat_timeout{10000};
     // While idle, a worker's free memory is refreshed this often.
     std::chrono::milliseconds memory_refresh_interval{5000};
+    // --worker-idle-exit: a worker idle this long (no hold, no job in its
+    // heartbeat) is stopped and PARKED, not restarted, until a Hold starts
+    // it again. 0 = never (workers stay resident).
+    std::chrono::milliseconds idle_exit{0};
+    // How long a worker told to park (SIGTERM) may take before SIGKILL.
+    std::chrono::milliseconds park_grace{10000};
   };
   Supervisor(Options options, std::vector<std::string> devices, Metrics* metrics);
   ~Supervisor() override;
@@ -69,6 +76,10 @@ class Supervisor final : public Workers {
   std::vector<v1::Device> Devices() override;
   v1::Versions WorkerVersions() override;
   std::string LogPath(const std::string& device) const override;
+  // Keeps `device`'s worker from being parked while the handle lives, and
+  // starts a parked one again (the caller waits with WaitUntilUp). The
+  // handle may outlive the supervisor.
+  std::shared_ptr<void> Hold(const std::string& device, const std::string& why) override;
 
   // The GPU UUID `device`'s worker reported when it came up ("" before that,
   // and on a CPU), and the pids of every device's latest worker process: what
@@ -90,7 +101,9 @@ class Supervisor final : public Workers {
   void SetHealthListener(HealthListener listener) { health_listener_ = std::move(listener); }
 
  private:
-  enum class State { kStarting, kUp, kDown };
+  // kParked: stopped on purpose after idle_exit of idleness; not restarted
+  // until a Hold wakes it.
+  enum class State { kStarting, kUp, kDown, kParked };
   struct Slot {
     std::string device;
     State state = State::kDown;
@@ -112,6 +125,16 @@ class Supervisor final : public Workers {
     bool reported_serving = false;  // what the health listener heard last
     int failed_starts = 0;          // starts in a row that never answered
     std::string kill_reason;        // why benchd killed this incarnation, if it did
+    // Parking (Options::idle_exit), guarded by mu_ except `holds`, which a
+    // handle's deleter decrements without the supervisor.
+    std::shared_ptr<std::atomic<int>> holds = std::make_shared<std::atomic<int>>(0);
+    bool job_running = false;                       // the last ping named a job
+    std::chrono::steady_clock::time_point busy_at;  // last seen held, running or starting
+    bool parking = false;                           // told to exit (SIGTERM) to be parked
+    std::chrono::steady_clock::time_point parking_since;
+    bool wake = false;          // a Hold asked a parked worker to start
+    bool woken = false;         // this start wakes a parked worker
+    std::string parked_detail;  // why it is parked, while it is
   };
 
   void Supervise(Slot* slot);
@@ -123,6 +146,9 @@ class Supervisor final : public Workers {
   void OnMemoryInfo(const std::string& device, uint64_t generation,
                     absl::StatusOr<internal::WorkerInfo> info);
   WorkerHealth HealthLocked(const Slot& slot) const;
+  // With mu_ held, from the heartbeat: parks `slot`'s worker (SIGTERM) once it
+  // has been idle for Options::idle_exit; SIGKILL past park_grace.
+  void ParkIfIdle(Slot& slot, std::chrono::steady_clock::time_point now);
   absl::StatusOr<pid_t> Spawn(const Slot& slot);
   std::string SocketPath(const std::string& device) const;
 

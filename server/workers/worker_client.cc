@@ -358,6 +358,9 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> ServingWorker(const WorkerHealth& 
       return absl::UnavailableError(absl::StrCat(
           "the worker for ", device, " (pid ", health.client ? health.client->pid() : 0, ") ",
           health.detail, " (stopped or hung?); see ", log_path));
+    case v1::WORKER_STATE_PARKED:
+      return absl::UnavailableError(absl::StrCat("the worker for ", device, " is ",
+                                                 health.detail.empty() ? "parked" : health.detail));
     default:
       return absl::UnavailableError(absl::StrCat(
           "the worker for ", device, " is not running",

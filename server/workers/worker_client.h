@@ -238,7 +238,8 @@ std::shared_ptr<grpc::Channel> WorkerChannel(const std::string& socket_path);
 // Submit and the calls that need a worker go by.
 struct WorkerHealth {
   // STARTING, UP, UNRESPONSIVE (up, but its heartbeat has gone unanswered
-  // past the supervisor's bound) or DOWN.
+  // past the supervisor's bound), DOWN, or PARKED (stopped on purpose after
+  // --worker-idle-exit of idleness; a Hold starts it again).
   v1::WorkerState state = v1::WORKER_STATE_DOWN;
   std::shared_ptr<WorkerClient> client;  // while UP or UNRESPONSIVE
   // Why it is not UP, for messages: "exited with code 1", "has not answered
@@ -291,6 +292,15 @@ class Workers {
   virtual v1::Versions WorkerVersions() = 0;
   // The worker's log file (stdout and stderr), for messages that point there.
   virtual std::string LogPath(const std::string& device) const = 0;
+  // Claims `device`'s worker while the returned handle lives (a job from its
+  // dispatch to its end, a resident group for its life, a call on its
+  // models): where idle workers are parked (--worker-idle-exit), a held
+  // worker is never parked, and a parked one is started again for the
+  // holder, who waits for it with WaitUntilUp. `why` names the holder in the
+  // daemon's log. nullptr where nothing is ever parked (the default).
+  virtual std::shared_ptr<void> Hold(const std::string& /*device*/, const std::string& /*why*/) {
+    return nullptr;
+  }
 
   // In a cluster (server/cluster/cluster_workers.h) a request may name another
   // member's device ("node1/cpu:0"). CanonicalDevice is the name the daemon
