@@ -12,7 +12,8 @@ cluster, a systemd PID 1 or a container build (ctest deploy.manifests).
   (which promtool checks and unit-tests), each alert's runbook_url a section
   of docs/runbook.md;
 - the fleet overlay (overlays/fleet-when-idle): no GPU request, every GPU
-  through the NVIDIA runtime, --gpu-sharing=when-idle, results on a hostPath
+  through the NVIDIA runtime, --gpu-sharing=when-idle, idle workers parked
+  (--worker-idle-exit), results on a hostPath
   made benchd's; the dedicated base keeps its GPU request;
 - the daemon's own rules on the DaemonSet's flags (TLS and an auth file off
   loopback, --insecure for /metrics off loopback), the names tying the
@@ -441,6 +442,8 @@ def test_overlay_fleet_when_idle(rendered):
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"].split(",")
     assert flags(container)["--gpu-sharing"] == "when-idle"
+    # Idle workers parked: the pod holds no GPU between jobs either.
+    assert flags(container)["--worker-idle-exit"] == "60"
     assert pod["hostPID"] is True
     # Still on GPU nodes only, past their taint.
     assert pod["nodeSelector"] and any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
@@ -463,7 +466,8 @@ def test_overlay_fleet_when_idle(rendered):
     base = pod_specs(one(rendered, "DaemonSet"))[0]["containers"][0]
     for key in ("readinessProbe", "livenessProbe", "securityContext", "ports", "volumeMounts"):
         assert container[key] == base[key], key
-    assert flags(container).items() - {("--gpu-sharing", "when-idle")} == flags(base).items()
+    assert flags(container).items() - {("--gpu-sharing", "when-idle"),
+                                       ("--worker-idle-exit", "60")} == flags(base).items()
 
 
 # --- the cluster: an Indexed Job + headless Service (deploy/kubernetes/cluster)
