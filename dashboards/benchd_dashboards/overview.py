@@ -13,17 +13,23 @@ def build():
                          f"count(benchd_build_info{{{NODE}}})"))
         .with_panel(stat("Devices", "none", "Devices the selected daemons serve.",
                          f"count(benchd_worker_up{{{NODE_DEVICE}}})"))
-        .with_panel(stat("Workers up", "percentunit",
-                         "Share of the selected devices whose worker is started and answering.",
-                         f"avg(benchd_worker_up{{{NODE_DEVICE}}})",
+        .with_panel(stat("Workers ready", "percentunit",
+                         "Share of the selected devices whose worker is started and answering, "
+                         "or parked (--worker-idle-exit: stopped on purpose while idle; the "
+                         "next job starts it).",
+                         "avg(clamp_max(sum by (node, device) ({__name__=~"
+                         f"\"benchd_worker_up|benchd_worker_parked\", {NODE_DEVICE}}}), 1))",
                          thresholds=[(None, "red"), (0.99, "green")]))
         .with_panel(stat("Jobs waiting", "none", "Queued jobs on the selected devices.",
                          f"sum(benchd_queue_depth{{{NODE_DEVICE}}})"))
         .with_row(row("Workers"))
         .with_panel(timeseries(
             "Worker up", "bool_yes_no",
-            "1 while the device's worker is started and answers its heartbeat.",
-            (f"benchd_worker_up{{{NODE_DEVICE}}}", "{{node}} {{device}}")))
+            "1 while the device's worker is started and answers its heartbeat; a parked "
+            "worker (--worker-idle-exit, idle workers stopped on purpose) shows 0 here and 1 "
+            "as parked.",
+            (f"benchd_worker_up{{{NODE_DEVICE}}}", "{{node}} {{device}}"),
+            (f"benchd_worker_parked{{{NODE_DEVICE}}}", "{{node}} {{device}} parked")))
         .with_panel(timeseries(
             "Worker restarts", "none",
             "Worker restarts in each interval (a crash, a kill by benchd, a hung worker).",
