@@ -421,6 +421,7 @@ void Supervisor::Supervise(Slot* slot) {
       if (metrics_) {
         metrics_->SetWorkerUp(slot->device, false);
         metrics_->SetWorkerParked(slot->device, true);
+        metrics_->SetResidentModels(slot->device, 0, 0);  // they went with it
       }
       backoff = std::chrono::milliseconds(500);
       cv_.notify_all();
@@ -488,7 +489,11 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> Supervisor::WaitUntilUp(
   auto it = slots_.find(device);
   if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no worker for device ", device));
   Slot* slot = it->second.get();
-  auto serving = [&] { return slot->state == State::kUp && slot->client && !slot->unresponsive; };
+  // Not one being parked (told to exit): a call to it would fail; a Hold
+  // starts the next one once it has exited.
+  auto serving = [&] {
+    return slot->state == State::kUp && slot->client && !slot->unresponsive && !slot->parking;
+  };
   cv_.wait_for(lock, timeout, [&] { return stopping_ || serving(); });
   if (serving()) return slot->client;
   if (stopping_) return absl::UnavailableError("the daemon is stopping");
@@ -498,6 +503,11 @@ absl::StatusOr<std::shared_ptr<WorkerClient>> Supervisor::WaitUntilUp(
 WorkerHealth Supervisor::HealthLocked(const Slot& slot) const {
   WorkerHealth health;
   health.failing_to_start = slot.failed_starts > 0 && slot.state != State::kUp;
+  if (slot.parking) {  // exiting to be parked: no calls to it any more
+    health.state = v1::WORKER_STATE_PARKED;
+    health.detail = slot.parked_detail;
+    return health;
+  }
   switch (slot.state) {
     case State::kUp:
       health.client = slot.client;

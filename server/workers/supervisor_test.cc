@@ -131,8 +131,10 @@ class SupervisorParkingTest : public ::testing::Test {
     std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
-  void StartSupervisor(std::chrono::milliseconds idle_exit) {
+  void StartSupervisor(std::chrono::milliseconds idle_exit,
+                       std::chrono::milliseconds park_grace = std::chrono::seconds(10)) {
     Supervisor::Options o;
+    o.park_grace = park_grace;
     o.worker_path = dir_ + "/worker.sh";
     o.run_dir = o.log_dir = dir_;
     o.start_timeout = std::chrono::seconds(5);
@@ -174,7 +176,12 @@ TEST_F(SupervisorParkingTest, AnIdleWorkerIsParkedNotRestartedAndAHoldStartsItAg
   ASSERT_TRUE(up.ok()) << up.status();
   const pid_t first = (*up)->pid();
   ASSERT_TRUE(WaitForState(v1::WORKER_STATE_PARKED));
-  // The process is gone (reaped), and nothing replaces it.
+  // The process is gone (shown parked from when it is told to exit), and
+  // nothing replaces it.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (kill(first, 0) == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(kill(first, 0), -1);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   v1::Device d = sup_->Devices().at(0);
@@ -209,6 +216,28 @@ TEST_F(SupervisorParkingTest, AnIdleWorkerIsParkedNotRestartedAndAHoldStartsItAg
   ASSERT_GE(serving.size(), 2u);
   EXPECT_FALSE(serving[0]);
   for (size_t i = 1; i < serving.size(); ++i) EXPECT_TRUE(serving[i]) << i;
+}
+
+TEST_F(SupervisorParkingTest, AWorkerBeingParkedTakesNoCallsAndIsKilledPastTheGrace) {
+  WriteWorker("trap '' TERM\nwhile true; do sleep 0.1; done");  // ignores SIGTERM
+  StartSupervisor(std::chrono::milliseconds(200), std::chrono::milliseconds(800));
+  auto up = sup_->WaitUntilUp("cpu:0", std::chrono::seconds(5));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const pid_t pid = (*up)->pid();
+  ASSERT_TRUE(WaitForState(v1::WORKER_STATE_PARKED));
+  // Told to exit, still there: shown parked, and no caller gets it.
+  EXPECT_EQ(kill(pid, 0), 0);
+  EXPECT_EQ(sup_->Health("cpu:0").client, nullptr);
+  EXPECT_FALSE(sup_->WaitUntilUp("cpu:0", std::chrono::milliseconds(0)).ok());
+  // Past the grace it is killed, and parked all the same (not restarted).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(kill(pid, 0), -1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sup_->Health("cpu:0").state, v1::WORKER_STATE_PARKED);
+  EXPECT_EQ(sup_->Devices().at(0).worker_restarts(), 0);
 }
 
 TEST_F(SupervisorParkingTest, AWorkerRunningAJobIsNotParked) {
