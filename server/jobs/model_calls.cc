@@ -10,11 +10,15 @@
 namespace benchd::server {
 namespace {
 
-// The workers to ask: UP ones among `devices` that `wanted` accepts. An
-// UNRESPONSIVE one is an error (it may hold models we cannot see).
+// The workers to ask: UP ones among `devices` that `wanted` accepts, each
+// held (Workers::Hold, into `holds`) so that none is parked while the call is
+// in flight. An UNRESPONSIVE one is an error (it may hold models we cannot
+// see); a PARKED, DOWN or STARTING one holds no models and is not asked (nor
+// started).
 absl::StatusOr<std::vector<std::shared_ptr<WorkerClient>>> Targets(
     Workers* workers, const std::vector<std::string>& devices,
-    const std::function<bool(const std::string&)>& wanted) {
+    const std::function<bool(const std::string&)>& wanted,
+    std::vector<std::shared_ptr<void>>* holds) {
   std::vector<std::shared_ptr<WorkerClient>> out;
   for (const std::string& d : devices) {
     if (!wanted(d)) continue;
@@ -22,7 +26,10 @@ absl::StatusOr<std::vector<std::shared_ptr<WorkerClient>>> Targets(
     if (health.state == v1::WORKER_STATE_UNRESPONSIVE) {
       return ServingWorker(health, d, workers->LogPath(d)).status();
     }
-    if (health.state == v1::WORKER_STATE_UP && health.client) out.push_back(health.client);
+    if (health.state == v1::WORKER_STATE_UP && health.client) {
+      holds->push_back(workers->Hold(d, "a resident-model call"));
+      out.push_back(health.client);
+    }
   }
   return out;
 }
@@ -70,16 +77,19 @@ absl::Status DidNotAnswer(const WorkerClient& w, const absl::Status& s) {
 void ListModelsOnWorkers(Workers* workers, const std::vector<std::string>& devices,
                          const std::string& device,
                          WorkerClient::Done<v1::ListModelsResponse> done) {
-  auto targets = Targets(workers, devices,
-                         [&](const std::string& d) { return device.empty() || d == device; });
+  std::vector<std::shared_ptr<void>> holds;  // released with the last answer
+  auto targets = Targets(
+      workers, devices, [&](const std::string& d) { return device.empty() || d == device; },
+      &holds);
   if (!targets.ok()) return done(targets.status());
   CallEach<v1::ListModelsResponse>(
       *targets,
       [](WorkerClient& w, WorkerClient::Done<v1::ListModelsResponse> answered) {
         w.ListModelsAsync(v1::ListModelsRequest(), kListModelsTimeout, std::move(answered));
       },
-      [clients = *targets,
-       done = std::move(done)](std::vector<absl::StatusOr<v1::ListModelsResponse>> answers) {
+      [clients = *targets, holds = std::move(holds), done = std::move(done)](
+          std::vector<absl::StatusOr<v1::ListModelsResponse>> answers) mutable {
+        holds.clear();  // every worker has answered
         v1::ListModelsResponse all;
         for (size_t i = 0; i < answers.size(); ++i) {
           if (!answers[i].ok()) return done(DidNotAnswer(*clients[i], answers[i].status()));
@@ -99,19 +109,24 @@ void EvictModelOnWorkers(Workers* workers, const std::vector<std::string>& devic
         absl::StrCat("key: expected a key as ListModels gives it of at most ", kMaxModelKeyBytes,
                      " bytes, got ", QuotedForError(request.key()))));
   }
-  auto targets = Targets(workers, devices, [&](const std::string& d) {
-    if (!request.device().empty() && d != request.device()) return false;
-    // A key names its device first ("cuda:0/small/fp32").
-    return request.key().empty() || request.key().rfind(d + "/", 0) == 0;
-  });
+  std::vector<std::shared_ptr<void>> holds;  // released with the last answer
+  auto targets = Targets(
+      workers, devices,
+      [&](const std::string& d) {
+        if (!request.device().empty() && d != request.device()) return false;
+        // A key names its device first ("cuda:0/small/fp32").
+        return request.key().empty() || request.key().rfind(d + "/", 0) == 0;
+      },
+      &holds);
   if (!targets.ok()) return done(targets.status());
   CallEach<v1::EvictModelResponse>(
       *targets,
       [request](WorkerClient& w, WorkerClient::Done<v1::EvictModelResponse> answered) {
         w.EvictModelAsync(request, kEvictModelTimeout, std::move(answered));
       },
-      [clients = *targets, key = request.key(),
-       done = std::move(done)](std::vector<absl::StatusOr<v1::EvictModelResponse>> answers) {
+      [clients = *targets, holds = std::move(holds), key = request.key(), done = std::move(done)](
+          std::vector<absl::StatusOr<v1::EvictModelResponse>> answers) mutable {
+        holds.clear();  // every worker has answered
         v1::EvictModelResponse total;
         for (size_t i = 0; i < answers.size(); ++i) {
           if (!answers[i].ok()) return done(DidNotAnswer(*clients[i], answers[i].status()));

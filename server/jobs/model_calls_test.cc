@@ -38,6 +38,29 @@ class ModelCallsTest : public ::testing::Test {
   FakeWorkers workers_{devices_};
 };
 
+// --worker-idle-exit: a call holds the workers it asks until they answer
+// (none is parked under it), and a parked worker is neither asked nor started.
+TEST_F(ModelCallsTest, ACallHoldsTheWorkersItAsksAndLeavesParkedOnesParked) {
+  workers_.Up("cpu:0");
+  workers_.Park("cpu:1", "parked after 60 s idle");
+  int held_while_asked = -1;
+  workers_.client("cpu:0")->list_models.Set(
+      [&](const v1::ListModelsRequest&) -> absl::StatusOr<v1::ListModelsResponse> {
+        held_while_asked = workers_.holds("cpu:0");
+        return v1::ListModelsResponse();
+      });
+  auto all = List("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(held_while_asked, 1);
+  EXPECT_EQ(workers_.holds("cpu:0"), 0);
+  EXPECT_EQ(workers_.wakes("cpu:1"), 0);
+  EXPECT_EQ(workers_.Health("cpu:1").state, v1::WORKER_STATE_PARKED);
+  v1::EvictModelRequest every;
+  auto evicted = Evict(every);
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  EXPECT_EQ(workers_.wakes("cpu:1"), 0);
+}
+
 TEST_F(ModelCallsTest, ListGathersUpWorkersAndSurfacesAMissedDeadline) {
   workers_.UpAll();
   v1::ListModelsResponse on1;
