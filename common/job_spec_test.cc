@@ -959,6 +959,22 @@ std::unique_ptr<Message> New(const Descriptor* type) {
 
 // Every string and list of every request of the service has its own row in
 // limits.h, so a field added later gets its limit on purpose; no row is stale.
+// A list of an enum's values, each at most once, is as long as the enum
+// (less UNSPECIFIED): a request naming every value must pass. (Not
+// PrecisionSpec.autocast_dtypes, which takes two of Precision's values.)
+TEST(SizeLimitsTest, EnumListsHoldEveryValueOfTheirEnum) {
+  for (const char* name :
+       {"benchd.v1.DdpSpec.variants", "benchd.v1.DdpSpec.optimizers",
+        "benchd.v1.DdpSpec.gradient_compressions", "benchd.v1.PrecisionSpec.experiments"}) {
+    const auto* f = google::protobuf::DescriptorPool::generated_pool()->FindFieldByName(name);
+    ASSERT_NE(f, nullptr) << name;
+    ASSERT_NE(f->enum_type(), nullptr) << name;
+    const FieldLimit* row = FindFieldLimit(kListLimits, name);
+    ASSERT_NE(row, nullptr) << name;
+    EXPECT_EQ(row->max, f->enum_type()->value_count() - 1) << name;
+  }
+}
+
 TEST(SizeLimitsTest, EveryStringAndListOfEveryRequestHasARow) {
   std::set<std::string> strings, lists;
   for (const Descriptor* type : testing::RequestTypes(BenchServiceDescriptor())) {
@@ -1361,6 +1377,9 @@ TEST(RangeLimitsTest, EveryNumberOfAJobSpecOutOfItsRangeIsRefusedNamingIt) {
       {"ddp.variants[0]", [&](v1::JobSpec* s) { D(s)->add_variants(v1::DdpVariant(9)); }, ddp},
       {"ddp.bucket_mb[0]", [&](v1::JobSpec* s) { D(s)->add_bucket_mb(0); }, ddp},
       {"ddp.optimizers[0]", [&](v1::JobSpec* s) { D(s)->add_optimizers(v1::DdpOptimizer(9)); },
+       ddp},
+      {"ddp.gradient_compressions[0]",
+       [&](v1::JobSpec* s) { D(s)->add_gradient_compressions(v1::DdpGradientCompression(9)); },
        ddp},
       {"ddp.timeout_seconds",
        [&](v1::JobSpec* s) { D(s)->set_timeout_seconds(kMaxTimeoutSeconds + 1); }, ddp},

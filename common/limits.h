@@ -167,9 +167,12 @@ inline constexpr FieldLimit kListLimits[] = {
     {"benchd.v1.SweepAxis.values", kMaxSweepValues, "values of one axis"},
     {"benchd.v1.PrecisionSpec.experiments", 2, "accumulation and autocast, each at most once"},
     {"benchd.v1.PrecisionSpec.autocast_dtypes", 2, "bf16 and fp16, each at most once"},
-    {"benchd.v1.DdpSpec.variants", 4, "naive, flat, overlap and bucketed, each at most once"},
+    // The enum lists: each value at most once (job_spec_test checks each
+    // limit against its enum's count).
+    {"benchd.v1.DdpSpec.variants", 5, "naive, flat, overlap, bucketed and reducer, each once"},
     {"benchd.v1.DdpSpec.bucket_mb", 32, "bucket sizes of one request"},
-    {"benchd.v1.DdpSpec.optimizers", 2, "adamw and sharded_adamw, each at most once"},
+    {"benchd.v1.DdpSpec.optimizers", 3, "adamw, sharded_adamw and adamw_overlapped, each once"},
+    {"benchd.v1.DdpSpec.gradient_compressions", 2, "none and bf16, each at most once"},
 };
 
 // The row for `full_name` in `table`, or null.

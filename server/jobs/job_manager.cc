@@ -386,7 +386,11 @@ absl::Status JobManager::HoldWorkers(const v1::Job& job, const std::string& key,
     std::lock_guard<std::mutex> lock(mu_);
     return stopping_ || draining_ || running_[key].cancel_requested;
   };
-  for (const auto& [d, why] : parked) {
+  for (const auto& entry : parked) {
+    // Named, not a structured binding: clang (the sanitizer build) cannot
+    // capture bindings in the lambdas below.
+    const std::string& d = entry.first;
+    const std::string& why = entry.second;
     Publish(job, [&](v1::JobEvent* e) {
       e->set_log(absl::StrCat("starting the worker for ", d, " for this job, which waits for it (",
                               why, ")"));
