@@ -1,7 +1,10 @@
 #include "server/workers/worker_client.h"
 
 #include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchd/internal/worker.grpc.pb.h"
@@ -133,6 +136,39 @@ struct GrpcWorkerClient::Stub {
   std::unique_ptr<internal::Worker::Stub> stub;
 };
 
+namespace {
+
+// Channels whose async calls have called back, until a caller's thread lets
+// them go. gRPC 1.51 cannot destroy a channel inside one of that channel's
+// own callbacks (its callback queue shuts down and is freed twice: seen
+// under ASan when a worker parked, its client dropped, while a ping was out),
+// so a callback never drops the last reference: it leaves it here.
+std::mutex& ReleasedMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<std::shared_ptr<grpc::Channel>>& Released() {
+  static auto* channels = new std::vector<std::shared_ptr<grpc::Channel>>;
+  return *channels;
+}
+
+void KeepForRelease(std::shared_ptr<grpc::Channel> channel) {
+  std::lock_guard<std::mutex> lock(ReleasedMu());
+  Released().push_back(std::move(channel));
+}
+
+// On a thread that is no channel's callback (a caller's): the channels left
+// by finished calls go; a client still holding one keeps it alive.
+void ReleaseFinishedCalls() {
+  std::vector<std::shared_ptr<grpc::Channel>> released;
+  {
+    std::lock_guard<std::mutex> lock(ReleasedMu());
+    released.swap(Released());
+  }
+}
+
+}  // namespace
+
 // One unary call through the stub's callback API. The call owns its context,
 // request and response until gRPC calls back, so the caller need not wait;
 // it also holds the channel, so the connection outlives a client dropped
@@ -140,6 +176,7 @@ struct GrpcWorkerClient::Stub {
 template <typename Req, typename Resp, typename Start>
 void GrpcWorkerClient::CallAsync(const Req& request, Timeout timeout, Done<Resp> done,
                                  Start start) {
+  ReleaseFinishedCalls();
   if (in_flight_->fetch_add(1) >= kMaxUnaryCallsInFlight) {
     in_flight_->fetch_sub(1);
     done(absl::ResourceExhaustedError(absl::StrCat(
@@ -169,6 +206,7 @@ void GrpcWorkerClient::CallAsync(const Req& request, Timeout timeout, Done<Resp>
     } else {
       owned->done(FromGrpc(status));
     }
+    KeepForRelease(std::move(owned->channel));  // never the last reference here
   });
 }
 
